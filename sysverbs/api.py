@@ -1,0 +1,166 @@
+"""The public functions: libibverbs' device-discovery calls, with Python types."""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+from typing import Optional
+
+from .device import Context, Device, open_device
+from .devlist import library_for, sysfs_scanner
+from .messages import MemlockWarning, emit
+from .options import Options, PathArg, ReleaseArg, resolve
+
+__all__ = [
+    "DeviceList",
+    "get_device_list",
+    "free_device_list",
+    "get_device_name",
+    "get_device_guid",
+    "get_device_index",
+    "open_device",
+    "close_device",
+    "effective_options",
+]
+
+
+class DeviceList(list):  # type: ignore[type-arg]
+    """The list :func:`get_device_list` returns: a plain ``list`` of :class:`Device`.
+
+    It remembers the devices it was created with, so :func:`free_device_list`
+    releases exactly those even if the list was changed since.
+    """
+
+    __slots__ = ("_handed", "_freed")
+
+    def __init__(self, devices: list[Device]) -> None:
+        super().__init__(devices)
+        self._handed = tuple(devices)
+        self._freed = False
+
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def _first_call_init() -> None:
+    """``ibverbs_init`` (spec 1.2): once per process, on the first list call."""
+    global _initialized
+    with _init_lock:
+        if _initialized:
+            return
+        _initialized = True
+        if os.geteuid() != 0:
+            try:
+                soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+            except (OSError, ValueError):
+                emit(b"Warning: getrlimit(RLIMIT_MEMLOCK) failed.", MemlockWarning)
+            else:
+                if soft != resource.RLIM_INFINITY and 0 <= soft <= 32768:
+                    emit(
+                        b"Warning: RLIMIT_MEMLOCK is %d bytes.\n"
+                        b"    This will severely limit memory registrations.\n" % soft,
+                        MemlockWarning,
+                    )
+
+
+def effective_options(
+    *,
+    source: str = "auto",
+    sysfs_path: Optional[PathArg] = None,
+    dev_dir: Optional[PathArg] = None,
+    config_dir: Optional[PathArg] = None,
+    providers: Optional[str] = None,
+    rdma_core: ReleaseArg = None,
+) -> Options:
+    """What :func:`get_device_list` would use with these options, and why.
+
+    >>> opts = effective_options(sysfs_path="/tmp/host/sys/", providers="builtin",
+    ...                          rdma_core="44")
+    >>> opts.sysfs_path, opts.providers, opts.rdma_core
+    ('/tmp/host/sys', 'builtin', 44)
+    """
+    return resolve(source, sysfs_path, dev_dir, config_dir, providers, rdma_core)
+
+
+def get_device_list(
+    *,
+    source: str = "auto",
+    sysfs_path: Optional[PathArg] = None,
+    dev_dir: Optional[PathArg] = None,
+    config_dir: Optional[PathArg] = None,
+    providers: Optional[str] = None,
+    rdma_core: ReleaseArg = None,
+) -> DeviceList:
+    """``ibv_get_device_list()``: the RDMA devices that have a userspace provider.
+
+    Returns a list (empty when there are no devices).  Raises ``OSError`` with
+    libibverbs' errno where it returns NULL: ENOSYS (no usable
+    ``class/infiniband_verbs`` or kernel ABI), ENOMEM (sysfs path too long).
+
+    * ``source``: ``"auto"`` or ``"sysfs"`` (the same for now).
+    * ``sysfs_path``: the sysfs root; default ``$SYSFS_PATH`` as libibverbs reads
+      it (cached for the process, ignored for setuid callers), else ``/sys``.
+    * ``dev_dir``: where the uverbs nodes are; default ``/dev/infiniband``.
+    * ``config_dir``: the provider config directory; default ``/etc/libibverbs.d``.
+    * ``providers``: ``"installed"`` (the providers libibverbs would load from the
+      config dir, ``RDMAV_DRIVERS``/``IBV_DRIVERS`` and the provider libraries on
+      disk) or ``"builtin"`` (every provider of the table); default ``"installed"``
+      when the config dir exists, else ``"builtin"``.
+    * ``rdma_core``: the rdma-core release whose provider tables apply (``"44"``,
+      ``"latest"``...); default: the installed libibverbs' release, else latest.
+
+    Each distinct set of options behaves as one libibverbs loaded in this process:
+    it keeps its device list across calls, so survivors come back as the same
+    :class:`Device` objects and new devices come first.
+    """
+    opts = resolve(source, sysfs_path, dev_dir, config_dir, providers, rdma_core)
+    _first_call_init()
+    key = opts.key()
+    lib = library_for(key)
+    with lib.lock:
+        devices = lib.enumerate(sysfs_scanner(key), os.environ)
+        for dev in devices:
+            dev._hold()
+    return DeviceList(devices)
+
+
+def free_device_list(devices: list[Device]) -> None:
+    """``ibv_free_device_list()``: release the devices of a list from :func:`get_device_list`.
+
+    Devices that were not opened become invalid (using them raises
+    :class:`sysverbs.DeviceFreedError`) unless another unfreed list holds them.
+    """
+    if not isinstance(devices, DeviceList):
+        raise TypeError("free_device_list() takes a list returned by get_device_list()")
+    if devices._freed:
+        raise ValueError("this device list was already freed")
+    devices._freed = True
+    for dev in devices._handed:
+        dev._release()
+
+
+def get_device_name(device: Device) -> str:
+    """``ibv_get_device_name()``."""
+    return device.name
+
+
+def get_device_guid(device: Device) -> int:
+    """``ibv_get_device_guid()`` as a host-order integer: ``f"{guid:016x}"`` is what
+    ``ibv_devices`` prints.  0 when ``node_guid`` is missing or unparsable."""
+    return device._get_guid()
+
+
+def get_device_index(device: Device) -> int:
+    """``ibv_get_device_index()``: the kernel's index, -1 in sysfs mode."""
+    device._check()
+    return device._index
+
+
+def close_device(context: Context) -> None:
+    """``ibv_close_device()``."""
+    context.close()
+
+
+__all__ += ["open_device"]

@@ -1,0 +1,136 @@
+"""The C library parsing rules libibverbs relies on, over bytes.
+
+Every function takes the bytes a sysfs read produced and reproduces what glibc
+does with them: ``strtoul``/``strtol`` in base 10, ``sscanf("%u:%u")`` and
+``sscanf("%hx:%hx:%hx:%hx")``.  All of them stop at the first NUL byte, as a C
+string would.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = ["cstr", "strtoul", "strtol", "to_int32", "scan_u_u", "scan_hx4"]
+
+# C isspace() in the "C" locale.
+_SPACE = frozenset(b" \t\n\v\f\r")
+_DIGITS = frozenset(b"0123456789")
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+_ULONG_MAX = (1 << 64) - 1
+_LONG_MAX = (1 << 63) - 1
+_LONG_MIN = -(1 << 63)
+
+
+def cstr(data: bytes) -> bytes:
+    """The C string held in ``data``: everything before the first NUL."""
+    nul = data.find(b"\0")
+    return data if nul < 0 else data[:nul]
+
+
+def _skip_space(s: bytes, i: int) -> int:
+    n = len(s)
+    while i < n and s[i] in _SPACE:
+        i += 1
+    return i
+
+
+def _sign(s: bytes, i: int) -> tuple[bool, int]:
+    if i < len(s) and s[i] in b"+-":
+        return s[i] == 0x2D, i + 1
+    return False, i
+
+
+def _digits(s: bytes, i: int, allowed: frozenset[int]) -> int:
+    n = len(s)
+    while i < n and s[i] in allowed:
+        i += 1
+    return i
+
+
+def strtoul(data: bytes) -> int:
+    """glibc ``strtoul(s, NULL, 10)`` on a 64-bit host (result in 0..2**64-1)."""
+    s = cstr(data)
+    i = _skip_space(s, 0)
+    neg, i = _sign(s, i)
+    j = _digits(s, i, _DIGITS)
+    if j == i:
+        return 0
+    value = int(s[i:j])
+    if value > _ULONG_MAX:
+        return _ULONG_MAX
+    return (-value) & _ULONG_MAX if neg else value
+
+
+def strtol(data: bytes) -> int:
+    """glibc ``strtol(s, NULL, 10)`` on a 64-bit host (clamped to the long range)."""
+    s = cstr(data)
+    i = _skip_space(s, 0)
+    neg, i = _sign(s, i)
+    j = _digits(s, i, _DIGITS)
+    if j == i:
+        return 0
+    value = -int(s[i:j]) if neg else int(s[i:j])
+    return max(_LONG_MIN, min(_LONG_MAX, value))
+
+
+def to_int32(value: int) -> int:
+    """C conversion of an integer to a signed 32-bit ``int`` (two's complement)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def _scan_number(s: bytes, i: int, hexadecimal: bool) -> tuple[Optional[int], int]:
+    """One scanf ``%u``/``%x`` conversion from ``s[i:]``: (value mod 2**64, next index).
+
+    The value is None when the conversion fails.  Leading whitespace is skipped,
+    a sign is accepted, and ``%x`` accepts a ``0x``/``0X`` prefix (glibc keeps the
+    ``0`` as the number when no hex digit follows the ``x``).
+    """
+    i = _skip_space(s, i)
+    neg, i = _sign(s, i)
+    n = len(s)
+    got_zero = False
+    if hexadecimal and i < n and s[i] == 0x30:
+        got_zero = True
+        i += 1
+        if i < n and s[i] in b"xX":
+            i += 1
+    j = _digits(s, i, _HEX if hexadecimal else _DIGITS)
+    if j == i and not got_zero:
+        return None, j
+    value = int(s[i:j], 16 if hexadecimal else 10) if j > i else 0
+    if value > _ULONG_MAX:
+        value = _ULONG_MAX
+    elif neg:
+        value = (-value) & _ULONG_MAX
+    return value, j
+
+
+def scan_u_u(data: bytes) -> Optional[tuple[int, int]]:
+    """``sscanf(s, "%u:%u", &a, &b) == 2``: the two unsigned 32-bit values, else None."""
+    s = cstr(data)
+    a, i = _scan_number(s, 0, False)
+    if a is None or i >= len(s) or s[i] != 0x3A:
+        return None
+    b, _ = _scan_number(s, i + 1, False)
+    if b is None:
+        return None
+    return a & 0xFFFFFFFF, b & 0xFFFFFFFF
+
+
+def scan_hx4(data: bytes) -> Optional[tuple[int, int, int, int]]:
+    """``sscanf(s, "%hx:%hx:%hx:%hx")`` == 4: four 16-bit values, else None."""
+    s = cstr(data)
+    parts: list[int] = []
+    i = 0
+    for k in range(4):
+        if k:
+            if i >= len(s) or s[i] != 0x3A:
+                return None
+            i += 1
+        value, i = _scan_number(s, i, True)
+        if value is None:
+            return None
+        parts.append(value & 0xFFFF)
+    return parts[0], parts[1], parts[2], parts[3]

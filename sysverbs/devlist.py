@@ -1,0 +1,182 @@
+"""The process-wide device list: ``ibverbs_get_device_list`` (spec 1.7 to 1.10, 5.1).
+
+One :class:`Library` object plays the part of one loaded libibverbs: it keeps
+the global ABI value, whether providers were loaded, the driver list and the
+persistent, ordered list of matched devices across calls.  Each distinct set of
+options (sysfs root, /dev directory, config directory, provider mode, release)
+gets its own ``Library``, created on first use and kept for the process.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Callable
+
+from .device import Device
+from .drivers import DriverLoad, builtin_drivers, load_drivers
+from .enums import transport_for
+from .matching import match_record
+from .messages import KernelAbiFatal, NoDriverWarning, emit
+from .providers import Provider, provider_table
+from .records import DeviceRecord
+from .sysfs_source import ScanError, read_class_abi, scan_sysfs
+
+__all__ = ["LibraryKey", "Library", "library_for", "MIN_ABI", "MAX_ABI"]
+
+#: IB_USER_VERBS_MIN_ABI_VERSION / IB_USER_VERBS_MAX_ABI_VERSION.
+MIN_ABI = 3
+MAX_ABI = 6
+
+
+@dataclass(frozen=True)
+class LibraryKey:
+    """The options that make one emulated libibverbs instance."""
+
+    source: str
+    sysfs_root: bytes
+    dev_dir: bytes
+    config_dir: bytes
+    providers: str  # "installed" or "builtin"
+    release: int
+
+
+Scanner = Callable[[], list[DeviceRecord]]
+
+
+class Library:
+    """One emulated libibverbs: its process-wide state and enumeration."""
+
+    def __init__(self, key: LibraryKey) -> None:
+        self.key = key
+        self.lock = threading.RLock()
+        self.abi_ver = 0
+        self.drivers_loaded = False
+        self.driver_list: tuple[Provider, ...] = ()
+        self.devices: list[Device] = []
+
+    # -- provider loading ----------------------------------------------------------
+    def _load_drivers(self, env: Mapping[str, str]) -> None:
+        table = provider_table(self.key.release)
+        load: DriverLoad
+        if self.key.providers == "builtin":
+            load = builtin_drivers(table)
+        else:
+            load = load_drivers(
+                table,
+                self.key.release,
+                self.key.config_dir,
+                env,
+                trust_env=os.getuid() == os.geteuid(),
+            )
+        for body, category in load.messages:
+            emit(body, category)
+        known = list(self.driver_list)
+        for prov in load.providers:
+            if prov not in known:
+                known.append(prov)
+        self.driver_list = tuple(known)
+
+    # -- matching -------------------------------------------------------------------
+    def _try_all(self, records: list[DeviceRecord]) -> None:
+        """One matching pass: each match is prepended to the persistent list."""
+        remaining = []
+        for rec in records:
+            prov = match_record(rec, self.driver_list)
+            if prov is None:
+                remaining.append(rec)
+                continue
+            dev_path = rec.sysfs_root + b"/class/infiniband_verbs/" + rec.dev_name
+            self.devices.insert(
+                0,
+                Device(
+                    name=rec.ibdev_name,
+                    dev_name=rec.dev_name,
+                    dev_path=dev_path,
+                    ibdev_path=rec.ibdev_path,
+                    node_type=rec.node_type,
+                    transport_type=transport_for(rec.node_type),
+                    provider=prov.name,
+                    abi_ver=rec.abi_ver,
+                    cdev=rec.cdev,
+                    index=rec.ibdev_idx,
+                    guid=rec.node_guid,
+                    dev_dir=self.key.dev_dir,
+                    time_created_ns=rec.time_created_ns,
+                ),
+            )
+        records[:] = remaining
+
+    def _check_abi(self) -> None:
+        if self.abi_ver:
+            return
+        root = self.key.sysfs_root
+        path = root + b"/class/infiniband_verbs/abi_version"
+        abi = read_class_abi(root)
+        if abi is None:
+            raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), os.fsdecode(path))
+        self.abi_ver = abi
+        if abi < MIN_ABI or abi > MAX_ABI:
+            emit(
+                b"Fatal: kernel ABI version %d doesn't match library version %d.\n"
+                % (abi, MAX_ABI),
+                KernelAbiFatal,
+            )
+            raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), os.fsdecode(path))
+
+    def enumerate(self, scan: Scanner, env: Mapping[str, str]) -> list[Device]:
+        """``ibverbs_get_device_list``: update the persistent list and return it."""
+        try:
+            records = scan()
+        except ScanError as e:
+            raise OSError(e.errno, os.strerror(e.errno), os.fsdecode(e.path)) from None
+        if records:
+            self._check_abi()
+        survivors: list[Device] = []
+        for dev in self.devices:
+            for i, rec in enumerate(records):
+                if _same_sysfs_dev(dev, rec):
+                    del records[i]
+                    survivors.append(dev)
+                    break
+        self.devices = survivors
+        self._try_all(records)
+        if records and not self.drivers_loaded:
+            self._load_drivers(env)
+            self.drivers_loaded = True
+            self._try_all(records)
+        if "IBV_SHOW_WARNINGS" in env:
+            for rec in records:
+                emit(
+                    b"Warning: no userspace device-specific driver found for %s\n"
+                    % rec.ibdev_name,
+                    NoDriverWarning,
+                )
+        return list(self.devices)
+
+
+def _same_sysfs_dev(dev: Device, rec: DeviceRecord) -> bool:
+    if dev._dev_name != rec.dev_name or dev._index != rec.ibdev_idx:
+        return False
+    return not (rec.ibdev_idx == -1 and dev._time_created_ns != rec.time_created_ns)
+
+
+_libraries: dict[LibraryKey, Library] = {}
+_libraries_lock = threading.Lock()
+
+
+def library_for(key: LibraryKey) -> Library:
+    """The process-wide ``Library`` for these options."""
+    with _libraries_lock:
+        lib = _libraries.get(key)
+        if lib is None:
+            lib = _libraries[key] = Library(key)
+        return lib
+
+
+def sysfs_scanner(key: LibraryKey) -> Scanner:
+    """The sysfs source for a library key."""
+    return lambda: scan_sysfs(key.sysfs_root, key.dev_dir)

@@ -1,0 +1,227 @@
+"""Which providers libibverbs would load, and in which order (``load_drivers``, spec 2.3).
+
+libibverbs reads its config directory (``/etc/libibverbs.d``), then loads the
+names in ``RDMAV_DRIVERS`` (or ``IBV_DRIVERS``), then the config names in reverse
+(readdir x line) order; each library that loads registers its provider at the end
+of the driver list.  sysverbs does the same without ``dlopen``: a library "loads"
+when its file exists and looks like an ELF object, and registers the providers
+of the table whose library name it carries.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from .messages import ConfigWarning, DriverLoadWarning, SysverbsWarning
+from .providers import Provider, pabi_for, provider_dir
+
+__all__ = ["DriverLoad", "load_drivers", "parse_config_file", "builtin_drivers"]
+
+Message = tuple[bytes, type[SysverbsWarning]]
+
+
+@dataclass(frozen=True)
+class DriverLoad:
+    """The outcome of loading providers: the driver list and the messages to print."""
+
+    providers: tuple[Provider, ...]
+    messages: tuple[Message, ...]
+
+
+def builtin_drivers(table: Sequence[Provider]) -> DriverLoad:
+    """Every provider of the table, as if all were installed, with no message."""
+    return DriverLoad(tuple(table), ())
+
+
+def parse_config_file(data: bytes, path: bytes) -> tuple[list[bytes], list[Message]]:
+    """The driver names of one config file (in line order) and its warnings."""
+    names: list[bytes] = []
+    messages: list[Message] = []
+    for line in data.splitlines(keepends=True):
+        line = line.split(b"\0", 1)[0]
+        config = line.lstrip(b" \t")
+        if config[:1] in (b"\n", b"#"):
+            continue
+        m = re.match(rb"[^\n\t ]*", config)
+        assert m is not None
+        field = m.group(0)
+        rest: Optional[bytes] = config[m.end() + 1 :] if m.end() < len(config) else None
+        if field == b"driver" and rest is not None:
+            rest = rest.lstrip(b" \t")
+            name = re.match(rb"[^\n\t ]*", rest)
+            assert name is not None
+            names.append(name.group(0))
+        else:
+            messages.append(
+                (
+                    b"Warning: ignoring bad config directive '%s' in file '%s'.\n" % (field, path),
+                    ConfigWarning,
+                )
+            )
+    return names, messages
+
+
+def _read_config(config_dir: bytes) -> tuple[list[bytes], list[Message]]:
+    """``read_config``: the driver names in load order (reversed) and the warnings."""
+    messages: list[Message] = []
+    try:
+        entries = os.listdir(config_dir)
+    except (OSError, ValueError):
+        messages.append(
+            (b"Warning: couldn't open config directory '%s'.\n" % config_dir, ConfigWarning)
+        )
+        return [], messages
+    names: list[bytes] = []
+    for entry in entries:
+        path = config_dir + b"/" + entry
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            messages.append((b"Warning: couldn't stat config file '%s'.\n" % path, ConfigWarning))
+            continue
+        if not _is_reg(st.st_mode):
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            messages.append((b"Warning: couldn't read config file %s.\n" % path, ConfigWarning))
+            continue
+        chunks = []
+        try:
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        found, warned = parse_config_file(b"".join(chunks), path)
+        names.extend(found)
+        messages.extend(warned)
+    names.reverse()
+    return names, messages
+
+
+def _is_reg(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(mode)
+
+
+def _dl_error(path: bytes) -> Optional[bytes]:
+    """What ``dlopen`` of an explicit path would say, or None when it would load."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return b"cannot open shared object file: No such file or directory"
+    except NotADirectoryError:
+        return b"cannot open shared object file: Not a directory"
+    except PermissionError:
+        return b"cannot open shared object file: Permission denied"
+    except (OSError, ValueError):
+        return b"cannot open shared object file: No such file or directory"
+    if _is_reg(st.st_mode):
+        try:
+            with open(path, "rb") as f:
+                head = f.read(64)
+        except OSError:
+            return b"cannot open shared object file: Permission denied"
+        if len(head) < 64:
+            return b"file too short"
+        if not head.startswith(b"\x7fELF"):
+            return b"invalid ELF header"
+        return None
+    import stat
+
+    if stat.S_ISDIR(st.st_mode):
+        return b"cannot read file data: Is a directory"
+    return b"invalid ELF header"
+
+
+def _search_dirs(env: Mapping[str, str]) -> list[bytes]:
+    from .providers import _lib_dirs
+
+    dirs = [os.fsencode(d) for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
+    return dirs + [os.fsencode(d) for d in _lib_dirs()]
+
+
+_LIBNAME = re.compile(rb"(?:^|/)lib([^/]*)-rdmav\d+\.so$")
+
+
+def load_drivers(
+    table: Sequence[Provider],
+    release: int,
+    config_dir: bytes,
+    env: Mapping[str, str],
+    trust_env: bool,
+    libdir: Optional[bytes] = None,
+) -> DriverLoad:
+    """Emulate ``load_drivers()`` for the installed rdma-core (``providers="installed"``)."""
+    pabi = pabi_for(release)
+    suffix = b"-rdmav%d.so" % pabi
+    pdir = libdir if libdir is not None else os.fsencode(provider_dir())
+    by_library: dict[bytes, list[Provider]] = {}
+    for prov in table:
+        by_library.setdefault(prov.library.encode(), []).append(prov)
+
+    config_names, messages = _read_config(config_dir)
+    names: list[bytes] = []
+    if trust_env:
+        value = env.get("RDMAV_DRIVERS")
+        if value is None:
+            value = env.get("IBV_DRIVERS")
+        if value is not None:
+            names += re.split(rb"[:;]", os.fsencode(value))
+    names += config_names
+
+    registered: list[Provider] = []
+    search = _search_dirs(env)
+    for name in names:
+        loaded: Optional[bytes] = None
+        if name.startswith(b"/"):
+            path = name + suffix
+            err = _dl_error(path)
+            if err is None:
+                loaded = path
+            else:
+                messages.append(
+                    (
+                        b"Warning: couldn't load driver '%s': %s: %s\n" % (path, path, err),
+                        DriverLoadWarning,
+                    )
+                )
+        else:
+            soname = b"lib" + name + suffix
+            if _dl_error(pdir + b"/" + soname) is None:
+                loaded = pdir + b"/" + soname
+            else:
+                candidates = [soname] if b"/" in soname else [d + b"/" + soname for d in search]
+                err = b"cannot open shared object file: No such file or directory"
+                for cand in candidates:
+                    e = _dl_error(cand)
+                    if e is None:
+                        loaded = cand
+                        break
+                    if not e.startswith(b"cannot open shared object file"):
+                        err = e
+                        break
+                if loaded is None:
+                    messages.append(
+                        (
+                            b"Warning: couldn't load driver '%s': %s: %s\n" % (soname, soname, err),
+                            DriverLoadWarning,
+                        )
+                    )
+        if loaded is None:
+            continue
+        m = _LIBNAME.search(loaded)
+        for prov in by_library.get(m.group(1) if m else b"", []):
+            if prov not in registered:
+                registered.append(prov)
+    return DriverLoad(tuple(registered), tuple(messages))

@@ -1,0 +1,111 @@
+"""libibverbs' stderr messages, also issued as Python warnings.
+
+Each message is written to ``sys.stderr`` byte for byte as libibverbs writes it,
+and issued as a warning of a :class:`SysverbsWarning` subclass.  Those warnings
+are ignored by default (a filter appended at import), so nothing is printed
+twice; turn them on to capture or filter them::
+
+    import warnings, sysverbs
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", sysverbs.SysverbsWarning)
+        sysverbs.get_device_list(sysfs_path="/nonexistent")  # doctest: +SKIP
+
+The stderr text can be turned off with :func:`set_stderr` (``None``) without
+changing the warnings.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+import warnings
+from typing import BinaryIO, Optional, TextIO, Union, cast
+
+__all__ = [
+    "SysverbsWarning",
+    "NoDriverWarning",
+    "AbiWarning",
+    "KernelAbiFatal",
+    "ConfigWarning",
+    "DriverLoadWarning",
+    "MemlockWarning",
+    "ForkWarning",
+    "emit",
+    "set_stderr",
+]
+
+PFX = b"libibverbs: "
+
+
+class SysverbsWarning(UserWarning):
+    """Base class of every message sysverbs reproduces from libibverbs."""
+
+
+class NoDriverWarning(SysverbsWarning):
+    """``no userspace device-specific driver found`` (only with IBV_SHOW_WARNINGS)."""
+
+
+class AbiWarning(SysverbsWarning):
+    """``Driver X does not support the kernel ABI`` (always printed)."""
+
+
+class KernelAbiFatal(SysverbsWarning):
+    """``Fatal: kernel ABI version N doesn't match library version 6.``"""
+
+
+class ConfigWarning(SysverbsWarning):
+    """Problems with the provider config directory and its files."""
+
+
+class DriverLoadWarning(SysverbsWarning):
+    """``couldn't load driver``: a provider library named by the config is missing."""
+
+
+class MemlockWarning(SysverbsWarning):
+    """The first-call RLIMIT_MEMLOCK warning for non-root users."""
+
+
+class ForkWarning(SysverbsWarning):
+    """``fork()-safety requested but init failed``."""
+
+
+warnings.filterwarnings("ignore", category=SysverbsWarning, append=True)
+
+_lock = threading.Lock()
+_stream: Union[TextIO, BinaryIO, None, str] = "stderr"
+
+
+def set_stderr(stream: Union[TextIO, BinaryIO, None]) -> None:
+    """Send the libibverbs text to ``stream`` instead of ``sys.stderr`` (None: nowhere)."""
+    global _stream
+    _stream = stream
+
+
+def _write(data: bytes) -> None:
+    target = sys.stderr if _stream == "stderr" else _stream
+    if target is None or isinstance(target, str):
+        return
+    buf: Optional[BinaryIO] = getattr(target, "buffer", None)
+    try:
+        target.flush()
+        if buf is not None:
+            buf.write(data)
+            buf.flush()
+        elif isinstance(target, io.TextIOBase):
+            target.write(os.fsdecode(data))
+            target.flush()
+        else:
+            cast(BinaryIO, target).write(data)
+            target.flush()
+    except (OSError, ValueError, TypeError):
+        pass
+
+
+def emit(body: bytes, category: type[SysverbsWarning]) -> None:
+    """Print ``libibverbs: <body>`` exactly, and warn with ``category``."""
+    data = PFX + body
+    with _lock:
+        _write(data)
+    warnings.warn(os.fsdecode(data).rstrip("\n"), category, stacklevel=3)

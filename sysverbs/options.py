@@ -1,0 +1,124 @@
+"""Resolving the options of a call into the libibverbs instance they describe."""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from .devlist import LibraryKey
+from .providers import installed_release, libibverbs_library, resolve_release
+
+__all__ = ["Options", "resolve", "PathArg", "ReleaseArg"]
+
+PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+ReleaseArg = Union[int, str, None]
+
+DEFAULT_SYSFS = b"/sys"
+DEFAULT_DEV_DIR = b"/dev/infiniband"
+DEFAULT_CONFIG_DIR = b"/etc/libibverbs.d"
+SOURCES = ("auto", "sysfs")
+PROVIDER_MODES = ("installed", "builtin")
+
+_env_root: Optional[bytes] = None
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a call with these options does, and why (see :func:`sysverbs.effective_options`)."""
+
+    source: str
+    sysfs_path: str
+    dev_dir: str
+    config_dir: str
+    providers: str
+    providers_reason: str
+    rdma_core: int
+    rdma_core_reason: str
+
+    def key(self) -> LibraryKey:
+        return LibraryKey(
+            source=self.source,
+            sysfs_root=os.fsencode(self.sysfs_path),
+            dev_dir=os.fsencode(self.dev_dir),
+            config_dir=os.fsencode(self.config_dir),
+            providers=self.providers,
+            release=self.rdma_core,
+        )
+
+
+def _path(value: PathArg, what: str) -> bytes:
+    try:
+        raw = os.fsencode(value)
+    except TypeError:
+        raise TypeError(f"{what} must be a path, not {type(value).__name__}") from None
+    if b"\0" in raw:
+        raise ValueError(f"{what} contains a NUL byte")
+    return raw
+
+
+def env_sysfs_root() -> bytes:
+    """``ibv_get_sysfs_path``: SYSFS_PATH (first 256 bytes, trailing '/' stripped) or /sys.
+
+    Computed once and cached for the process, as libibverbs does; ignored when the
+    real and effective user ids differ.
+    """
+    global _env_root
+    if _env_root is None:
+        env = os.environb.get(b"SYSFS_PATH") if os.getuid() == os.geteuid() else None
+        _env_root = env[:256].rstrip(b"/") if env is not None else DEFAULT_SYSFS
+    return _env_root
+
+
+@functools.lru_cache(maxsize=64)
+def _default_mode(config_dir: bytes) -> tuple[str, str]:
+    """The default provider mode, decided once per process for each config dir."""
+    if os.path.isdir(config_dir):
+        return "installed", f"default: config dir {os.fsdecode(config_dir)} exists"
+    return "builtin", f"default: no config dir {os.fsdecode(config_dir)}"
+
+
+def resolve(
+    source: str = "auto",
+    sysfs_path: Optional[PathArg] = None,
+    dev_dir: Optional[PathArg] = None,
+    config_dir: Optional[PathArg] = None,
+    providers: Optional[str] = None,
+    rdma_core: ReleaseArg = None,
+) -> Options:
+    """Validate the options and fill in libibverbs' defaults."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
+    root = (
+        env_sysfs_root()
+        if sysfs_path is None
+        else _path(sysfs_path, "sysfs_path").rstrip(b"/")
+    )
+    ddir = DEFAULT_DEV_DIR if dev_dir is None else _path(dev_dir, "dev_dir").rstrip(b"/")
+    cdir = DEFAULT_CONFIG_DIR if config_dir is None else _path(config_dir, "config_dir")
+    if providers is None:
+        mode, why = _default_mode(cdir)
+    elif providers in PROVIDER_MODES:
+        mode, why = providers, "given"
+    else:
+        raise ValueError(
+            f"providers must be one of {', '.join(PROVIDER_MODES)} or None, not {providers!r}"
+        )
+    release = resolve_release(rdma_core)
+    if rdma_core is not None:
+        rwhy = "given"
+    elif installed_release() is not None:
+        rwhy = f"default: installed {libibverbs_library()}"
+    else:
+        rwhy = "default: latest (no libibverbs installed)"
+    return Options(
+        source=source,
+        sysfs_path=os.fsdecode(root),
+        dev_dir=os.fsdecode(ddir),
+        config_dir=os.fsdecode(cdir),
+        providers=mode,
+        providers_reason=why,
+        rdma_core=release,
+        rdma_core_reason=rwhy,
+    )

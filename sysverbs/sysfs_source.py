@@ -1,0 +1,143 @@
+"""The sysfs source: ``find_sysfs_devs`` (spec 1.6) and the class ABI read (spec 1.7)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from typing import Optional
+
+from .cparse import cstr, scan_u_u, strtol, strtoul, to_int32
+from .enums import NodeType, node_type_from_number
+from .records import DeviceRecord
+from .sysfs_read import (
+    ABI_SIZE,
+    CLASS_ABI_SIZE,
+    DEV_SIZE,
+    IBDEV_SIZE,
+    NAME_MAX_IBV,
+    NODE_TYPE_SIZE,
+    PATH_MAX_IBV,
+    read_sysfs_file,
+)
+
+__all__ = ["scan_sysfs", "read_class_abi", "ScanError"]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+class ScanError(Exception):
+    """The whole enumeration failed with ``errno`` (raised as OSError by the caller)."""
+
+    def __init__(self, err: int, path: bytes) -> None:
+        super().__init__(err, path)
+        self.errno = err
+        self.path = path
+
+
+def read_node_type(ibdev_path: bytes) -> NodeType:
+    """``<ibdev_path>/node_type``: result ``<= 0`` is UNKNOWN, else strtoul as uint32."""
+    value = read_sysfs_file(ibdev_path + b"/node_type", NODE_TYPE_SIZE)
+    if not value:
+        return NodeType.UNKNOWN
+    return node_type_from_number(strtoul(value) & 0xFFFFFFFF)
+
+
+def _scan_entry(
+    class_fd: int, name: bytes, root: bytes, dev_dir: bytes
+) -> Optional[DeviceRecord]:
+    """Steps 2-10 of spec 1.6 for one class entry; None is a silent skip."""
+    try:
+        entry_fd = os.open(name, _DIR_FLAGS, dir_fd=class_fd)
+    except OSError:
+        return None
+    try:
+        ibdev = read_sysfs_file(b"ibdev", IBDEV_SIZE, dir_fd=entry_fd)
+        if ibdev is None:
+            return None
+        ibdev_name = cstr(ibdev)
+        ibdev_path = root + b"/class/infiniband/" + ibdev_name
+        if len(ibdev_path) >= PATH_MAX_IBV or len(name) >= NAME_MAX_IBV:
+            return None
+        try:
+            st = os.stat(ibdev_path)
+        except (OSError, ValueError):
+            return None
+        dev = read_sysfs_file(b"dev", DEV_SIZE, dir_fd=entry_fd)
+        # An empty dev file is undefined behaviour in libibverbs (an uninitialised
+        # stack buffer is parsed); it was observed to be skipped, so skip it.
+        if not dev:
+            return None
+        cdev = scan_u_u(dev)
+        if cdev is None:
+            return None
+        abi = read_sysfs_file(b"abi_version", ABI_SIZE, dir_fd=entry_fd)
+        abi_ver = strtoul(abi) & 0xFFFFFFFF if abi else 0
+    finally:
+        os.close(entry_fd)
+    node_type = read_node_type(ibdev_path)
+    try:
+        os.stat(dev_dir + b"/" + name)
+    except (OSError, ValueError):
+        return None
+    return DeviceRecord(
+        dev_name=name,
+        ibdev_name=ibdev_name,
+        ibdev_path=ibdev_path,
+        sysfs_root=root,
+        cdev=cdev,
+        abi_ver=abi_ver,
+        node_type=node_type,
+        time_created_ns=st.st_mtime_ns,
+    )
+
+
+def scan_sysfs(root: bytes, dev_dir: bytes) -> list[DeviceRecord]:
+    """The temporary device list: candidates in reverse readdir order.
+
+    Raises :class:`ScanError` with ENOMEM (class path too long) or ENOSYS (class
+    directory cannot be opened).
+    """
+    class_path = root + b"/class/infiniband_verbs"
+    if len(class_path) >= PATH_MAX_IBV:
+        raise ScanError(errno.ENOMEM, class_path)
+    try:
+        class_fd = os.open(class_path, _DIR_FLAGS)
+    except (OSError, ValueError):
+        raise ScanError(errno.ENOSYS, class_path) from None
+    records: list[DeviceRecord] = []
+    try:
+        try:
+            names = os.listdir(class_fd)
+        except OSError:
+            names = []
+        for name_str in names:
+            name = os.fsencode(name_str)
+            if name.startswith(b"."):
+                continue
+            rec = _scan_entry(class_fd, name, root, dev_dir)
+            if rec is not None:
+                records.append(rec)
+    finally:
+        os.close(class_fd)
+    records.reverse()
+    return records
+
+
+def read_class_abi(root: bytes) -> Optional[int]:
+    """``<S>/class/infiniband_verbs/abi_version`` as ``(int)strtol``; None if unreadable.
+
+    An empty file is undefined behaviour in libibverbs (observed as 0); it is 0 here.
+    """
+    value = read_sysfs_file(root + b"/class/infiniband_verbs/abi_version", CLASS_ABI_SIZE)
+    if value is None:
+        return None
+    return to_int32(strtol(value))
+
+
+def is_char_device(path: bytes) -> bool:
+    """True when ``path`` is a character device (no exception)."""
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
