@@ -108,4 +108,9 @@ def emit(body: bytes, category: type[SysverbsWarning]) -> None:
     data = PFX + body
     with _lock:
         _write(data)
-    warnings.warn(os.fsdecode(data).rstrip("\n"), category, stacklevel=3)
+    # Point the warning at the first caller outside sysverbs.
+    level, frame = 1, sys._getframe(0)
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("sysverbs"):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(os.fsdecode(data).rstrip("\n"), category, stacklevel=level)
