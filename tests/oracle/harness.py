@@ -92,20 +92,18 @@ def base_env() -> dict[str, str]:
     return env
 
 
-def run_impl(
-    impl: str,
+def run_in_ns(
     src: Path,
     dst: Path,
-    steps: Sequence[Mapping[str, Any]],
+    argv: Sequence[str],
     *,
     env: Optional[Mapping[str, Optional[str]]] = None,
-    options: Optional[Mapping[str, Any]] = None,
     config_dir: Optional[Path] = None,
     setpriv: Optional[str] = None,
     memlock: Optional[int] = None,
     sysfs_path: Optional[str] = None,
 ) -> Run:
-    plan = {"root": str(dst), "steps": list(steps), "options": dict(options or {})}
+    """Run argv in a private mount namespace with ``src`` mounted at ``dst``."""
     full = base_env()
     full["SYSFS_PATH"] = sysfs_path if sysfs_path is not None else str(dst / "sys")
     for k, v in (env or {}).items():
@@ -118,22 +116,41 @@ def run_impl(
     full["ORACLE_CONF"] = str(config_dir) if config_dir else ""
     full["ORACLE_SETPRIV"] = setpriv or ""
     full["ORACLE_MEMLOCK"] = f"{memlock}:{memlock}" if memlock is not None else ""
-    cmd = [
-        "unshare",
-        "-m",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        _SCRIPT,
-        "oracle",
-        sys.executable,
-        str(PROBE),
-        impl,
-        json.dumps(plan),
-    ]
+    cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", _SCRIPT, "oracle", *argv]
     proc = subprocess.run(cmd, env=full, capture_output=True, timeout=120)
-    return Run(proc.returncode, proc.stdout.decode(), proc.stderr)
+    return Run(proc.returncode, proc.stdout.decode(errors="surrogateescape"), proc.stderr)
+
+
+def run_impl(
+    impl: str,
+    src: Path,
+    dst: Path,
+    steps: Sequence[Mapping[str, Any]],
+    *,
+    options: Optional[Mapping[str, Any]] = None,
+    **kw: Any,
+) -> Run:
+    """Run a probe plan with one implementation ("libibverbs" or "sysverbs")."""
+    plan = {"root": str(dst), "steps": list(steps), "options": dict(options or {})}
+    argv = [sys.executable, str(PROBE), impl, json.dumps(plan)]
+    return run_in_ns(src, dst, argv, **kw)
+
+
+def materialize_pair(tmp: Path, build: Callable[[Path], Any]) -> tuple[Path, Path, Path]:
+    """Two copies of a tree (for libibverbs and for sysverbs) and the shared mount point."""
+    os.chmod(tmp, 0o755)
+    dst = tmp / "root"
+    dst.mkdir(parents=True, exist_ok=True)
+    os.chmod(dst, 0o755)
+    copies = []
+    for impl in ("libibverbs", "sysverbs"):
+        src = tmp / impl
+        src.mkdir()
+        os.chmod(src, 0o755)
+        build(src)
+        (src / "dev/infiniband").mkdir(parents=True, exist_ok=True)
+        copies.append(src)
+    return copies[0], copies[1], dst
 
 
 def compare(
@@ -143,19 +160,10 @@ def compare(
     **kw: Any,
 ) -> tuple[Run, Run]:
     """Build the tree twice (one copy each), run both, return (libibverbs, sysverbs)."""
-    runs = []
-    dst = tmp / "root"
-    dst.mkdir(parents=True, exist_ok=True)
-    os.chmod(dst, 0o755)
-    os.chmod(tmp, 0o755)
-    for impl in ("libibverbs", "sysverbs"):
-        src = tmp / impl
-        src.mkdir()
-        os.chmod(src, 0o755)
-        build(src)
-        (src / "dev/infiniband").mkdir(parents=True, exist_ok=True)
-        runs.append(run_impl(impl, src, dst, steps, **kw))
-    return runs[0], runs[1]
+    real_src, ours_src, dst = materialize_pair(tmp, build)
+    real = run_impl("libibverbs", real_src, dst, steps, **kw)
+    ours = run_impl("sysverbs", ours_src, dst, steps, **kw)
+    return real, ours
 
 
 def assert_same(real: Run, ours: Run) -> None:
