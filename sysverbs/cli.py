@@ -45,10 +45,10 @@ def _options(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     if args.fixture is None:
         yield opts
         return
-    from . import recording
+    from .recording import fixture_path, materialize
 
     with tempfile.TemporaryDirectory(prefix="sysverbs-") as tmp:
-        host = recording.materialize(recording.fixture_path(args.fixture), tmp)
+        host = materialize(fixture_path(args.fixture), tmp)
         opts["sysfs_path"] = str(host.sysfs)
         opts["dev_dir"] = str(host.dev)
         if args.providers is None:
