@@ -8,7 +8,7 @@ import threading
 from typing import Optional
 
 from .device import Context, Device, open_device
-from .devlist import library_for, sysfs_scanner
+from .devlist import library_for
 from .messages import MemlockWarning, emit
 from .options import Options, PathArg, ReleaseArg, resolve
 
@@ -120,7 +120,7 @@ def get_device_list(
     key = opts.key()
     lib = library_for(key)
     with lib.lock:
-        devices = lib.enumerate(sysfs_scanner(key), os.environ)
+        devices = lib.enumerate(os.environ)
         for dev in devices:
             dev._hold()
     return DeviceList(devices)

@@ -14,8 +14,8 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Callable
 
+from . import sources
 from .device import Device
 from .drivers import DriverLoad, builtin_drivers, load_drivers
 from .enums import transport_for
@@ -23,7 +23,7 @@ from .matching import match_record
 from .messages import KernelAbiFatal, NoDriverWarning, emit
 from .providers import Provider, provider_table
 from .records import DeviceRecord
-from .sysfs_source import ScanError, read_class_abi, scan_sysfs
+from .sysfs_source import ScanError, read_class_abi
 
 __all__ = ["LibraryKey", "Library", "library_for", "MIN_ABI", "MAX_ABI"]
 
@@ -42,9 +42,6 @@ class LibraryKey:
     config_dir: bytes
     providers: str  # "installed" or "builtin"
     release: int
-
-
-Scanner = Callable[[], list[DeviceRecord]]
 
 
 class Library:
@@ -127,12 +124,15 @@ class Library:
             )
             raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), os.fsdecode(path))
 
-    def enumerate(self, scan: Scanner, env: Mapping[str, str]) -> list[Device]:
+    def enumerate(self, env: Mapping[str, str]) -> list[Device]:
         """``ibverbs_get_device_list``: update the persistent list and return it."""
         try:
-            records = scan()
+            found = sources.scan(self.key)
         except ScanError as e:
             raise OSError(e.errno, os.strerror(e.errno), os.fsdecode(e.path)) from None
+        records = found.records
+        if found.netlink:
+            self.abi_ver = MAX_ABI  # netlink mode forces the global ABI (spec 1.12)
         if records:
             self._check_abi()
         survivors: list[Device] = []
@@ -176,7 +176,3 @@ def library_for(key: LibraryKey) -> Library:
             lib = _libraries[key] = Library(key)
         return lib
 
-
-def sysfs_scanner(key: LibraryKey) -> Scanner:
-    """The sysfs source for a library key."""
-    return lambda: scan_sysfs(key.sysfs_root, key.dev_dir)

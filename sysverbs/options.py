@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from . import sources
 from .devlist import LibraryKey
 from .providers import installed_release, libibverbs_library, resolve_release
 
@@ -18,7 +19,6 @@ ReleaseArg = Union[int, str, None]
 DEFAULT_SYSFS = b"/sys"
 DEFAULT_DEV_DIR = b"/dev/infiniband"
 DEFAULT_CONFIG_DIR = b"/etc/libibverbs.d"
-SOURCES = ("auto", "sysfs")
 PROVIDER_MODES = ("installed", "builtin")
 
 _env_root: Optional[bytes] = None
@@ -88,8 +88,8 @@ def resolve(
     rdma_core: ReleaseArg = None,
 ) -> Options:
     """Validate the options and fill in libibverbs' defaults."""
-    if source not in SOURCES:
-        raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
+    if source not in sources.names():
+        raise ValueError(f"source must be one of {', '.join(sources.names())}, not {source!r}")
     root = (
         env_sysfs_root()
         if sysfs_path is None

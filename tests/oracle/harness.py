@@ -138,6 +138,7 @@ def run_impl(
 
 def materialize_pair(tmp: Path, build: Callable[[Path], Any]) -> tuple[Path, Path, Path]:
     """Two copies of a tree (for libibverbs and for sysverbs) and the shared mount point."""
+    tmp.mkdir(parents=True, exist_ok=True)
     os.chmod(tmp, 0o755)
     dst = tmp / "root"
     dst.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,76 @@
+"""Where device records come from: a registry of sources (sysfs, netlink, udev).
+
+A source turns the options of a call (a :class:`~sysverbs.devlist.LibraryKey`)
+into a :class:`Scan`: the candidate records in libibverbs' temporary-list order
+(reverse readdir order for sysfs, reverse dump order for netlink) and whether the
+kernel answered over netlink (then the global ABI is 6 and identity is by index).
+Every source produces the same :class:`~sysverbs.records.DeviceRecord` objects,
+and every attribute value is read by :func:`sysverbs.sysfs_read.read_sysfs_file`.
+
+``source="auto"`` follows libibverbs: each source in :data:`AUTO_ORDER` is tried
+and the first that does not raise :class:`SourceUnavailable` is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from .records import DeviceRecord
+from .sysfs_source import scan_sysfs
+
+if TYPE_CHECKING:
+    from .devlist import LibraryKey
+
+__all__ = ["Scan", "SourceUnavailable", "register", "scan", "names", "AUTO_ORDER"]
+
+
+@dataclass
+class Scan:
+    """The candidates of one enumeration."""
+
+    records: list[DeviceRecord]
+    netlink: bool = False  # the kernel answered over RDMA netlink (spec 1.12)
+
+
+class SourceUnavailable(Exception):
+    """This source cannot be used here; ``auto`` falls back to the next one."""
+
+
+SourceFunc = Callable[["LibraryKey"], Scan]
+
+_SOURCES: dict[str, SourceFunc] = {}
+#: Sources tried in turn by ``source="auto"`` (netlink goes first once registered).
+AUTO_ORDER: list[str] = []
+
+
+def register(name: str, func: SourceFunc, *, auto_position: int | None = None) -> None:
+    """Register a source; ``auto_position`` inserts it into :data:`AUTO_ORDER`."""
+    _SOURCES[name] = func
+    if auto_position is not None and name not in AUTO_ORDER:
+        AUTO_ORDER.insert(auto_position, name)
+
+
+def names() -> tuple[str, ...]:
+    """Every accepted ``source=`` value."""
+    return ("auto", *_SOURCES)
+
+
+def scan(key: LibraryKey) -> Scan:
+    """Run the source the key names (``auto``: the first available in AUTO_ORDER)."""
+    if key.source != "auto":
+        return _SOURCES[key.source](key)
+    last: SourceUnavailable | None = None
+    for name in AUTO_ORDER:
+        try:
+            return _SOURCES[name](key)
+        except SourceUnavailable as e:
+            last = e
+    raise last or SourceUnavailable("no source available")
+
+
+def _sysfs(key: LibraryKey) -> Scan:
+    return Scan(scan_sysfs(key.sysfs_root, key.dev_dir))
+
+
+register("sysfs", _sysfs, auto_position=0)
