@@ -73,4 +73,18 @@ def _sysfs(key: LibraryKey) -> Scan:
     return Scan(scan_sysfs(key.sysfs_root, key.dev_dir))
 
 
+def _netlink(key: LibraryKey) -> Scan:
+    from .netlink_source import scan_netlink
+
+    return scan_netlink(key)
+
+
+def _udev(key: LibraryKey) -> Scan:
+    from .udev_source import scan_udev
+
+    return scan_udev(key)
+
+
 register("sysfs", _sysfs, auto_position=0)
+register("netlink", _netlink, auto_position=0)  # libibverbs asks netlink first
+register("udev", _udev)
