@@ -130,6 +130,8 @@ class Library:
             found = sources.scan(self.key)
         except ScanError as e:
             raise OSError(e.errno, os.strerror(e.errno), os.fsdecode(e.path)) from None
+        except sources.SourceUnavailable as e:
+            raise OSError(e.errno, f"source {self.key.source!r} unavailable: {e}") from None
         records = found.records
         if found.netlink:
             self.abi_ver = MAX_ABI  # netlink mode forces the global ABI (spec 1.12)

@@ -13,6 +13,7 @@ and the first that does not raise :class:`SourceUnavailable` is used.
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -34,7 +35,14 @@ class Scan:
 
 
 class SourceUnavailable(Exception):
-    """This source cannot be used here; ``auto`` falls back to the next one."""
+    """This source cannot be used here; ``auto`` falls back to the next one.
+
+    When the caller asked for this source by name, it becomes ``OSError(errno, why)``.
+    """
+
+    def __init__(self, why: str, err: int = errno.EPROTONOSUPPORT) -> None:
+        super().__init__(why)
+        self.errno = err
 
 
 SourceFunc = Callable[["LibraryKey"], Scan]
