@@ -22,6 +22,7 @@ from .api import (
 )
 from .device import Context, Device, DeviceFreedError
 from .enums import NodeType, TransportType
+from .fork import ForkStatus, fork_init, is_fork_initialized
 from .messages import (
     AbiWarning,
     ConfigWarning,
@@ -46,6 +47,9 @@ __all__ = [
     "open_device",
     "close_device",
     "effective_options",
+    "fork_init",
+    "is_fork_initialized",
+    "ForkStatus",
     "Device",
     "DeviceList",
     "Context",

@@ -9,7 +9,8 @@ from typing import Optional
 
 from .device import Context, Device, open_device
 from .devlist import library_for
-from .messages import MemlockWarning, emit
+from .fork import fork_env_requested, fork_init
+from .messages import ForkWarning, MemlockWarning, emit
 from .options import Options, PathArg, ReleaseArg, resolve
 
 __all__ = [
@@ -51,6 +52,11 @@ def _first_call_init() -> None:
         if _initialized:
             return
         _initialized = True
+        if fork_env_requested(os.environ):
+            try:
+                fork_init()
+            except OSError:
+                emit(b"Warning: fork()-safety requested but init failed\n", ForkWarning)
         if os.geteuid() != 0:
             try:
                 soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)

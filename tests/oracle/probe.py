@@ -9,6 +9,7 @@ stderr (the library's messages) are then compared byte for byte.  Steps:
   {"op": "list"}                                   ibv_get_device_list + every accessor
   {"op": "free", "list": K}                        ibv_free_device_list of the K-th list
   {"op": "open", "list": K, "device": I}           ibv_open_device + close: 0 or errno
+  {"op": "fork_init"} / {"op": "fork_status"}      ibv_fork_init / ibv_is_fork_initialized
   {"op": "write", "path": P, "data": HEX}          write a file (P relative to the root)
   {"op": "remove", "path": P}                      remove a file, link or tree
   {"op": "touch", "path": P, "seconds": S}         set mtime to now + S seconds
@@ -61,7 +62,15 @@ class Libibverbs:
         lib.ibv_open_device.restype = ctypes.c_void_p
         lib.ibv_open_device.argtypes = [ctypes.POINTER(IbvDevice)]
         lib.ibv_close_device.argtypes = [ctypes.c_void_p]
+        lib.ibv_fork_init.restype = ctypes.c_int
+        lib.ibv_is_fork_initialized.restype = ctypes.c_int
         self.lib = lib
+
+    def fork_init(self) -> int:
+        return int(self.lib.ibv_fork_init())
+
+    def fork_status(self) -> int:
+        return int(self.lib.ibv_is_fork_initialized())
 
     def open_close(self, handle: Any, index: int) -> int:
         ctypes.set_errno(0)
@@ -141,6 +150,15 @@ class Sysverbs:
     def free(self, handle: Any) -> None:
         self.sv.free_device_list(handle)
 
+    def fork_init(self) -> int:
+        try:
+            return int(self.sv.fork_init())
+        except OSError as e:
+            return int(e.errno or 0)
+
+    def fork_status(self) -> int:
+        return int(self.sv.is_fork_initialized())
+
     def open_close(self, handle: Any, index: int) -> int:
         try:
             ctx = self.sv.open_device(handle[index])
@@ -205,6 +223,10 @@ def main() -> None:
                 result = {"op": "list", "devices": items}
         elif op == "open":
             result = {"op": "open", "errno": impl.open_close(lists[step["list"]], step["device"])}
+        elif op == "fork_init":
+            result = {"op": op, "result": impl.fork_init()}
+        elif op == "fork_status":
+            result = {"op": op, "status": impl.fork_status()}
         elif op == "free":
             impl.free(lists[step["list"]])
             result = {"op": "free"}
