@@ -137,14 +137,24 @@ class Library:
             self.abi_ver = MAX_ABI  # netlink mode forces the global ABI (spec 1.12)
         if records:
             self._check_abi()
+        # For each listed device (in list order) the first record that is the same
+        # device survives it (same_sysfs_dev); the others are new.  Keyed, not nested
+        # loops, so a repeated call stays linear in the number of devices.
+        by_key: dict[tuple[bytes, int, int], list[int]] = {}
+        for i, rec in enumerate(records):
+            by_key.setdefault(
+                _identity(rec.dev_name, rec.ibdev_idx, rec.time_created_ns), []
+            ).append(i)
+        taken: set[int] = set()
         survivors: list[Device] = []
         for dev in self.devices:
-            for i, rec in enumerate(records):
-                if _same_sysfs_dev(dev, rec):
-                    del records[i]
-                    survivors.append(dev)
-                    break
+            slots = by_key.get(_identity(dev._dev_name, dev._index, dev._time_created_ns))
+            if slots:
+                taken.add(slots.pop(0))
+                survivors.append(dev)
         self.devices = survivors
+        if taken:
+            records = [rec for i, rec in enumerate(records) if i not in taken]
         self._try_all(records)
         if records and not self.drivers_loaded:
             self._load_drivers(env)
@@ -153,17 +163,15 @@ class Library:
         if "IBV_SHOW_WARNINGS" in env:
             for rec in records:
                 emit(
-                    b"Warning: no userspace device-specific driver found for %s\n"
-                    % rec.ibdev_name,
+                    b"Warning: no userspace device-specific driver found for %s\n" % rec.ibdev_name,
                     NoDriverWarning,
                 )
         return list(self.devices)
 
 
-def _same_sysfs_dev(dev: Device, rec: DeviceRecord) -> bool:
-    if dev._dev_name != rec.dev_name or dev._index != rec.ibdev_idx:
-        return False
-    return not (rec.ibdev_idx == -1 and dev._time_created_ns != rec.time_created_ns)
+def _identity(dev_name: bytes, index: int, time_created_ns: int) -> tuple[bytes, int, int]:
+    """``same_sysfs_dev``: uverbs name and index, plus the mtime when there is no index."""
+    return dev_name, index, time_created_ns if index == -1 else 0
 
 
 _libraries: dict[LibraryKey, Library] = {}
@@ -177,4 +185,3 @@ def library_for(key: LibraryKey) -> Library:
         if lib is None:
             lib = _libraries[key] = Library(key)
         return lib
-
