@@ -128,7 +128,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         rc: int = args.func(args)
     except (ValueError, TypeError, KeyError) as e:
-        sys.stderr.write(f"sysverbs: {e}\n")
+        sys.stderr.write(f"sysverbs: {e.args[0] if e.args else e}\n")
         return 2
     return rc
 
