@@ -13,11 +13,10 @@ import errno
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import sources
 from .device import Device
-from .drivers import DriverLoad, builtin_drivers, load_drivers
 from .enums import transport_for
 from .matching import match_record
 from .messages import KernelAbiFatal, NoDriverWarning, emit
@@ -32,8 +31,7 @@ MIN_ABI = 3
 MAX_ABI = 6
 
 
-@dataclass(frozen=True)
-class LibraryKey:
+class LibraryKey(NamedTuple):
     """The options that make one emulated libibverbs instance."""
 
     source: str
@@ -57,6 +55,8 @@ class Library:
 
     # -- provider loading ----------------------------------------------------------
     def _load_drivers(self, env: Mapping[str, str]) -> None:
+        from .drivers import DriverLoad, builtin_drivers, load_drivers
+
         table = provider_table(self.key.release)
         load: DriverLoad
         if self.key.providers == "builtin":

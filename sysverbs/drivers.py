@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from .messages import ConfigWarning, DriverLoadWarning, SysverbsWarning
 from .providers import Provider, pabi_for, provider_dir
@@ -24,8 +23,7 @@ __all__ = ["DriverLoad", "load_drivers", "parse_config_file", "builtin_drivers"]
 Message = tuple[bytes, type[SysverbsWarning]]
 
 
-@dataclass(frozen=True)
-class DriverLoad:
+class DriverLoad(NamedTuple):
     """The outcome of loading providers: the driver list and the messages to print."""
 
     providers: tuple[Provider, ...]

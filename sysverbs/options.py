@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 from . import sources
 from .devlist import LibraryKey
@@ -24,8 +23,7 @@ PROVIDER_MODES = ("installed", "builtin")
 _env_root: Optional[bytes] = None
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(NamedTuple):
     """What a call with these options does, and why (see :func:`sysverbs.effective_options`)."""
 
     source: str

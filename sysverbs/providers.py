@@ -9,14 +9,11 @@ release is therefore a pure function of the data: :func:`provider_table`.
 from __future__ import annotations
 
 import functools
-import glob
-import json
 import os
-import re
-import sysconfig
-from dataclasses import dataclass
-from importlib import resources
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
+
+if TYPE_CHECKING:
+    import re
 
 __all__ = [
     "Provider",
@@ -34,8 +31,7 @@ __all__ = [
 Release = Union[int, str, None]
 
 
-@dataclass(frozen=True)
-class MatchEntry:
+class MatchEntry(NamedTuple):
     """One ``verbs_match_ent``."""
 
     kind: str  # "pci", "modalias", "name" or "driver_id"
@@ -46,8 +42,7 @@ class MatchEntry:
     driver_id_name: str = ""
 
 
-@dataclass(frozen=True)
-class Provider:
+class Provider(NamedTuple):
     """One provider (``verbs_device_ops``) as registered by its library."""
 
     name: str  # the ops name, as libibverbs' messages print it (e.g. "pvrdma")
@@ -62,6 +57,8 @@ class Provider:
 
 def _translate(pattern: bytes) -> re.Pattern[bytes]:
     """fnmatch(pattern, s, 0) for patterns made of literals, ``*`` and ``?``."""
+    import re
+
     out = []
     for ch in pattern:
         if ch == 0x2A:
@@ -77,8 +74,11 @@ def _translate(pattern: bytes) -> re.Pattern[bytes]:
 
 @functools.lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
-    text = resources.files(__package__).joinpath("data/providers.json").read_text("utf-8")
-    data: dict[str, Any] = json.loads(text)
+    import json
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "providers.json")
+    with open(path, encoding="utf-8") as f:
+        data: dict[str, Any] = json.load(f)
     return data
 
 
@@ -176,6 +176,8 @@ def provider_table(release: int) -> tuple[Provider, ...]:
 
 
 def _lib_dirs() -> list[str]:
+    import sysconfig
+
     dirs = []
     multiarch = sysconfig.get_config_var("MULTIARCH")
     if not multiarch:
@@ -190,6 +192,8 @@ def _lib_dirs() -> list[str]:
 @functools.lru_cache(maxsize=1)
 def libibverbs_library() -> Optional[str]:
     """Path of the installed ``libibverbs.so.1.<x>.<release>.<y>``, if there is one."""
+    import glob
+
     for d in _lib_dirs():
         found = sorted(glob.glob(os.path.join(d, "libibverbs.so.1.*.*")))
         if found:
@@ -202,6 +206,8 @@ def installed_release() -> Optional[int]:
     lib = libibverbs_library()
     if lib is None:
         return None
+    import re
+
     m = re.search(r"libibverbs\.so\.1\.\d+\.(\d+)(?:\.\d+)?$", lib)
     return int(m.group(1)) if m else None
 

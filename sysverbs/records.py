@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional
 
 from .enums import NodeType
@@ -10,20 +9,69 @@ from .enums import NodeType
 __all__ = ["DeviceRecord"]
 
 
-@dataclass
 class DeviceRecord:
-    """libibverbs' ``struct verbs_sysfs_dev``.  Names and paths are bytes, as in C."""
+    """libibverbs' ``struct verbs_sysfs_dev``.  Names and paths are bytes, as in C.
 
-    dev_name: bytes  # the uverbs entry name, e.g. b"uverbs0"
-    ibdev_name: bytes  # the IB device name, e.g. b"mlx5_0" (may be empty)
-    ibdev_path: bytes  # <S>/class/infiniband/<ibdev_name>
-    sysfs_root: bytes  # <S>, used to build dev_path
-    cdev: tuple[int, int]  # (major, minor) of the char device
-    abi_ver: int  # per-device uverbs ABI, unsigned 32-bit
-    node_type: NodeType
-    time_created_ns: int  # st_mtime in ns of ibdev_path (sysfs mode identity)
-    ibdev_idx: int = -1  # kernel index in netlink mode, -1 in sysfs mode
-    driver_id: int = 0  # RDMA_DRIVER_UNKNOWN unless the kernel said (netlink)
-    node_guid: Optional[int] = None  # pre-cached GUID (netlink mode)
-    modalias: Optional[bytes] = field(default=None, repr=False)  # cache for matching
-    modalias_read: bool = field(default=False, repr=False)
+    A plain class with slots (not a dataclass: ``import dataclasses`` alone costs
+    more than the rest of ``import sysverbs``).
+    """
+
+    __slots__ = (
+        "dev_name",
+        "ibdev_name",
+        "ibdev_path",
+        "sysfs_root",
+        "cdev",
+        "abi_ver",
+        "node_type",
+        "time_created_ns",
+        "ibdev_idx",
+        "driver_id",
+        "node_guid",
+        "modalias",
+        "modalias_read",
+    )
+
+    def __init__(
+        self,
+        dev_name: bytes,  # the uverbs entry name, e.g. b"uverbs0"
+        ibdev_name: bytes,  # the IB device name, e.g. b"mlx5_0" (may be empty)
+        ibdev_path: bytes,  # <S>/class/infiniband/<ibdev_name>
+        sysfs_root: bytes,  # <S>, used to build dev_path
+        cdev: tuple[int, int],  # (major, minor) of the char device
+        abi_ver: int,  # per-device uverbs ABI, unsigned 32-bit
+        node_type: NodeType,
+        time_created_ns: int,  # st_mtime in ns of ibdev_path (sysfs mode identity)
+        ibdev_idx: int = -1,  # kernel index in netlink mode, -1 in sysfs mode
+        driver_id: int = 0,  # RDMA_DRIVER_UNKNOWN unless the kernel said (netlink)
+        node_guid: Optional[int] = None,  # pre-cached GUID (netlink mode)
+        modalias: Optional[bytes] = None,  # cache for matching
+        modalias_read: bool = False,
+    ) -> None:
+        self.dev_name = dev_name
+        self.ibdev_name = ibdev_name
+        self.ibdev_path = ibdev_path
+        self.sysfs_root = sysfs_root
+        self.cdev = cdev
+        self.abi_ver = abi_ver
+        self.node_type = node_type
+        self.time_created_ns = time_created_ns
+        self.ibdev_idx = ibdev_idx
+        self.driver_id = driver_id
+        self.node_guid = node_guid
+        self.modalias = modalias
+        self.modalias_read = modalias_read
+
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, k) for k in self.__slots__[:11])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeviceRecord):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__[:11])
+        return f"DeviceRecord({inner})"

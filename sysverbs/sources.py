@@ -14,7 +14,6 @@ and the first that does not raise :class:`SourceUnavailable` is used.
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from .records import DeviceRecord
@@ -26,12 +25,17 @@ if TYPE_CHECKING:
 __all__ = ["Scan", "SourceUnavailable", "register", "scan", "names", "AUTO_ORDER"]
 
 
-@dataclass
 class Scan:
     """The candidates of one enumeration."""
 
-    records: list[DeviceRecord]
-    netlink: bool = False  # the kernel answered over RDMA netlink (spec 1.12)
+    __slots__ = ("records", "netlink")
+
+    def __init__(self, records: list[DeviceRecord], netlink: bool = False) -> None:
+        self.records = records
+        self.netlink = netlink  # the kernel answered over RDMA netlink (spec 1.12)
+
+    def __repr__(self) -> str:
+        return f"Scan({self.records!r}, netlink={self.netlink})"
 
 
 class SourceUnavailable(Exception):
