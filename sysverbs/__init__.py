@@ -34,7 +34,9 @@ from .messages import (
     SysverbsWarning,
     set_stderr,
 )
+from .monitor import DeviceEvent, DeviceMonitor, monitor
 from .options import Options
+from .udev_source import UdevUnavailable
 
 __version__ = "0.1.0"
 
@@ -66,4 +68,8 @@ __all__ = [
     "MemlockWarning",
     "ForkWarning",
     "set_stderr",
+    "monitor",
+    "DeviceMonitor",
+    "DeviceEvent",
+    "UdevUnavailable",
 ]
