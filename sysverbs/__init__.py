@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .api import (
     DeviceList,
     close_device,
@@ -36,9 +38,54 @@ from .messages import (
 )
 from .monitor import DeviceEvent, DeviceMonitor, monitor
 from .options import Options
+from .rdmacm import ContextList, rdma_free_devices, rdma_get_devices
 from .udev_source import UdevUnavailable
 
+if TYPE_CHECKING:
+    from .attributes import (
+        DeviceAttributes,
+        Gid,
+        GidType,
+        LinkLayer,
+        PhysState,
+        PortAttributes,
+        PortState,
+        Rate,
+        device_attributes,
+        port_attributes,
+    )
+    from .diagnosis import Diagnosis, DiagnosisList, Reason, diagnose
+    from .topology import AuxDevice, CharDevice, Netdev, PciFunction, Topology, device_topology
+
 __version__ = "0.1.0"
+
+# Imported on first use: these pull in dataclasses, ipaddress and re, which would
+# triple the time of ``import sysverbs``.
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "device_attributes", "port_attributes", "DeviceAttributes", "PortAttributes",
+            "Gid", "GidType", "LinkLayer", "PortState", "PhysState", "Rate",
+        ),
+        "attributes",
+    ),
+    **dict.fromkeys(
+        ("device_topology", "Topology", "PciFunction", "AuxDevice", "Netdev", "CharDevice"),
+        "topology",
+    ),
+    **dict.fromkeys(("diagnose", "Diagnosis", "DiagnosisList", "Reason"), "diagnosis"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sysverbs' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "get_device_list",
@@ -72,4 +119,28 @@ __all__ = [
     "DeviceMonitor",
     "DeviceEvent",
     "UdevUnavailable",
+    "rdma_get_devices",
+    "rdma_free_devices",
+    "ContextList",
+    # imported on first use (see _LAZY)
+    "device_attributes",
+    "port_attributes",
+    "DeviceAttributes",
+    "PortAttributes",
+    "Gid",
+    "GidType",
+    "LinkLayer",
+    "PortState",
+    "PhysState",
+    "Rate",
+    "device_topology",
+    "Topology",
+    "PciFunction",
+    "AuxDevice",
+    "Netdev",
+    "CharDevice",
+    "diagnose",
+    "Diagnosis",
+    "DiagnosisList",
+    "Reason",
 ]

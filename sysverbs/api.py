@@ -45,6 +45,20 @@ _init_lock = threading.Lock()
 _initialized = False
 
 
+def memlock_too_small() -> Optional[int]:
+    """libibverbs' memlock rule (spec 1.2): for a non-root caller, the soft
+    RLIMIT_MEMLOCK when it is 32768 bytes or less, -1 when getrlimit fails; else None."""
+    if os.geteuid() == 0:
+        return None
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    except (OSError, ValueError):
+        return -1
+    if soft != resource.RLIM_INFINITY and 0 <= soft <= 32768:
+        return int(soft)
+    return None
+
+
 def _first_call_init() -> None:
     """``ibverbs_init`` (spec 1.2): once per process, on the first list call."""
     global _initialized
@@ -57,18 +71,15 @@ def _first_call_init() -> None:
                 fork_init()
             except OSError:
                 emit(b"Warning: fork()-safety requested but init failed\n", ForkWarning)
-        if os.geteuid() != 0:
-            try:
-                soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-            except (OSError, ValueError):
-                emit(b"Warning: getrlimit(RLIMIT_MEMLOCK) failed.", MemlockWarning)
-            else:
-                if soft != resource.RLIM_INFINITY and 0 <= soft <= 32768:
-                    emit(
-                        b"Warning: RLIMIT_MEMLOCK is %d bytes.\n"
-                        b"    This will severely limit memory registrations.\n" % soft,
-                        MemlockWarning,
-                    )
+        soft = memlock_too_small()
+        if soft == -1:
+            emit(b"Warning: getrlimit(RLIMIT_MEMLOCK) failed.", MemlockWarning)
+        elif soft is not None:
+            emit(
+                b"Warning: RLIMIT_MEMLOCK is %d bytes.\n"
+                b"    This will severely limit memory registrations.\n" % soft,
+                MemlockWarning,
+            )
 
 
 def effective_options(

@@ -20,7 +20,7 @@ from .device import Device
 from .enums import transport_for
 from .matching import match_record
 from .messages import KernelAbiFatal, NoDriverWarning, emit
-from .providers import Provider, provider_table
+from .providers import Provider
 from .records import DeviceRecord
 from .sysfs_source import ScanError, read_class_abi
 
@@ -55,20 +55,10 @@ class Library:
 
     # -- provider loading ----------------------------------------------------------
     def _load_drivers(self, env: Mapping[str, str]) -> None:
-        from .drivers import DriverLoad, builtin_drivers, load_drivers
+        from .drivers import load_for_mode
 
-        table = provider_table(self.key.release)
-        load: DriverLoad
-        if self.key.providers == "builtin":
-            load = builtin_drivers(table)
-        else:
-            load = load_drivers(
-                table,
-                self.key.release,
-                self.key.config_dir,
-                env,
-                trust_env=os.getuid() == os.geteuid(),
-            )
+        key = self.key
+        load = load_for_mode(key.providers, key.release, key.config_dir, env)
         for body, category in load.messages:
             emit(body, category)
         known = list(self.driver_list)

@@ -10,6 +10,7 @@ of the table whose library name it carries.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -18,7 +19,13 @@ from typing import NamedTuple, Optional
 from .messages import ConfigWarning, DriverLoadWarning, SysverbsWarning
 from .providers import Provider, pabi_for, provider_dir
 
-__all__ = ["DriverLoad", "load_drivers", "parse_config_file", "builtin_drivers"]
+__all__ = [
+    "DriverLoad",
+    "load_drivers",
+    "load_for_mode",
+    "parse_config_file",
+    "builtin_drivers",
+]
 
 Message = tuple[bytes, type[SysverbsWarning]]
 
@@ -39,7 +46,8 @@ def parse_config_file(data: bytes, path: bytes) -> tuple[list[bytes], list[Messa
     """The driver names of one config file (in line order) and its warnings."""
     names: list[bytes] = []
     messages: list[Message] = []
-    for line in data.splitlines(keepends=True):
+    # getline(): lines end at "\n" only ("\r" is part of the line, as in "siw\r").
+    for line in re.findall(rb"[^\n]*\n|[^\n]+", data):
         line = line.split(b"\0", 1)[0]
         config = line.lstrip(b" \t")
         if config[:1] in (b"\n", b"#"):
@@ -112,18 +120,19 @@ def _is_reg(mode: int) -> bool:
     return stat.S_ISREG(mode)
 
 
+_OPEN_FAIL = b"cannot open shared object file: "
+#: open() errors after which glibc's library search goes on to the next directory.
+_SEARCH_ON = (_OPEN_FAIL + b"No such file or directory", _OPEN_FAIL + b"Permission denied")
+
+
 def _dl_error(path: bytes) -> Optional[bytes]:
     """What ``dlopen`` of an explicit path would say, or None when it would load."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
-        return b"cannot open shared object file: No such file or directory"
-    except NotADirectoryError:
-        return b"cannot open shared object file: Not a directory"
-    except PermissionError:
-        return b"cannot open shared object file: Permission denied"
-    except (OSError, ValueError):
-        return b"cannot open shared object file: No such file or directory"
+    except OSError as e:  # glibc reports open()'s errno (ENAMETOOLONG, ELOOP, ...)
+        return _OPEN_FAIL + os.strerror(e.errno or errno.ENOENT).encode()
+    except ValueError:
+        return _OPEN_FAIL + b"No such file or directory"
     if _is_reg(st.st_mode):
         try:
             with open(path, "rb") as f:
@@ -200,14 +209,17 @@ def load_drivers(
                 loaded = pdir + b"/" + soname
             else:
                 candidates = [soname] if b"/" in soname else [d + b"/" + soname for d in search]
-                err = b"cannot open shared object file: No such file or directory"
+                err = _SEARCH_ON[0]
                 for cand in candidates:
                     e = _dl_error(cand)
                     if e is None:
                         loaded = cand
                         break
-                    if not e.startswith(b"cannot open shared object file"):
-                        err = e
+                    if b"/" in soname or not e.startswith(_OPEN_FAIL):
+                        err = e  # a path is opened as is; a bad file ends the search
+                        break
+                    if e not in _SEARCH_ON and os.path.isdir(os.path.dirname(cand)):
+                        err = e  # glibc's open_path gives up in an existing directory
                         break
                 if loaded is None:
                     messages.append(
@@ -223,3 +235,15 @@ def load_drivers(
             if prov not in registered:
                 registered.append(prov)
     return DriverLoad(tuple(registered), tuple(messages))
+
+
+def load_for_mode(
+    mode: str, release: int, config_dir: bytes, env: Mapping[str, str]
+) -> DriverLoad:
+    """The driver list of ``providers=mode`` ("builtin" or "installed") for a release."""
+    from .providers import provider_table
+
+    table = provider_table(release)
+    if mode == "builtin":
+        return builtin_drivers(table)
+    return load_drivers(table, release, config_dir, env, trust_env=os.getuid() == os.geteuid())

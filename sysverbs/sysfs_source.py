@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Optional
+from typing import NamedTuple, Optional, Union
 
 from .cparse import cstr, scan_u_u, strtol, strtoul, to_int32
 from .enums import NodeType, node_type_from_number
@@ -21,7 +21,7 @@ from .sysfs_read import (
     read_sysfs_file,
 )
 
-__all__ = ["scan_sysfs", "read_class_abi", "ScanError"]
+__all__ = ["scan_sysfs", "scan_sysfs_detailed", "read_class_abi", "ScanError", "Skipped"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
@@ -35,6 +35,20 @@ class ScanError(Exception):
         self.path = path
 
 
+class Skipped(NamedTuple):
+    """A ``class/infiniband_verbs`` entry that libibverbs skips silently, and why.
+
+    ``reason`` is one of: ``"not_a_directory"``, ``"ibdev_unreadable"``,
+    ``"name_too_long"``, ``"ibdev_path_too_long"``, ``"no_ibdev_dir"``, ``"bad_dev"``,
+    ``"no_dev_node"`` (the steps of spec 1.6, in that order).  ``ibdev_name`` is the
+    content of the entry's ``ibdev`` file when it was read.
+    """
+
+    dev_name: bytes
+    reason: str
+    ibdev_name: Optional[bytes] = None
+
+
 def read_node_type(ibdev_path: bytes) -> NodeType:
     """``<ibdev_path>/node_type``: result ``<= 0`` is UNKNOWN, else strtoul as uint32."""
     value = read_sysfs_file(ibdev_path + b"/node_type", NODE_TYPE_SIZE)
@@ -45,32 +59,34 @@ def read_node_type(ibdev_path: bytes) -> NodeType:
 
 def _scan_entry(
     class_fd: int, name: bytes, root: bytes, dev_dir: bytes
-) -> Optional[DeviceRecord]:
-    """Steps 2-10 of spec 1.6 for one class entry; None is a silent skip."""
+) -> Union[DeviceRecord, Skipped]:
+    """Steps 2-10 of spec 1.6 for one class entry; a :class:`Skipped` is a silent skip."""
     try:
         entry_fd = os.open(name, _DIR_FLAGS, dir_fd=class_fd)
     except OSError:
-        return None
+        return Skipped(name, "not_a_directory")
     try:
         ibdev = read_sysfs_file(b"ibdev", IBDEV_SIZE, dir_fd=entry_fd)
         if ibdev is None:
-            return None
+            return Skipped(name, "ibdev_unreadable")
         ibdev_name = cstr(ibdev)
         ibdev_path = root + b"/class/infiniband/" + ibdev_name
-        if len(ibdev_path) >= PATH_MAX_IBV or len(name) >= NAME_MAX_IBV:
-            return None
+        if len(name) >= NAME_MAX_IBV:
+            return Skipped(name, "name_too_long", ibdev_name)
+        if len(ibdev_path) >= PATH_MAX_IBV:
+            return Skipped(name, "ibdev_path_too_long", ibdev_name)
         try:
             st = os.stat(ibdev_path)
         except (OSError, ValueError):
-            return None
+            return Skipped(name, "no_ibdev_dir", ibdev_name)
         dev = read_sysfs_file(b"dev", DEV_SIZE, dir_fd=entry_fd)
         # An empty dev file is undefined behaviour in libibverbs (an uninitialised
         # stack buffer is parsed); it was observed to be skipped, so skip it.
         if not dev:
-            return None
+            return Skipped(name, "bad_dev", ibdev_name)
         cdev = scan_u_u(dev)
         if cdev is None:
-            return None
+            return Skipped(name, "bad_dev", ibdev_name)
         abi = read_sysfs_file(b"abi_version", ABI_SIZE, dir_fd=entry_fd)
         abi_ver = strtoul(abi) & 0xFFFFFFFF if abi else 0
     finally:
@@ -79,7 +95,7 @@ def _scan_entry(
     try:
         os.stat(dev_dir + b"/" + name)
     except (OSError, ValueError):
-        return None
+        return Skipped(name, "no_dev_node", ibdev_name)
     return DeviceRecord(
         dev_name=name,
         ibdev_name=ibdev_name,
@@ -98,6 +114,11 @@ def scan_sysfs(root: bytes, dev_dir: bytes) -> list[DeviceRecord]:
     Raises :class:`ScanError` with ENOMEM (class path too long) or ENOSYS (class
     directory cannot be opened).
     """
+    return scan_sysfs_detailed(root, dev_dir)[0]
+
+
+def scan_sysfs_detailed(root: bytes, dev_dir: bytes) -> tuple[list[DeviceRecord], list[Skipped]]:
+    """:func:`scan_sysfs` plus the entries it skipped (in readdir order), with the reason."""
     class_path = root + b"/class/infiniband_verbs"
     if len(class_path) >= PATH_MAX_IBV:
         raise ScanError(errno.ENOMEM, class_path)
@@ -106,6 +127,7 @@ def scan_sysfs(root: bytes, dev_dir: bytes) -> list[DeviceRecord]:
     except (OSError, ValueError):
         raise ScanError(errno.ENOSYS, class_path) from None
     records: list[DeviceRecord] = []
+    skipped: list[Skipped] = []
     try:
         try:
             names = os.listdir(class_fd)
@@ -116,12 +138,14 @@ def scan_sysfs(root: bytes, dev_dir: bytes) -> list[DeviceRecord]:
             if name.startswith(b"."):
                 continue
             rec = _scan_entry(class_fd, name, root, dev_dir)
-            if rec is not None:
+            if isinstance(rec, Skipped):
+                skipped.append(rec)
+            else:
                 records.append(rec)
     finally:
         os.close(class_fd)
     records.reverse()
-    return records
+    return records, skipped
 
 
 def read_class_abi(root: bytes) -> Optional[int]:
