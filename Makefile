@@ -45,7 +45,7 @@ typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy --strict sysverbs
 
 pytest: $(VENV)/.installed oracle-deps
-	$(VENV)/bin/pytest -ra -p no:cacheprovider
+	$(VENV)/bin/pytest -ra -p no:cacheprovider -n auto --dist loadfile
 
 test: lint typecheck pytest
 
