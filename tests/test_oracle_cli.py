@@ -1,5 +1,8 @@
 """``sysverbs devices`` and ``sysverbs devinfo -l`` against the real ibv_devices and
-ibv_devinfo -l: stdout, stderr and exit status, byte for byte."""
+ibv_devinfo -l: stdout, stderr and exit status, byte for byte, on hand-made trees and
+on every bundled fixture (one namespace run per tool and implementation), plus the
+``ibv_devinfo`` paths that need no open device (spec 7.3: no device, ``-d`` unknown,
+``-i 0`` usage, ``-l`` ignoring what follows it)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from sysverbs import recording
 from tests import trees
 from tests.conftest import require
 from tests.oracle import harness
@@ -63,3 +67,50 @@ def test_tool_output_is_identical(otmp: Path, tools_ready: None, tool: str, tree
         assert "mlx5_0" in real.stdout and real.returncode == 0
     if tree == "no-class":
         assert real.returncode in (1, 255)
+
+
+@pytest.mark.parametrize("fixture", recording.fixture_names())
+def test_every_fixture(otmp: Path, tools_ready: None, fixture: str) -> None:
+    real_src, ours_src, dst = harness.materialize_pair(
+        otmp, lambda r: recording.materialize(recording.fixture_path(fixture), r))
+    env = {"IBV_SHOW_WARNINGS": "1"}
+    for tool in sorted(TOOLS):
+        real_argv, ours_argv = TOOLS[tool]
+        real = harness.run_in_ns(real_src, dst, real_argv, env=env)
+        ours = harness.run_in_ns(ours_src, dst, [sys.executable, "-m", "sysverbs", *ours_argv],
+                                 env=env)
+        assert (ours.returncode, ours.stdout, ours.stderr) == (
+            real.returncode, real.stdout, real.stderr), (fixture, tool)
+        assert real.returncode == 0, (fixture, tool)
+
+
+DEVINFO_PATHS = {
+    # (tree, ibv_devinfo argv after the program name)
+    "no-device": ("none", []),
+    "no-device-verbose": ("none", ["-v"]),
+    "unknown-device": ("two", ["-d", "nope"]),
+    "unknown-device-long": ("two", ["--ib-dev=nope", "-v"]),
+    "port-zero": ("two", ["-i", "0"]),
+    "port-negative": ("two", ["-i", "-3"]),
+    "port-junk": ("two", ["--ib-port", "x"]),
+    "port-zero-then-list": ("two", ["-i", "0", "-l"]),
+    "list-then-port-zero": ("two", ["-l", "-i", "0"]),
+    "list-then-unknown-device": ("two", ["-l", "-d", "nope"]),
+    "no-class": ("no-class", []),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEVINFO_PATHS))
+def test_devinfo_error_paths(otmp: Path, tools_ready: None, case: str) -> None:
+    tree, argv = DEVINFO_PATHS[case]
+    t: Any = TREES[tree]
+    real_src, ours_src, dst = harness.materialize_pair(otmp, lambda r: trees.build(r, t))
+    if tree == "no-class":
+        for src in (real_src, ours_src):
+            shutil.rmtree(src / "sys")
+    real = harness.run_in_ns(real_src, dst, ["ibv_devinfo", *argv])
+    ours = harness.run_in_ns(ours_src, dst,
+                             [sys.executable, "-m", "sysverbs", "devinfo", *argv])
+    assert (ours.returncode, ours.stdout, ours.stderr) == (
+        real.returncode, real.stdout, real.stderr)
+    assert real.returncode in (0, 1, 255)

@@ -1,0 +1,335 @@
+"""The ``sysverbs`` command on fixture trees: JSON schemas, devinfo from sysfs, netdev,
+doctor, watch (polling a temporary tree), snapshot, help, errors and import cost.
+
+Byte-for-byte comparisons with the real tools are in tests/test_oracle_cli.py
+(fixtures) and tests/test_cli_kernel.py (the kernel lab VM)."""
+
+from __future__ import annotations
+
+import ctypes
+import ipaddress
+import json
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysverbs import recording, sources
+from sysverbs.cli_devinfo import inet_ntop6, parse_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sv(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("SYSFS_PATH", None)
+    return subprocess.run([sys.executable, "-m", "sysverbs", *argv], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> recording.Host:
+    return recording.materialize(recording.fixture_path("mlx4"), tmp_path)
+
+
+def test_help_for_every_command() -> None:
+    top = sv("--help")
+    assert top.returncode == 0
+    for cmd in ("devices", "devinfo", "netdev", "doctor", "watch", "snapshot"):
+        assert cmd in top.stdout
+        h = sv(cmd, "--help")
+        assert h.returncode == 0 and "--sysfs-path" in h.stdout, cmd
+    assert sv().returncode == 2
+    assert sv("bogus").returncode == 2
+
+
+def test_source_choices_come_from_the_registry() -> None:
+    h = sv("devices", "--help").stdout
+    assert "{" + ",".join(sources.names()) + "}" in h
+    bad = sv("devices", "--source", "nope")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_devices_imports_no_heavy_module() -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "sysverbs", "devices",
+                        "--sysfs-path", "/nonexistent"], capture_output=True, text=True,
+                       env=env)
+    mods = {line.split("|")[-1].strip() for line in p.stderr.splitlines() if "|" in line}
+    for heavy in ("sysverbs.attributes", "sysverbs.topology", "sysverbs.diagnosis",
+                  "sysverbs.cli_devinfo", "sysverbs.cli_tools", "sysverbs.testing"):
+        assert heavy not in mods
+
+
+def test_devices_json() -> None:
+    p = sv("devices", "--json", "--fixture", "dgx-demo")
+    doc = json.loads(p.stdout)
+    assert p.returncode == 0 and doc["schema"] == "sysverbs.devices/1"
+    text = sv("devices", "--fixture", "dgx-demo").stdout.splitlines()[2:]
+    assert [f"    {d['name']:<16}\t{d['node_guid']}" for d in doc["devices"]] == text
+    d0 = doc["devices"][0]
+    assert set(d0) == {"name", "node_guid", "node_type", "transport", "provider", "uverbs",
+                       "dev_path", "ibdev_path"}
+    assert d0["node_type"] == "CA" and d0["transport"] == "IB"
+
+
+def test_devinfo_list_json() -> None:
+    doc = json.loads(sv("devinfo", "-l", "--json", "--fixture", "rxe").stdout)
+    assert doc == {"schema": "sysverbs.devinfo-list/1", "devices": ["rxe0", "rxe1"]}
+
+
+def test_devinfo_from_sysfs(host: recording.Host) -> None:
+    p = sv("devinfo", "--sysfs-path", str(host.sysfs), "--dev-dir", str(host.dev),
+           "--providers", "builtin", "-v", "-d", "mlx4_0")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "hca_id:\tmlx4_0"
+    assert "\tvendor_id:\t\t\t(unavailable)" in lines
+    assert "\tphys_port_cnt:\t\t\t2" in lines
+    assert lines.count("\t\t\tstate:\t\t\tPORT_ACTIVE (4)") == 2
+    assert any(re.fullmatch(r"\t\t\tGID\[  0\]:\t\t(fe80:0000:0000:0000:[0-9a-f:]{19})", x)
+               for x in lines)
+    one = sv("devinfo", "--sysfs-path", str(host.sysfs), "--providers", "builtin",
+             "--dev-dir", str(host.dev), "-i", "2", "-d", "mlx4_0").stdout
+    assert "\t\tport:\t2\n" in one and "\t\tport:\t1\n" not in one
+    js = json.loads(sv("devinfo", "--sysfs-path", str(host.sysfs), "--providers", "builtin",
+                       "--dev-dir", str(host.dev), "--json", "-d", "mlx4_0").stdout)
+    assert js["schema"] == "sysverbs.devinfo/1"
+    (dev,) = js["devices"]
+    assert dev["hca_id"] == "mlx4_0" and [p["port"] for p in dev["ports"]] == [1, 2]
+    assert {"state", "state_code", "link_layer", "gids", "active_speed"} <= set(dev["ports"][0])
+
+
+def test_devinfo_errors(host: recording.Host) -> None:
+    base = ("--sysfs-path", str(host.sysfs), "--dev-dir", str(host.dev), "--providers",
+            "builtin", "-d", "mlx4_0")
+    p = sv("devinfo", *base, "-d", "nope")
+    assert (p.returncode, p.stdout, p.stderr) == (255, "", "IB device 'nope' wasn't found\n")
+    p = sv("devinfo", *base, "-i", "3")
+    assert (p.returncode, p.stderr) == (4, "Invalid port requested for device\n")
+    p = sv("devinfo", *base, "-i", "0")
+    assert p.returncode == 1 and p.stdout.startswith("Usage: ibv_devinfo ")
+    p = sv("devinfo", *base, "-i", "0x101")  # uint8_t: port 1
+    assert p.returncode == 0 and "\t\tport:\t1\n" in p.stdout and "port:\t2" not in p.stdout
+
+
+def test_inet_ntop6_is_glibcs() -> None:
+    rng = random.Random(7)
+    samples = ["::", "::1", "::ffff:192.168.77.1", "::1.2.3.4", "fe80::1", "1::", "1:0:0:1::",
+               "0:0:1::", "::ffff:0:0", "1:0:1:0:1:0:1:0"]
+    for _ in range(3000):
+        words = [rng.choice([0, 0, 0, 1, 0xffff, rng.randrange(65536)]) for _ in range(8)]
+        samples.append(":".join(f"{w:x}" for w in words))
+    for s in samples:
+        a = ipaddress.IPv6Address(s)
+        assert inet_ntop6(a) == socket.inet_ntop(socket.AF_INET6, a.packed), s
+
+
+def test_parse_port_is_strtol_into_int() -> None:
+    libc = ctypes.CDLL(None)
+    libc.strtol.restype = ctypes.c_long
+    libc.strtol.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
+    for s in ["1", "0", "-1", "0x10", "010", "08", "  7", "+3", "x", "", "1abc",
+              "4294967297", "99999999999999999999", "-99999999999999999999", "0x"]:
+        assert parse_port(s) == ctypes.c_int(libc.strtol(s.encode(), None, 0)).value, s
+
+
+# ------------------------------------------------------------------------------ netdev
+
+
+def _expected_netdev(rec: recording.Recording) -> list[str]:
+    """What ibdev2netdev prints, derived from the recorded attributes themselves."""
+    by_path = {r.path: r for r in rec}
+    nets = [r for r in rec if r.subsystem == "net"]
+    out = []
+    for ib in sorted(rec.subsystem("infiniband"), key=lambda r: r.name):
+        parent = ib.path.rsplit("/infiniband/", 1)[0]
+        attrs = {a.name: a.text.rstrip("\n") for a in ib.attributes if not a.binary}
+        ports = sorted({int(m.group(1)) for k in attrs if (m := re.match(r"ports/(\d+)/", k))})
+        for port in ports:
+            base = f"ports/{port}/"
+            names: list[str] = []
+            if attrs.get(base + "link_layer") == "InfiniBand":
+                gid0 = attrs.get(base + "gids/0", "")
+                iid = gid0.replace(":", "")[16:]
+                for n in nets:
+                    addr = (n.value("address") or b"").decode().strip().replace(":", "")
+                    if n.path.startswith(parent + "/net/") and iid and addr.endswith(iid):
+                        names.append(n.name)
+            else:
+                idx = sorted((int(k.rsplit("/", 1)[1]), v) for k, v in attrs.items()
+                             if k.startswith(base + "gid_attrs/ndevs/"))
+                for _, v in idx:
+                    if v and v not in names:
+                        names.append(v)
+                if not names and attrs.get("parent"):
+                    names.append(attrs["parent"])
+                if not names:
+                    cands = [n for n in nets if n.path.startswith(parent + "/net/")]
+                    if len(ports) > 1:
+                        cands = [n for n in cands if (n.value("dev_port") or b"").strip()
+                                 == str(port - 1).encode()]
+                    names += [n.name for n in cands]
+            for name in names:
+                net = next((n for n in nets if n.name == name), None)
+                state = (net.value("operstate") or b"").strip() if net else b""
+                out.append(f"{ib.name} port {port} ==> {name} "
+                           f"({'Up' if state == b'up' else 'Down'})")
+    assert by_path is not None
+    return out
+
+
+@pytest.mark.parametrize("fixture", recording.fixture_names())
+def test_netdev_on_every_fixture(fixture: str, tmp_path: Path) -> None:
+    path = recording.fixture_path(fixture)
+    expected = _expected_netdev(recording.load(path))
+    p = sv("netdev", "--fixture", fixture)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == expected
+    doc = json.loads(sv("netdev", "--fixture", fixture, "--json").stdout)
+    assert doc["schema"] == "sysverbs.netdev/1"
+    assert [f"{x['device']} port {x['port']} ==> {x['netdev']} ({x['state']})"
+            for x in doc["links"]] == expected
+
+
+# ------------------------------------------------------------------------------ doctor
+
+
+def test_doctor_exit_status_and_json(tmp_path: Path) -> None:
+    p = sv("doctor", "--fixture", "rxe", "--no-open")
+    assert p.returncode == 1  # a fixture's /dev nodes are plain files
+    assert [x.split(":")[0] for x in p.stdout.splitlines() if not x.startswith("host")] == \
+        ["rxe0", "rxe1"]
+    assert "[dev_node_wrong]" in p.stdout
+    doc = json.loads(sv("doctor", "--fixture", "rxe", "--json", "--no-open").stdout)
+    assert doc["schema"] == "sysverbs.doctor/1" and doc["usable"] is False
+    assert [d["name"] for d in doc["devices"]] == ["rxe0", "rxe1"]
+    if os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    for node in sorted(p for p in host.dev.iterdir() if p.name.startswith("uverbs")):
+        dev = (host.sysfs / "class/infiniband_verbs" / node.name / "dev").read_text().split(":")
+        node.unlink()
+        os.mknod(node, 0o20666, os.makedev(int(dev[0]), int(dev[1])))
+    ok = sv("doctor", "--sysfs-path", str(host.sysfs), "--dev-dir", str(host.dev),
+            "--providers", "builtin", "--no-open")
+    assert ok.returncode == 0, ok.stdout
+    assert ok.stdout.splitlines()[-2:] == [x for x in ok.stdout.splitlines()
+                                           if x.startswith("rxe")]
+    assert all(": usable" in x for x in ok.stdout.splitlines() if x.startswith("rxe"))
+
+
+# ------------------------------------------------------------------------------ watch
+
+
+def test_watch_polls_a_tree(tmp_path: Path) -> None:
+    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    ib = host.sysfs / "class/infiniband/rxe1"
+    verbs = [p for p in (host.sysfs / "class/infiniband_verbs").iterdir()
+             if p.is_symlink() and (p / "ibdev").read_text().strip() == "rxe1"]
+    saved = [(ib, os.readlink(ib))] + [(p, os.readlink(p)) for p in verbs]
+    for link, _ in saved:
+        link.unlink()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sysverbs", "watch", "--json", "--sysfs-path", str(host.sysfs),
+         "--backend", "poll", "--interval", "0.05", "--existing", "--count", "4",
+         "--timeout", "30"], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    first = [json.loads(proc.stdout.readline()) for _ in range(2)]  # the existing devices
+    for link, target in saved:
+        os.symlink(target, link)
+        time.sleep(0.2)
+    rest = [json.loads(proc.stdout.readline()) for _ in range(2)]
+    assert proc.wait(timeout=30) == 0
+    assert [(e["action"], e["subsystem"], e["name"], e["ibdev"]) for e in first + rest] == [
+        ("add", "infiniband", "rxe0", "rxe0"),
+        ("add", "infiniband_verbs", verbs[0].name.replace("1", "0"), "rxe0"),
+        ("add", "infiniband", "rxe1", "rxe1"),
+        ("add", "infiniband_verbs", verbs[0].name, "rxe1"),
+    ]
+    assert all(e["schema"] == "sysverbs.event/1" and e["backend"] == "poll"
+               for e in first + rest)
+    text = sv("watch", "--sysfs-path", str(host.sysfs), "--backend", "poll", "--existing",
+              "--count", "1", "--timeout", "10")
+    assert text.returncode == 0
+    assert text.stdout.splitlines()[1:] == ["add infiniband rxe0"]
+
+
+def test_watch_timeout_without_events(tmp_path: Path) -> None:
+    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    p = sv("watch", "--json", "--sysfs-path", str(host.sysfs), "--timeout", "0.3")
+    assert (p.returncode, p.stdout) == (0, "")
+    assert sv("watch", "--timeout", "-1").returncode == 2
+
+
+# ------------------------------------------------------------------------------ snapshot
+
+
+def test_snapshot_round_trip(tmp_path: Path) -> None:
+    import sysverbs
+
+    host = recording.materialize(recording.fixture_path("dgx-demo"), tmp_path / "a")
+    out = tmp_path / "snap.umockdev"
+    p = sv("snapshot", "--sysfs-path", str(host.sysfs), "--dev-dir", str(host.dev),
+           "-o", str(out))
+    assert p.returncode == 0 and "wrote" in p.stderr
+    assert sv("snapshot", "--sysfs-path", str(host.sysfs)).stdout == out.read_text()
+    again = recording.materialize(recording.load(out), tmp_path / "b")
+
+    def listing(h: recording.Host) -> list[Any]:
+        devs = sysverbs.get_device_list(sysfs_path=h.sysfs, dev_dir=h.dev, providers="builtin",
+                                        rdma_core="44")
+        return sorted((d.name, d.dev_name, d.provider, sysverbs.get_device_guid(d))
+                      for d in devs)
+
+    assert listing(again) == listing(host) and len(listing(host)) == 19
+    assert sv("snapshot", "--sysfs-path", str(tmp_path / "nowhere")).returncode == 1
+
+
+def test_snapshot_same_list_for_libibverbs(otmp: Path) -> None:
+    """libibverbs itself lists the same devices on the snapshot as on the original."""
+    from tests.oracle import harness
+
+    for fixture in ("dgx-demo", "mlx5-sriov", "efa"):
+        work = otmp / fixture
+        orig = recording.materialize(recording.fixture_path(fixture), work / "orig")
+        snap = sv("snapshot", "--sysfs-path", str(orig.sysfs), "--dev-dir", str(orig.dev))
+        assert snap.returncode == 0, snap.stderr
+        runs = []
+        for kind, src in (("orig", recording.fixture_path(fixture)), ("snap", None)):
+            text = snap.stdout
+
+            def build(root: Path, src: Any = src, text: str = text) -> Any:
+                return recording.materialize(src if src else recording.parse(text), root)
+
+            real_src, _, dst = harness.materialize_pair(work / kind, build)
+            runs.append(harness.run_in_ns(real_src, dst, ["ibv_devices"]))
+        assert runs[0] == runs[1] and runs[0].returncode == 0
+        assert runs[0].stdout.count("\n") > 3
+
+
+# ------------------------------------------------------------------------------ docs
+
+
+def test_docs_shell_examples() -> None:
+    """Every ``$ sysverbs ...`` example in docs/cli.md prints what the doc shows."""
+    text = (ROOT / "docs/cli.md").read_text()
+    blocks = re.findall(r"```console\n(.*?)```", text, re.S)
+    ran = 0
+    for block in blocks:
+        for cmd, shown in re.findall(r"^\$ (sysverbs [^\n]*)\n(.*?)(?=^\$ |\Z)", block,
+                                     re.S | re.M):
+            argv = cmd.split()[1:]
+            p = sv(*argv)
+            got = re.sub(r"/tmp/sysverbs-[a-z0-9_]+", "/tmp/sysverbs-XXXX", p.stdout)
+            assert got == shown, cmd
+            ran += 1
+    assert ran >= 6
