@@ -116,7 +116,10 @@ def get_device_list(
     libibverbs' errno where it returns NULL: ENOSYS (no usable
     ``class/infiniband_verbs`` or kernel ABI), ENOMEM (sysfs path too long).
 
-    * ``source``: ``"auto"`` or ``"sysfs"`` (the same for now).
+    * ``source``: ``"auto"`` (libibverbs' rule: RDMA netlink when the socket and the
+      dump work, else sysfs), ``"netlink"``, ``"sysfs"`` or ``"udev"``.  A fixture tree
+      passed as ``sysfs_path`` needs ``source="sysfs"`` on a host with RDMA netlink,
+      where libibverbs too would list the kernel's devices.
     * ``sysfs_path``: the sysfs root; default ``$SYSFS_PATH`` as libibverbs reads
       it (cached for the process, ignored for setuid callers), else ``/sys``.
     * ``dev_dir``: where the uverbs nodes are; default ``/dev/infiniband``.

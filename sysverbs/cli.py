@@ -70,6 +70,10 @@ def _options(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         opts["dev_dir"] = str(host.dev)
         if args.providers is None:
             opts["providers"] = "builtin"
+        if args.source == "auto":
+            # A fixture is a sysfs tree: on a host with RDMA netlink, "auto" would list
+            # the real kernel's devices (as libibverbs does with SYSFS_PATH set).
+            opts["source"] = "sysfs"
         yield opts
 
 

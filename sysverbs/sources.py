@@ -2,8 +2,9 @@
 
 A source turns the options of a call (a :class:`~sysverbs.devlist.LibraryKey`)
 into a :class:`Scan`: the candidate records in libibverbs' temporary-list order
-(reverse readdir order for sysfs, reverse dump order for netlink) and whether the
-kernel answered over netlink (then the global ABI is 6 and identity is by index).
+(reverse readdir order for sysfs, reverse dump order for netlink) and whether a
+netlink GET_CHARDEV reply was accepted (then libibverbs forces the global ABI to 6;
+identity is by kernel index whenever records carry one).
 Every source produces the same :class:`~sysverbs.records.DeviceRecord` objects,
 and every attribute value is read by :func:`sysverbs.sysfs_read.read_sysfs_file`.
 

@@ -752,8 +752,9 @@ class FakeHost:
 
     def options(self, **overrides: Any) -> dict[str, Any]:
         """Keyword arguments for :func:`sysverbs.get_device_list` on this host."""
+        # source="sysfs": with "auto", a host with RDMA netlink would list its real devices.
         opts: dict[str, Any] = {"sysfs_path": str(self.sysfs), "dev_dir": str(self.dev),
-                                "providers": "builtin"}
+                                "providers": "builtin", "source": "sysfs"}
         opts.update(overrides)
         return opts
 

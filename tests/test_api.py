@@ -24,7 +24,12 @@ from tests.trees import Dir, Link, host, rdma_dev, rxe_dev
 
 def make(tmp: Path, *devs: trees.Tree, **kw: object) -> dict[str, object]:
     trees.build(tmp, host(*devs, **kw))  # type: ignore[arg-type]
-    return {"sysfs_path": tmp / "sys", "dev_dir": tmp / "dev/infiniband", "providers": "builtin"}
+    return {
+        "source": "sysfs",
+        "sysfs_path": tmp / "sys",
+        "dev_dir": tmp / "dev/infiniband",
+        "providers": "builtin",
+    }
 
 
 def test_returns_a_plain_list_with_libibverbs_fields(tmp_path: Path) -> None:
@@ -88,7 +93,7 @@ def test_free_requires_a_returned_list() -> None:
 
 def test_errors_are_oserrors_with_libibverbs_errno(tmp_path: Path) -> None:
     with pytest.raises(OSError) as info:
-        sysverbs.get_device_list(sysfs_path=tmp_path / "missing")
+        sysverbs.get_device_list(source="sysfs", sysfs_path=tmp_path / "missing")
     assert info.value.errno == errno.ENOSYS
     assert "class/infiniband_verbs" in str(info.value)
     with pytest.raises(OSError) as info:
@@ -201,6 +206,7 @@ def test_hostile_tree_never_raises_or_hangs(tmp_path: Path) -> None:
             p.unlink()
         os.mkfifo(p)
     opts = {
+        "source": "sysfs",
         "sysfs_path": tmp_path / "sys",
         "dev_dir": tmp_path / "dev/infiniband",
         "providers": "builtin",

@@ -1,0 +1,107 @@
+"""The kernel lab for pytest: the ``kernel`` marker and one VM boot per session.
+
+The ``lab`` fixture boots the VM once and runs every scenario in it (see
+``scenarios.py``); each test then checks one scenario's results.  When the VM
+cannot start (no qemu, no kernel image, not root, boot failure) the tests are
+skipped with the reason, or fail when ``CI=true``.  Logs are kept under a
+temporary directory that every failure names; it is removed when every kernel
+test passed.  ``SV_LAB_REUSE=<that directory>`` re-checks kept results without
+booting.  Under pytest-xdist the first worker that needs the lab boots it and the
+others reuse its results (a file lock in pytest's shared temporary directory).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+import pytest
+
+from tests.kernel import lab as lab_mod
+from tests.kernel import vmlab
+
+_FAILED_KEY = pytest.StashKey[bool]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "kernel: runs scenarios under a real Linux kernel with rxe devices (qemu VM; needs root, "
+        "qemu-system-x86, linux-image-amd64, busybox-static)",
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[Any]
+) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and item.get_closest_marker("kernel"):
+        item.session.stash[_FAILED_KEY] = True
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip, or fail under CI=true: a kernel lab that cannot run is a failed check there."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"kernel lab unavailable in CI: {reason}", pytrace=False)
+    pytest.skip(f"kernel lab unavailable: {reason}")
+
+
+def _boot_or_raise(workdir: Optional[Path] = None) -> lab_mod.LabResults:
+    """One boot (or the reason it cannot happen, raised as a pytest outcome)."""
+    reason = vmlab.unavailable_reason()
+    if reason:
+        unavailable(reason)
+    try:
+        return lab_mod.run_lab(workdir)
+    except vmlab.VmError as e:
+        if e.kind == "script":  # the VM ran, the scenario runner broke: a real failure
+            pytest.fail(str(e), pytrace=False)
+        unavailable(str(e))  # could not boot, timed out, modules missing
+
+
+def _shared_boot(base: Path) -> lab_mod.LabResults:
+    """Under pytest-xdist: the first worker boots, the others wait and reuse its results."""
+    base.mkdir(parents=True, exist_ok=True)
+    workdir = base / "sysverbs-kernel-lab"
+    outcome = base / "sysverbs-kernel-lab.outcome.json"
+    with open(base / "sysverbs-kernel-lab.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not outcome.exists():
+            try:
+                _boot_or_raise(workdir)
+            except BaseException as e:
+                kind = "skip" if isinstance(e, pytest.skip.Exception) else "fail"
+                outcome.write_text(json.dumps({"kind": kind, "message": str(e)}))
+                raise
+            outcome.write_text(json.dumps({"kind": "ok"}))
+        done = json.loads(outcome.read_text())
+    if done["kind"] == "skip":
+        pytest.skip(done["message"])
+    if done["kind"] == "fail":
+        pytest.fail(done["message"], pytrace=False)
+    return lab_mod.load_results(workdir)
+
+
+@pytest.fixture(scope="session")
+def lab(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[lab_mod.LabResults]:
+    reuse = os.environ.get("SV_LAB_REUSE")
+    if reuse:  # re-check the results kept by an earlier run, without booting
+        yield lab_mod.load_results(Path(reuse))
+        return
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # One boot for the whole run, in pytest's shared (self-cleaning) temp dir.
+        yield _shared_boot(tmp_path_factory.getbasetemp().parent)
+        return
+    results = _boot_or_raise()
+    yield results
+    if not request.session.stash.get(_FAILED_KEY, False):
+        shutil.rmtree(results.workdir, ignore_errors=True)

@@ -1,0 +1,517 @@
+"""The kernel-lab scenarios: one plan, run in ONE VM boot, in this order.
+
+Each scenario starts *groups* of workers (see ``vm_runner``): every worker of a
+group is one emulated process, and every member of a group must give identical
+results (each step, device identity across calls, stderr bytes):
+
+* ``netlink`` group: the real libibverbs (it uses RDMA netlink in the VM),
+  sysverbs ``source="netlink"`` and sysverbs ``source="auto"``;
+* ``fallback`` group: libibverbs with the RDMA netlink socket blocked (it falls
+  back to sysfs), sysverbs ``source="auto"`` blocked the same way, and sysverbs
+  ``source="sysfs"`` unblocked;
+* scenario-specific groups (GET_CHARDEV blocked, dump blocked, long SYSFS_PATH).
+
+Kernel state accumulates: indices only grow, uverbs numbers are reused, so the
+orders differ.  Plain data only: the VM side needs nothing from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+Step = dict[str, Any]
+
+SHOW = {"IBV_SHOW_WARNINGS": "1"}
+NOBODY = 65534
+#: A SYSFS_PATH of this length leaves room for ibdev names of up to 4 bytes
+#: (``<S>/class/infiniband/<name>`` must stay under 256 bytes): the dump is cut at
+#: the third device (rxe_b), and no dev_path fits either ...
+LONG_ROOT_A = "/run/" + "L" * (233 - 5)
+#: ... and of up to 13 bytes, with room for dev_path (``<S>/class/infiniband_verbs/
+#: uverbsN``): cut at the seventh (rxe_k_long_name7); the devices before it get the
+#: replies meant for others.
+LONG_ROOT_B = "/run/" + "M" * (224 - 5)
+
+
+def group(
+    kind: str,
+    prefix: str,
+    *,
+    env: Optional[dict[str, Optional[str]]] = None,
+    user: Optional[int] = None,
+    memlock: Optional[int] = None,
+    netns: Optional[str] = None,
+    block: Optional[str] = None,
+) -> tuple[list[Step], list[str]]:
+    """Start steps for a group of workers and their names."""
+    common: dict[str, Any] = {"env": {**SHOW, **(env or {})}}
+    if user is not None:
+        common["user"] = user
+    if memlock is not None:
+        common["memlock"] = memlock
+    if netns is not None:
+        common["netns"] = netns
+    members: list[tuple[str, dict[str, Any]]]
+    if kind == "netlink":
+        members = [
+            ("lib", {"impl": "libibverbs"}),
+            ("nl", {"impl": "sysverbs", "options": {"source": "netlink"}}),
+            ("auto", {"impl": "sysverbs", "options": {"source": "auto"}}),
+        ]
+    elif kind == "fallback":
+        members = [
+            ("lib", {"impl": "libibverbs", "block": "socket"}),
+            ("auto", {"impl": "sysverbs", "options": {"source": "auto"}, "block": "socket"}),
+            ("sysfs", {"impl": "sysverbs", "options": {"source": "sysfs"}}),
+        ]
+    elif kind == "blocked":  # one netlink operation blocked (block=chardev/dump)
+        members = [
+            ("lib", {"impl": "libibverbs", "block": block}),
+            ("auto", {"impl": "sysverbs", "options": {"source": "auto"}, "block": block}),
+        ]
+    else:
+        raise ValueError(kind)
+    steps = []
+    names = []
+    for suffix, spec in members:
+        name = f"{prefix}_{suffix}"
+        steps.append({"op": "start", "worker": name, **common, **spec})
+        names.append(name)
+    return steps, names
+
+
+def both(
+    prefix: str = "", fallback: bool = True, **kw: Any
+) -> tuple[list[Step], dict[str, list[str]]]:
+    """The netlink group (and the fallback group) under the same conditions."""
+    steps, nl = group("netlink", f"{prefix}nl", **kw)
+    groups = {"netlink": nl}
+    if fallback:
+        more, fb = group("fallback", f"{prefix}fb", **kw)
+        steps += more
+        groups["fallback"] = fb
+    return steps, groups
+
+
+def tools(tag: str, devinfo: bool = False, rdma: bool = True, **kw: Any) -> list[Step]:
+    """``rdma -j dev``; ``ibv_devices`` and ``sysverbs devices``; with ``devinfo``,
+    ``ibv_devinfo -l`` and ``sysverbs devinfo -l``."""
+    env = {**SHOW, **kw.pop("env", {})}
+    spec = {"env": env, **kw}
+    steps: list[Step] = []
+    if rdma:
+        steps.append({"op": "cmd", "name": f"{tag}:rdma", "argv": ["rdma", "-j", "dev"], **spec})
+    steps += [
+        {"op": "cmd", "name": f"{tag}:ibv_devices", "argv": ["ibv_devices"], **spec},
+        {"op": "cli", "name": f"{tag}:sv_devices", "args": ["devices"], **spec},
+    ]
+    if devinfo:
+        steps += [
+            {"op": "cmd", "name": f"{tag}:ibv_devinfo", "argv": ["ibv_devinfo", "-l"], **spec},
+            {"op": "cli", "name": f"{tag}:sv_devinfo", "args": ["devinfo", "-l"], **spec},
+        ]
+    return steps
+
+
+def members(groups: dict[str, list[str]]) -> list[str]:
+    return [w for names in groups.values() for w in names]
+
+
+#: A ``py`` snippet: put the nodes of yy and a0 back as they were.
+RESTORE_NODES = """
+import stat
+for n in ('yy', 'a0'):
+    u = node_of(n)
+    path = '/dev/infiniband/' + u
+    if not os.path.exists(path):
+        with open(f'/sys/class/infiniband_verbs/{u}/dev') as f:
+            major, minor = f.read().split(':')
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(int(major), int(minor)))
+    os.chmod(path, 0o666)
+"""
+
+
+def sh(cmd: str) -> Step:
+    return {"op": "sh", "cmd": cmd}
+
+
+def py(code: str) -> Step:
+    return {"op": "py", "code": code}
+
+
+#: A helper for ``py`` steps: the uverbs name of an IB device.
+NODE_OF = """import os
+def node_of(ibdev):
+    for u in os.listdir('/sys/class/infiniband_verbs'):
+        if u.startswith('uverbs'):
+            with open(f'/sys/class/infiniband_verbs/{u}/ibdev') as f:
+                if f.read().strip() == ibdev:
+                    return u
+    raise LookupError(ibdev)
+"""
+
+
+LIST: Step = {"op": "list"}
+
+
+def scenario(name: str, steps: list[Step], groups: dict[str, list[str]]) -> dict[str, Any]:
+    return {"name": name, "steps": steps, "groups": groups}
+
+
+def build(preload: bool) -> list[dict[str, Any]]:
+    """Every scenario, in boot order.  ``preload``: the nlblock interposer is there."""
+    fb = preload
+    out: list[dict[str, Any]] = []
+
+    # 1. No RDMA device at all (ib_core, ib_uverbs, rdma_rxe loaded).
+    s, g = both(fallback=fb)
+    fbtools = tools("fb", devinfo=True, rdma=False, block="socket") if fb else []
+    out.append(scenario("zero_devices", [*s, LIST, LIST, *tools("t", devinfo=True), *fbtools], g))
+
+    # 2. One device on a dummy netdev.
+    s, g = both(fallback=fb)
+    out.append(
+        scenario(
+            "one_device",
+            [
+                sh("ip link add d0 type dummy && ip link set d0 up"),
+                sh("rdma link add solo type rxe netdev d0"),
+                *s,
+                LIST,
+                *tools("t"),
+                {"op": "stop"},
+                sh("rdma link del solo"),
+            ],
+            g,
+        )
+    )
+
+    # 3. Eight devices: creation order, deletions and uverbs-number reuse make the
+    #    kernel index order, the name order and the readdir order all differ.
+    s, g = both(fallback=fb)
+    setup = [
+        sh(
+            "ip -batch - <<'EOF'\n"
+            + "".join(f"link add d{i} type dummy\nlink set d{i} up\n" for i in range(1, 6))
+            + "".join(
+                f"link add v{v} type veth peer name v{v + 1}\n"
+                f"link set v{v} up\nlink set v{v + 1} up\n"
+                for v in (0, 2, 4)
+            )
+            + "EOF"
+        ),
+        sh(
+            # (rdma -b resolves device names once, at start: deletions need a new process)
+            "rdma -b - <<'EOF'\n"
+            "link add zeta type rxe netdev d1\n"
+            "link add alpha type rxe netdev d2\n"
+            "link add mm type rxe netdev v0\n"
+            "link add yy type rxe netdev v2\n"
+            "EOF\n"
+            "rdma link del alpha && rdma link add rxe_b type rxe netdev d3 && "
+            "rdma link del zeta && rdma -b - <<'EOF'\n"
+            "link add omega type rxe netdev d1\n"
+            "link add rxe4 type rxe netdev d2\n"
+            "link add a0 type rxe netdev v4\n"
+            "link add q type rxe netdev d4\n"
+            "link add rxe_k_long_name7 type rxe netdev d5\n"
+            "EOF\n"
+            "ls -f /sys/class/infiniband_verbs; ls -f /sys/class/infiniband"
+        ),
+    ]
+    # ibv_is_fork_initialized asks RDMA netlink for copy-on-fork (blocked: it cannot)
+    fork = {"op": "fork", "workers": [*g["netlink"], *g.get("fallback", [])[:2]]}
+    out.append(
+        scenario(
+            "order8", [*setup, *s, LIST, fork, LIST, *tools("t", devinfo=True), *fbtools], g
+        )
+    )
+
+    # 4. Delete and re-add between calls in one process (identity and order), then
+    #    a new device, then free the lists.
+    s, g = both(fallback=fb)
+    out.append(
+        scenario(
+            "lifetime",
+            [
+                *s,
+                LIST,
+                sh("rdma link del rxe4"),
+                LIST,
+                sh("rdma link add rxe4 type rxe netdev d2"),
+                LIST,
+                sh("ip link add d6 type dummy && ip link set d6 up"),
+                sh("rdma link add new_1 type rxe netdev d6"),
+                LIST,
+                {"op": "free", "list": 0},
+                {"op": "free", "list": 1},
+                sh("rdma link del new_1"),
+                LIST,
+                *tools("t"),
+            ],
+            g,
+        )
+    )
+
+    # 5. Rename (rdma dev set X name Y) between calls, and back.
+    s, g = both(fallback=fb)
+    out.append(
+        scenario(
+            "rename",
+            [
+                *s,
+                LIST,
+                sh("rdma dev set omega name renamed_omega"),
+                LIST,
+                *tools("t1"),
+                sh("rdma dev set renamed_omega name omega"),
+                LIST,
+                sh("rdma dev set q name qq"),
+                LIST,
+                *tools("t2", rdma=False),
+                {"op": "stop"},
+                sh("rdma dev set qq name q"),
+            ],
+            g,
+        )
+    )
+
+    # 6. /dev/infiniband nodes: one removed, one made unreadable (root and nobody).
+    s, g = both(fallback=fb)
+    s2, g2 = both("u_", fallback=fb, user=NOBODY)
+    out.append(
+        scenario(
+            "dev_nodes",
+            [
+                *s,
+                LIST,
+                py(NODE_OF + "os.unlink('/dev/infiniband/' + node_of('yy'))"),
+                LIST,
+                py(NODE_OF + "os.chmod('/dev/infiniband/' + node_of('a0'), 0)"),
+                *s2,
+                LIST,
+                *[{"op": "open", "list": 2, "device": i, "workers": members(g)} for i in range(7)],
+                *[{"op": "open", "list": 0, "device": i, "workers": members(g2)} for i in range(7)],
+                *tools("t"),
+                *tools("u", devinfo=True, user=NOBODY),
+                {"op": "stop"},
+                py(NODE_OF + RESTORE_NODES),
+            ],
+            {**g, **{f"u_{k}": v for k, v in g2.items()}},
+        )
+    )
+
+    # 7. An unprivileged user with a small memlock limit (the memlock warning).
+    s, g = both(fallback=fb, user=NOBODY, memlock=32768)
+    out.append(
+        scenario(
+            "unprivileged",
+            [*s, LIST, *[{"op": "open", "list": 0, "device": i} for i in range(8)], LIST],
+            g,
+        )
+    )
+
+    if preload:
+        out += _blocked_scenarios()
+
+    # Long SYSFS_PATH: the dump callback rejects a too-long ibdev_path, libnl stops
+    # reading there and reports success, and the rest of the dump is read by the
+    # GET_CHARDEV requests that follow.
+    for label, root in (("long_root_a", LONG_ROOT_A), ("long_root_b", LONG_ROOT_B)):
+        s, g = both(f"{label}_", fallback=False, env={"SYSFS_PATH": root})
+        out.append(
+            scenario(label, [*s, LIST, LIST, *tools("t", rdma=False, env={"SYSFS_PATH": root})], g)
+        )
+
+    # Network namespaces: shared mode (every device visible), then exclusive mode
+    # (rxe devices stay in init_net: none visible from another netns).
+    s, g = both("ns1_", fallback=fb, netns="ns1")
+    s2, g2 = both("ex_", fallback=fb, netns="ns2")
+    s3, g3 = both("init_", fallback=False)
+    out.append(
+        scenario(
+            "netns",
+            [
+                sh("ip netns add ns1"),
+                *s,
+                LIST,
+                *tools("shared", netns="ns1"),
+                {"op": "stop"},
+                sh("ip netns del ns1"),
+                sh(
+                    "i=0; until rdma system set netns exclusive 2>/dev/null; do "
+                    "i=$((i+1)); [ $i -gt 100 ] && exit 1; sleep 0.2; done; rdma system show"
+                ),
+                sh("ip netns add ns2"),
+                sh("ip netns exec ns2 rdma dev; ip netns exec ns2 ls /sys/class/infiniband"),
+                *s2,
+                *s3,
+                LIST,
+                *tools("exclusive", netns="ns2"),
+                *tools("exclusive_init"),
+            ],
+            {**g, **g2, **g3},
+        )
+    )
+
+    # Last: no ib_core at all, so RDMA netlink itself is unavailable.
+    s, g = both(fallback=False)
+    g = {
+        "netlink": [n for n in g["netlink"] if not n.endswith("_nl")],
+        "netlink_unavailable": [n for n in g["netlink"] if n.endswith("_nl")],
+    }
+    out.append(
+        scenario(
+            "no_ib_core",
+            [
+                sh(
+                    "ip netns del ns2; ls /sys/class/infiniband | sed 's/^/link del /' | "
+                    "rdma -b - && rmmod rdma_rxe ib_uverbs ib_core"
+                ),
+                *s,
+                LIST,
+                *tools("t", devinfo=True),
+            ],
+            g,
+        )
+    )
+    return out
+
+
+def _fake_tree(root: str, class_abi: str) -> str:
+    """A ``py`` snippet: a SYSFS_PATH tree whose ``device/infiniband_verbs`` dirs
+    libibverbs falls back to.
+
+    Every live device gets ``class/infiniband/<name>/device/infiniband_verbs/`` with
+    a different shape (by name): the real uverbs entry, a dot entry first, an entry
+    with no /dev node, a file instead of a directory, no ``abi_version``, a bad
+    ``dev``, several entries; and a ``device/modalias`` that matches rxe (the
+    driver id is unknown without GET_CHARDEV), mlx5, or nothing.
+    """
+    return f"""
+import os
+R = {root!r}
+os.makedirs(R + '/class/infiniband_verbs')
+open(R + '/class/infiniband_verbs/abi_version', 'w').write({class_abi!r})
+def put(path, text):
+    with open(path, 'w') as f:
+        f.write(text)
+for un in sorted(os.listdir('/sys/class/infiniband_verbs')):
+    if not un.startswith('uverbs'):
+        continue
+    src = '/sys/class/infiniband_verbs/' + un
+    n = open(src + '/ibdev').read().strip()
+    dev = open(src + '/dev').read()
+    abi = open(src + '/abi_version').read()
+    D = f'{{R}}/class/infiniband/{{n}}/device'
+    V = D + '/infiniband_verbs'
+    os.makedirs(V)
+    put(D + '/modalias', 'rdma_device:Nrxe\\n')
+    entries = {{un: {{'dev': dev, 'abi_version': abi}}}}
+    if n == 'mm':
+        entries['.hidden'] = {{}}
+    elif n == 'yy':
+        entries = {{'uverbs99': {{'dev': dev, 'abi_version': abi}}}}
+    elif n == 'rxe_b':
+        entries[un]['abi_version'] = '7junk'
+    elif n == 'omega':
+        put(D + '/modalias', 'pci:v000015B3d00001017sv000015B3sd00000020bc02sc00i00\\n')
+    elif n == 'rxe4':
+        entries = {{}}
+        put(V + '/' + un, '')
+    elif n == 'a0':
+        del entries[un]['abi_version']
+        os.unlink(D + '/modalias')
+    elif n == 'q':
+        entries[un]['dev'] = 'junk\\n'
+    elif n == 'rxe_k_long_name7':
+        entries['uverbs0'] = dict(entries[un])
+        entries['uverbs1'] = dict(entries[un])
+    for e, files in entries.items():
+        os.mkdir(V + '/' + e)
+        for fname, text in files.items():
+            put(V + '/' + e + '/' + fname, text)
+    print(n, un, sorted(os.listdir(V)))
+"""
+
+
+def _sysverbs_worker(name: str, source: str, block: Optional[str], env: dict[str, str]) -> Step:
+    step: Step = {
+        "op": "start",
+        "worker": name,
+        "impl": "sysverbs",
+        "options": {"source": source},
+        "env": {**SHOW, **env},
+    }
+    if block:
+        step["block"] = block
+    return step
+
+
+def _devices(tag: str, block: str, env: dict[str, str]) -> list[Step]:
+    spec = {"env": {**SHOW, **env}, "block": block}
+    return [
+        {"op": "cmd", "name": f"{tag}:ibv_devices", "argv": ["ibv_devices"], **spec},
+        {"op": "cli", "name": f"{tag}:sv_devices", "args": ["devices"], **spec},
+    ]
+
+
+def _blocked_scenarios() -> list[dict[str, Any]]:
+    out = []
+    # GET_CHARDEV fails: each device falls back to <ibdev_path>/device/infiniband_verbs.
+    # On the real /sys, rxe devices have no "device" link, so every one is dropped.
+    s, g = group("blocked", "cd_sys", block="chardev")
+    out.append(
+        scenario(
+            "chardev_blocked_sysfs",
+            [
+                *s,
+                _sysverbs_worker("cd_sys_nl", "netlink", "chardev", {}),
+                LIST,
+                LIST,
+                *_devices("t", "chardev", {}),
+            ],
+            {"chardev": [*g, "cd_sys_nl"]},
+        )
+    )
+    # ... and on a SYSFS_PATH tree that has those directories (class ABI 6, then 7:
+    # the global ABI is not forced to 6 when no GET_CHARDEV reply was accepted).
+    for label, root, abi in (
+        ("chardev_fallback", "/run/fake6", "6\n"),
+        ("chardev_fallback_abi7", "/run/fake7", "7\n"),
+    ):
+        env = {"SYSFS_PATH": root}
+        s, g = group("blocked", label, block="chardev", env=env)
+        out.append(
+            scenario(
+                label,
+                [
+                    py(_fake_tree(root, abi)),
+                    *s,
+                    _sysverbs_worker(f"{label}_nl", "netlink", "chardev", env),
+                    LIST,
+                    LIST,
+                    {"op": "open", "list": 1, "device": 0},
+                    *_devices("t", "chardev", env),
+                ],
+                {"chardev": [*g, f"{label}_nl"]},
+            )
+        )
+    # The dump itself fails: libibverbs falls back to sysfs.
+    s, g = group("blocked", "dump", block="dump")
+    out.append(
+        scenario(
+            "dump_blocked",
+            [
+                *s,
+                _sysverbs_worker("dump_sysfs", "sysfs", None, {}),
+                _sysverbs_worker("dump_nl", "netlink", "dump", {}),
+                LIST,
+                LIST,
+                *_devices("t", "dump", {}),
+                *_devices("fb", "socket", {}),
+            ],
+            {"dump": [*g, "dump_sysfs"], "netlink_unavailable": ["dump_nl"]},
+        )
+    )
+    return out

@@ -1,0 +1,732 @@
+"""The RDMA netlink source without a kernel: hand-made replies and a fake kernel.
+
+The fake kernel (:class:`FakeKernel`) answers like Linux' RDMA netlink does: one
+device per dump datagram, the next dump datagram queued only after one is read,
+``NLMSG_DONE`` on its own, GET_CHARDEV answered at once, errors as
+``NLMSG_ERROR``.  The real thing is compared with libibverbs in ``tests/kernel``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sysverbs
+from sysverbs import netlink_source as nl
+from sysverbs.devlist import LibraryKey
+from sysverbs.enums import NodeType
+from sysverbs.sources import SourceUnavailable
+
+RXE = 14
+SIW = 18
+MANA = 20
+
+# -- message builders -------------------------------------------------------------------------
+
+
+def attr(kind: int, payload: bytes) -> bytes:
+    raw = struct.pack("=HH", 4 + len(payload), kind) + payload
+    return raw + b"\0" * (-len(raw) % 4)
+
+
+def u8(kind: int, v: int) -> bytes:
+    return attr(kind, bytes([v]))
+
+
+def u32(kind: int, v: int) -> bytes:
+    return attr(kind, struct.pack("=I", v))
+
+
+def u64(kind: int, v: int) -> bytes:
+    return attr(kind, struct.pack("=Q", v))
+
+
+def string(kind: int, v: bytes) -> bytes:
+    return attr(kind, v + b"\0")
+
+
+def msg(kind: int, payload: bytes = b"", flags: int = 0, seq: int = 0) -> bytes:
+    return struct.pack("=IHHII", 16 + len(payload), kind, flags, seq, 0) + payload
+
+
+def done() -> bytes:
+    return msg(nl.NLMSG_DONE, struct.pack("=i", 0), nl.NLM_F_MULTI)
+
+
+def error(code: int) -> bytes:
+    return msg(nl.NLMSG_ERROR, struct.pack("=i", code) + msg(0)[:16])
+
+
+def dev_msg(
+    index: int,
+    name: bytes,
+    guid: int = 0x0002C903000A0B0C,
+    node_type: int = 1,
+    ports: int = 1,
+    drop: tuple[int, ...] = (),
+) -> bytes:
+    parts = {
+        nl.ATTR_DEV_INDEX: u32(nl.ATTR_DEV_INDEX, index),
+        nl.ATTR_DEV_NAME: string(nl.ATTR_DEV_NAME, name),
+        nl.ATTR_PORT_INDEX: u32(nl.ATTR_PORT_INDEX, ports),
+        4: u64(4, 0x1234),  # CAP_FLAGS: no policy, ignored
+        nl.ATTR_NODE_GUID: u64(nl.ATTR_NODE_GUID, guid),
+        7: u64(7, guid),  # SYS_IMAGE_GUID
+        nl.ATTR_DEV_NODE_TYPE: u8(nl.ATTR_DEV_NODE_TYPE, node_type),
+        67: string(67, b"roce"),  # DEV_PROTOCOL
+    }
+    payload = b"".join(v for k, v in parts.items() if k not in drop)
+    return msg(nl.TYPE_GET, payload, nl.NLM_F_MULTI)
+
+
+def huge_encode_dev(major: int, minor: int) -> int:
+    return (minor & 0xFF) | (major << 8) | ((minor & ~0xFF) << 12)
+
+
+def chardev_msg(
+    uverbs: bytes,
+    cdev: tuple[int, int] = (231, 192),
+    abi: int = 2,
+    driver_id: Optional[int] = RXE,
+    drop: tuple[int, ...] = (),
+) -> bytes:
+    parts = {}
+    if driver_id is not None:
+        parts[nl.ATTR_UVERBS_DRIVER_ID] = u32(nl.ATTR_UVERBS_DRIVER_ID, driver_id)
+    parts[0] = attr(0, b"")  # a PAD attribute, as the kernel puts before u64s
+    parts[nl.ATTR_CHARDEV] = u64(nl.ATTR_CHARDEV, huge_encode_dev(*cdev))
+    parts[nl.ATTR_CHARDEV_ABI] = u64(nl.ATTR_CHARDEV_ABI, abi)
+    parts[nl.ATTR_CHARDEV_NAME] = string(nl.ATTR_CHARDEV_NAME, uverbs)
+    payload = b"".join(v for k, v in parts.items() if k not in drop)
+    return msg(nl.TYPE_GET_CHARDEV, payload)
+
+
+# -- a fake kernel ----------------------------------------------------------------------------
+
+
+class Dev:
+    def __init__(
+        self,
+        index: int,
+        name: str,
+        uverbs: Optional[str] = None,
+        *,
+        guid: int = 0x0002C903000A0B0C,
+        node_type: int = 1,
+        abi: int = 2,
+        driver_id: Optional[int] = RXE,
+        cdev: tuple[int, int] = (231, 192),
+    ) -> None:
+        self.index = index
+        self.name = name.encode()
+        self.uverbs = (uverbs if uverbs is not None else f"uverbs{index}").encode()
+        self.guid = guid
+        self.node_type = node_type
+        self.abi = abi
+        self.driver_id = driver_id
+        self.cdev = cdev
+
+
+class FakeKernel:
+    """A Transport that answers as Linux' RDMA netlink does (see the module notes)."""
+
+    def __init__(self, devs: list[Dev], **hooks: Any) -> None:
+        self.devs = devs
+        self.queue: deque[bytes] = deque()
+        self.pending: deque[bytes] = deque()
+        self.sent: list[bytes] = []
+        self.port = 4242
+        self.closed = False
+        self.dump_hook: Callable[[int, bytes], bytes] = hooks.get("dump", lambda i, m: m)
+        self.chardev_hook: Callable[[Dev, bytes], bytes] = hooks.get("chardev", lambda d, m: m)
+        self.dump_error: Optional[int] = hooks.get("dump_error")
+        self.chardev_error: Optional[int] = hooks.get("chardev_error")
+
+    def send(self, data: bytes) -> None:
+        self.sent.append(data)
+        length, kind, flags, seq, _ = struct.unpack_from("=IHHII", data)
+        assert length == len(data) and flags & nl.NLM_F_REQUEST
+        if kind == nl.TYPE_GET:
+            assert flags & nl.NLM_F_DUMP == nl.NLM_F_DUMP
+            if self.dump_error is not None:
+                self.queue.append(error(self.dump_error))
+                return
+            chunks = [
+                self.dump_hook(i, dev_msg(d.index, d.name, d.guid, d.node_type))
+                for i, d in enumerate(sorted(self.devs, key=lambda d: d.index))
+            ]
+            chunks.append(done())
+            self.queue.append(chunks[0])  # the first chunk comes with the request
+            self.pending.extend(chunks[1:])
+        elif kind == nl.TYPE_GET_CHARDEV:
+            tb = nl.parse_attrs(data)
+            assert tb is not None and tb.string(nl.ATTR_CHARDEV_TYPE) == b"uverbs"
+            dev = None
+            if nl.ATTR_DEV_INDEX in tb:
+                dev = next((d for d in self.devs if d.index == tb.u32(nl.ATTR_DEV_INDEX)), None)
+            if dev is None or self.chardev_error is not None:
+                self.queue.append(error(self.chardev_error or -errno.EINVAL))
+                return
+            reply = chardev_msg(dev.uverbs, dev.cdev, dev.abi, dev.driver_id)
+            self.queue.append(self.chardev_hook(dev, reply))
+        else:
+            self.queue.append(error(-errno.EOPNOTSUPP))
+
+    def recv(self) -> bytes:
+        if not self.queue:
+            raise TimeoutError("timed out")
+        data = self.queue.popleft()
+        if self.pending:  # the kernel builds the next dump datagram after a read
+            self.queue.append(self.pending.popleft())
+        return data
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """(sysfs root, /dev/infiniband) with nodes uverbs0..uverbs9."""
+    root = tmp_path / "sys"
+    dev = tmp_path / "dev"
+    root.mkdir()
+    dev.mkdir()
+    for i in range(10):
+        (dev / f"uverbs{i}").touch()
+    yield root, dev
+
+
+def scan(kernel: FakeKernel, host: tuple[Path, Path]) -> nl.Scan:
+    root, dev = host
+    return nl.scan_with(kernel, os.fsencode(root), os.fsencode(dev))
+
+
+def summary(s: nl.Scan) -> list[tuple[str, int, str]]:
+    return [(r.ibdev_name.decode(), r.ibdev_idx, r.dev_name.decode()) for r in s.records]
+
+
+# -- the parser --------------------------------------------------------------------------------
+
+
+def test_parse_attrs_last_wins_and_flags_masked() -> None:
+    m = msg(nl.TYPE_GET, u32(1, 5) + u32(1 | 0x8000, 7) + string(2, b"mlx5_0"))
+    tb = nl.parse_attrs(m)
+    assert tb is not None and tb.u32(1) == 7 and tb.string(2) == b"mlx5_0"
+
+
+def test_parse_attrs_policy_too_short_fails() -> None:
+    assert nl.parse_attrs(msg(nl.TYPE_GET, attr(nl.ATTR_NODE_GUID, b"1234567"))) is None
+    assert nl.parse_attrs(msg(nl.TYPE_GET, attr(nl.ATTR_DEV_NODE_TYPE, b""))) is None
+    # an attribute without a policy may be any length; a longer one is fine
+    tb = nl.parse_attrs(msg(nl.TYPE_GET, attr(4, b"") + attr(nl.ATTR_DEV_INDEX, b"12345")))
+    assert tb is not None and tb.u32(nl.ATTR_DEV_INDEX) == int.from_bytes(b"1234", "little")
+
+
+def test_parse_attrs_walk_stops_silently() -> None:
+    good = u32(nl.ATTR_DEV_INDEX, 3)
+    # an attribute longer than what is left ends the walk; the earlier ones count
+    bad = struct.pack("=HH", 200, nl.ATTR_NODE_GUID) + b"\0" * 8
+    tb = nl.parse_attrs(msg(nl.TYPE_GET, good + bad))
+    assert tb is not None and nl.ATTR_NODE_GUID not in tb and tb.u32(nl.ATTR_DEV_INDEX) == 3
+    # an attribute shorter than its header too (and its policy is never checked)
+    tb = nl.parse_attrs(msg(nl.TYPE_GET, good + struct.pack("=HH", 2, nl.ATTR_NODE_GUID)))
+    assert tb is not None and nl.ATTR_NODE_GUID not in tb
+
+
+def test_parse_attrs_short_header() -> None:
+    assert nl.parse_attrs(b"") is None
+    assert nl.parse_attrs(b"\x08\0\0\0" + b"\0" * 12) is None  # nlmsg_len < 16
+    tb = nl.parse_attrs(msg(nl.TYPE_GET))
+    assert tb is not None and not tb.table
+
+
+def test_string_without_nul_runs_on() -> None:
+    # no NUL inside the attribute: C reads on into the next bytes of the message
+    m = msg(nl.TYPE_GET, attr(2, b"abcd") + u32(1, 0x00636261))
+    tb = nl.parse_attrs(m)
+    assert tb is not None and tb.string(2) == b"abcd\x08"
+
+
+def test_requests() -> None:
+    assert nl.dump_request(7, 99) == struct.pack("=IHHII", 16, 5121, 0x301, 7, 99)
+    body = u32(1, 3) + string(69, b"uverbs")
+    head = struct.pack("=IHHII", 16 + len(body), 5135, 1, 8, 99)
+    assert nl.chardev_request(3, 8, 99) == head + body
+    # index -1 ((int) of 0xffffffff): no DEV_INDEX attribute at all
+    tb = nl.parse_attrs(nl.chardev_request(-1, 1))
+    assert tb is not None and nl.ATTR_DEV_INDEX not in tb and tb.string(69) == b"uverbs"
+
+
+# -- libnl's receive loop ----------------------------------------------------------------------
+
+
+class Script:
+    """A Transport replaying datagrams."""
+
+    def __init__(self, *datagrams: bytes | Exception) -> None:
+        self.items = list(datagrams)
+        self.reads = 0
+
+    def send(self, data: bytes) -> None:
+        pass
+
+    def recv(self) -> bytes:
+        self.reads += 1
+        if not self.items:
+            raise TimeoutError("timed out")
+        item = self.items.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def close(self) -> None:
+        pass
+
+
+def collect(results: list[int]) -> tuple[list[bytes], Callable[[bytes], int]]:
+    seen: list[bytes] = []
+
+    def cb(m: bytes) -> int:
+        seen.append(m)
+        return results.pop(0) if results else nl.NL_OK
+
+    return seen, cb
+
+
+def test_recvmsgs_multipart_until_done() -> None:
+    t = Script(dev_msg(0, b"a"), dev_msg(1, b"b") + done(), dev_msg(9, b"never"))
+    seen, cb = collect([])
+    assert nl.recvmsgs(t, cb) == (0, False)
+    assert len(seen) == 2 and t.reads == 2
+
+
+def test_recvmsgs_single_reply_stops() -> None:
+    t = Script(chardev_msg(b"uverbs0"), chardev_msg(b"uverbs1"))
+    seen, cb = collect([])
+    assert nl.recvmsgs(t, cb) == (0, False)
+    assert t.reads == 1 and len(seen) == 1
+
+
+def test_recvmsgs_error_sets_failed_and_goes_on() -> None:
+    t = Script(dev_msg(0, b"a") + error(-errno.EPERM) + dev_msg(1, b"b") + done())
+    seen, cb = collect([])
+    assert nl.recvmsgs(t, cb) == (0, True)
+    assert len(seen) == 2
+    # an ACK (error 0) is nothing
+    assert nl.recvmsgs(Script(error(0)), cb) == (0, False)
+
+
+@pytest.mark.parametrize(
+    "datagram",
+    [
+        msg(nl.NLMSG_ERROR, b"\xff\xff\xff\xff"),  # truncated error message
+        msg(nl.NLMSG_OVERRUN),
+        msg(nl.TYPE_GET, b"", nl.NLM_F_MULTI | nl.NLM_F_DUMP_INTR) + done(),  # interrupted
+    ],
+)
+def test_recvmsgs_errors(datagram: bytes) -> None:
+    seen, cb = collect([])
+    result, _ = nl.recvmsgs(Script(datagram), cb)
+    assert result < 0
+
+
+def test_recvmsgs_callback_results() -> None:
+    two = dev_msg(0, b"a") + dev_msg(1, b"b") + done()
+    # a positive (libnl error) result ends reading and is reported as success
+    seen, cb = collect([nl.NLE_PARSE_ERR])
+    assert nl.recvmsgs(Script(two), cb) == (0, False) and len(seen) == 1
+    # a negative one is an error
+    seen, cb = collect([-nl.NLE_RANGE])
+    assert nl.recvmsgs(Script(two), cb)[0] < 0
+    # NL_SKIP goes on, NL_STOP stops without error
+    seen, cb = collect([nl.NL_SKIP])
+    assert nl.recvmsgs(Script(two), cb) == (0, False) and len(seen) == 2
+    seen, cb = collect([nl.NL_STOP])
+    assert nl.recvmsgs(Script(two), cb) == (0, False) and len(seen) == 1
+
+
+def test_recvmsgs_transport_failures() -> None:
+    seen, cb = collect([])
+    assert nl.recvmsgs(Script(OSError(errno.ENOBUFS, "x")), cb)[0] < 0
+    assert nl.recvmsgs(Script(), cb)[0] < 0  # timeout
+    assert nl.recvmsgs(Script(nl.NetlinkFailure("trunc", errno.EMSGSIZE)), cb)[0] < 0
+    assert nl.recvmsgs(Script(b""), cb) == (0, False)  # EOF: nothing, success
+    # trailing bytes that are no message are ignored; a bad length ends the datagram
+    assert nl.recvmsgs(Script(done() + b"\x01\x02"), cb) == (0, False)
+    bad = struct.pack("=IHHII", 1000, nl.TYPE_GET, 0, 0, 0)
+    assert nl.recvmsgs(Script(bad), cb) == (0, False) and not seen
+
+
+# -- find_sysfs_devs_nl -------------------------------------------------------------------------
+
+
+def test_scan_order_and_fields(host: tuple[Path, Path]) -> None:
+    devs = [
+        Dev(2, "mm2", "uverbs2", guid=0x1122334455667788),
+        Dev(0, "qq0", "uverbs0", node_type=4, cdev=(231, 300)),
+        Dev(3, "aa1", "uverbs1", node_type=9, abi=(1 << 32) | 2, driver_id=None),
+    ]
+    kernel = FakeKernel(devs)
+    s = scan(kernel, host)
+    # temporary list: reverse dump (= reverse index) order
+    assert summary(s) == [("aa1", 3, "uverbs1"), ("mm2", 2, "uverbs2"), ("qq0", 0, "uverbs0")]
+    assert s.netlink is True
+    aa1, mm2, qq0 = s.records
+    root = os.fsencode(host[0])
+    assert mm2.ibdev_path == root + b"/class/infiniband/mm2" and mm2.sysfs_root == root
+    assert mm2.node_guid == 0x1122334455667788 and mm2.driver_id == RXE
+    assert qq0.node_type is NodeType.RNIC and aa1.node_type is NodeType.UNKNOWN
+    assert qq0.cdev == (231, 300) and aa1.abi_ver == 2 and aa1.driver_id == 0
+    assert mm2.time_created_ns == 0
+    # requests: the dump, then one GET_CHARDEV per device in temporary-list order
+    idx = [nl.parse_attrs(m).u32(1) for m in kernel.sent[1:]]  # type: ignore[union-attr]
+    assert idx == [3, 2, 0]
+
+
+def test_zero_devices_is_a_result(host: tuple[Path, Path]) -> None:
+    s = scan(FakeKernel([]), host)
+    assert s.records == [] and s.netlink is False
+
+
+def test_missing_dev_node_drops_the_device(host: tuple[Path, Path]) -> None:
+    os.unlink(host[1] / "uverbs1")
+    os.chmod(host[1] / "uverbs2", 0)  # stat still works: kept
+    s = scan(FakeKernel([Dev(1, "a"), Dev(2, "b")]), host)
+    assert summary(s) == [("b", 2, "uverbs2")]
+
+
+def test_index_beyond_int_max(host: tuple[Path, Path]) -> None:
+    kernel = FakeKernel([Dev(0xFFFFFFFF, "x", "uverbs0")])
+    s = scan(kernel, host)
+    # (int)0xffffffff is -1: the GET_CHARDEV request then has no index (fails here)
+    assert s.records == []
+    tb = nl.parse_attrs(kernel.sent[1])
+    assert tb is not None and nl.ATTR_DEV_INDEX not in tb
+    s = scan(FakeKernel([Dev(0x80000000, "y", "uverbs0")]), host)
+    assert [r.ibdev_idx for r in s.records] == [-0x80000000]
+
+
+def test_dump_failures_fall_back(host: tuple[Path, Path]) -> None:
+    with pytest.raises(SourceUnavailable) as e:
+        scan(FakeKernel([Dev(0, "a")], dump_error=-errno.EPERM), host)
+    assert e.value.errno == errno.EINVAL
+    # an attribute shorter than its policy: nlmsg_parse fails, the dump fails
+    short = FakeKernel(
+        [Dev(0, "a")],
+        dump=lambda i, m: msg(nl.TYPE_GET, attr(nl.ATTR_DEV_INDEX, b"\1\0"), nl.NLM_F_MULTI),
+    )
+    with pytest.raises(SourceUnavailable):
+        scan(short, host)
+
+
+def test_dump_message_without_required_attribute_cuts_the_dump(host: tuple[Path, Path]) -> None:
+    # libnl stops at the bad message and reports success: devices before it are kept;
+    # the rest of the dump is still queued and read by the GET_CHARDEV requests.
+    devs = [Dev(0, "a"), Dev(1, "b"), Dev(2, "c"), Dev(3, "d")]
+
+    def hook(i: int, m: bytes) -> bytes:
+        return dev_msg(2, b"c", drop=(nl.ATTR_PORT_INDEX,)) if i == 2 else m
+
+    s = scan(FakeKernel(devs, dump=hook), host)
+    # b's GET_CHARDEV reads d's dump message (no CHARDEV: fails, no sysfs fallback);
+    # a's reads b's reply: a gets b's uverbs name.
+    assert summary(s) == [("a", 0, "uverbs1")]
+    assert s.netlink is True
+
+
+@pytest.mark.parametrize("cut", [0, 1])
+def test_long_sysfs_path_cuts_the_dump(tmp_path: Path, cut: int) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for i in range(4):
+        (dev / f"uverbs{i}").touch()
+    names = ["ab", "abcdef", "x", "y"] if cut else ["abcdef", "x", "y", "z"]
+    root = b"/r" + b"o" * (256 - 18 - 6 - 2)  # room for names of up to 5 bytes
+    s = nl.scan_with(FakeKernel([Dev(i, n) for i, n in enumerate(names)]), root, os.fsencode(dev))
+    if cut:
+        # "ab" was read; its GET_CHARDEV gets "x"'s dump message: no chardev, and
+        # the sysfs fallback path is too long: dropped.
+        assert s.records == [] and s.netlink is False
+    else:
+        assert s.records == []
+
+
+def test_chardev_name_too_long_is_truncated(host: tuple[Path, Path]) -> None:
+    long_name = b"u" * 70
+    os.close(os.open(host[1] / ("u" * 63), os.O_CREAT | os.O_WRONLY))
+    kernel = FakeKernel(
+        [Dev(0, "a")], chardev=lambda d, m: chardev_msg(long_name, abi=1, driver_id=SIW)
+    )
+    s = scan(kernel, host)
+    assert summary(s) == [("a", 0, "u" * 63)] and s.records[0].driver_id == SIW
+
+
+def make_fallback(root: Path, ibdev: str, entries: dict[str, Any]) -> None:
+    """<root>/class/infiniband/<ibdev>/device/infiniband_verbs/<entry>/{dev,abi_version}."""
+    base = root / "class/infiniband" / ibdev / "device/infiniband_verbs"
+    base.mkdir(parents=True)
+    for name, files in entries.items():
+        if files is None:
+            (base / name).write_text("not a directory")
+            continue
+        (base / name).mkdir()
+        for fname, content in files.items():
+            (base / name / fname).write_bytes(content)
+
+
+def test_chardev_failure_uses_sysfs(host: tuple[Path, Path]) -> None:
+    root, _ = host
+    make_fallback(root, "a", {"uverbs4": {"dev": b"231:196\n", "abi_version": b"1\n"}})
+    make_fallback(root, "b", {".x": {}, "uverbs5": {"dev": b"231:197\n"}})
+    make_fallback(root, "c", {"uverbs6": None})
+    make_fallback(root, "d", {"uverbs7": {"dev": b"junk\n", "abi_version": b"1\n"}})
+    make_fallback(root, "e", {"uverbs42": {"dev": b"1:2\n", "abi_version": b"1\n"}})
+    make_fallback(root, "f", {})
+    os.utime(root / "class/infiniband/a", ns=(1, 1234567890123456789))
+    devs = [Dev(i, n) for i, n in enumerate("abcdefg")]
+    s = scan(FakeKernel(devs, chardev_error=-errno.EOPNOTSUPP), host)
+    assert summary(s) == [("b", 1, "uverbs5"), ("a", 0, "uverbs4")]
+    b, a = s.records
+    assert a.cdev == (231, 196) and a.abi_ver == 1 and a.driver_id == 0
+    assert a.time_created_ns == 1234567890123456789
+    assert b.abi_ver == 0  # no abi_version: unchanged from 0
+    assert s.netlink is False  # no reply accepted: the global ABI is not forced
+
+
+def test_empty_chardev_name_falls_back_keeping_the_driver_id(host: tuple[Path, Path]) -> None:
+    root, _ = host
+    make_fallback(root, "a", {"uverbs3": {"dev": b"231:195\n"}})
+    kernel = FakeKernel([Dev(0, "a")], chardev=lambda d, m: chardev_msg(b"", abi=7, driver_id=MANA))
+    s = scan(kernel, host)
+    (a,) = s.records
+    assert (a.dev_name, a.driver_id, a.abi_ver, a.cdev) == (b"uverbs3", MANA, 7, (231, 195))
+    assert s.netlink is True
+
+
+def test_chardev_reply_without_attributes_falls_back(host: tuple[Path, Path]) -> None:
+    kernel = FakeKernel(
+        [Dev(0, "a")], chardev=lambda d, m: chardev_msg(b"uverbs0", drop=(nl.ATTR_CHARDEV,))
+    )
+    s = scan(kernel, host)
+    assert s.records == [] and s.netlink is False
+
+
+def test_no_socket_here_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail() -> FakeKernel:
+        raise OSError(errno.EPROTONOSUPPORT, "Protocol not supported")
+
+    monkeypatch.setattr(nl, "SocketTransport", fail)
+    key = LibraryKey("netlink", b"/sys", b"/dev/infiniband", b"/etc/x", "builtin", 44)
+    with pytest.raises(SourceUnavailable) as e:
+        nl.scan_netlink(key)
+    assert e.value.errno == errno.EPROTONOSUPPORT
+
+
+# -- copy-on-fork and the rdma_cm ABI ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "expect"),
+    [
+        (msg(nl.TYPE_SYS_GET, u8(50, 0) + u8(nl.ATTR_COPY_ON_FORK, 1)), True),
+        (msg(nl.TYPE_SYS_GET, u8(nl.ATTR_COPY_ON_FORK, 0)), False),
+        (msg(nl.TYPE_SYS_GET, u8(50, 1)), False),  # older kernels: no attribute
+        (msg(nl.TYPE_SYS_GET, attr(nl.ATTR_COPY_ON_FORK, b"")), False),  # too short
+        (error(-errno.EOPNOTSUPP), False),
+    ],
+)
+def test_copy_on_fork(reply: bytes, expect: bool) -> None:
+    sent: list[bytes] = []
+
+    class T(Script):
+        def send(self, data: bytes) -> None:
+            sent.append(data)
+
+    assert nl.query_copy_on_fork(T(reply)) is expect
+    length, kind, flags, _, _ = struct.unpack_from("=IHHII", sent[0])
+    assert (length, kind, flags) == (16, nl.TYPE_SYS_GET, nl.NLM_F_REQUEST)
+
+
+@pytest.mark.parametrize(
+    ("reply", "expect"),
+    [
+        (chardev_msg(b"rdma_cm", (10, 59), abi=4, driver_id=None), 4),
+        (chardev_msg(b"rdma_cm", abi=(7 << 32) | 3), 3),
+        (chardev_msg(b"rdma_cm", abi=0xFFFFFFFF), -1),  # reads as -1: not an answer
+        (chardev_msg(b"rdma_cm", abi=0xFFFFFFFE), -2),
+        (chardev_msg(b"r" * 64, abi=4), -1),
+        (chardev_msg(b"rdma_cm", abi=4, drop=(nl.ATTR_CHARDEV_NAME,)), -1),
+        (error(-errno.ENOENT), -1),
+    ],
+)
+def test_chardev_abi(reply: bytes, expect: int) -> None:
+    sent: list[bytes] = []
+
+    class T(Script):
+        def send(self, data: bytes) -> None:
+            sent.append(data)
+
+    assert nl.chardev_abi("rdma_cm", T(reply)) == expect
+    tb = nl.parse_attrs(sent[0])
+    assert tb is not None and nl.ATTR_DEV_INDEX not in tb
+    assert tb.string(nl.ATTR_CHARDEV_TYPE) == b"rdma_cm"
+
+
+def test_no_netlink_answers_for_fork_and_rdma_cm(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail() -> FakeKernel:
+        raise OSError(errno.EPROTONOSUPPORT, "Protocol not supported")
+
+    monkeypatch.setattr(nl, "SocketTransport", fail)
+    assert nl.query_copy_on_fork() is False
+    assert nl.chardev_abi("rdma_cm") == -1
+
+
+# -- through the public API ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def kernel(monkeypatch: pytest.MonkeyPatch) -> FakeKernel:
+    k = FakeKernel([])
+    monkeypatch.setattr(nl, "SocketTransport", lambda: k)
+    return k
+
+
+def listing(host: tuple[Path, Path], **kw: Any) -> sysverbs.DeviceList:
+    root, dev = host
+    return sysverbs.get_device_list(
+        sysfs_path=root, dev_dir=dev, providers="builtin", rdma_core="44", **kw
+    )
+
+
+def test_api_netlink_mode(kernel: FakeKernel, host: tuple[Path, Path]) -> None:
+    kernel.devs = [
+        Dev(5, "mlx5_3", "uverbs3", driver_id=1, abi=1),
+        Dev(1, "siw0", "uverbs1", driver_id=SIW, abi=1, node_type=4),
+        Dev(2, "rocep1s0", "uverbs2", driver_id=None, guid=0xAB),
+    ]
+    devs = listing(host, source="netlink")
+    # dump (index) order; siw found by driver id; no class ABI file needed (forced 6);
+    # a device without a driver id and no sysfs match is dropped
+    assert [(d.name, sysverbs.get_device_index(d), d.provider) for d in devs] == [
+        ("siw0", 1, "siw"),
+        ("mlx5_3", 5, "mlx5"),
+    ]
+    assert sysverbs.get_device_guid(devs[0]) == 0x0002C903000A0B0C
+    assert devs[0].node_type is sysverbs.NodeType.RNIC
+
+
+def test_api_identity_by_index(kernel: FakeKernel, host: tuple[Path, Path]) -> None:
+    kernel.devs = [Dev(0, "rxe_a", "uverbs0"), Dev(1, "rxe_b", "uverbs1")]
+    first = listing(host, source="netlink")
+    kernel.devs = [Dev(0, "renamed", "uverbs0"), Dev(1, "rxe_b", "uverbs1"), Dev(2, "n", "uverbs2")]
+    second = listing(host, source="netlink")
+    assert [d.name for d in second] == ["n", "rxe_a", "rxe_b"]  # old name kept
+    assert second[1] is first[0] and second[2] is first[1]
+    kernel.devs = [Dev(3, "rxe_a", "uverbs0"), Dev(1, "rxe_b", "uverbs1")]  # re-added
+    third = listing(host, source="netlink")
+    assert [d.name for d in third] == ["rxe_a", "rxe_b"] and third[0] is not first[0]
+
+
+def test_api_auto_falls_back_only_without_netlink(
+    kernel: FakeKernel, host: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # netlink works with zero devices: that is the answer, sysfs is not read
+    assert listing(host, source="auto") == []
+    kernel.dump_error = -errno.EINVAL
+    with pytest.raises(OSError) as e:  # falls back to sysfs: no class dir there
+        listing(host, source="auto")
+    assert e.value.errno == errno.ENOSYS
+    with pytest.raises(OSError) as e:
+        listing(host, source="netlink")
+    assert e.value.errno == errno.EINVAL
+
+
+def test_api_class_abi_checked_when_no_chardev_reply(
+    kernel: FakeKernel, host: tuple[Path, Path]
+) -> None:
+    root, _ = host
+    kernel.devs = [Dev(0, "rxe0", "uverbs0")]
+    kernel.chardev_error = -errno.EOPNOTSUPP
+    make_fallback(root, "rxe0", {"uverbs0": {"dev": b"231:192\n", "abi_version": b"2\n"}})
+    with pytest.raises(OSError) as e:  # no class/infiniband_verbs/abi_version
+        listing(host, source="netlink")
+    assert e.value.errno == errno.ENOSYS
+    (root / "class/infiniband_verbs").mkdir()
+    (root / "class/infiniband_verbs/abi_version").write_text("6\n")
+    (d,) = listing(host, source="netlink")
+    assert (d.name, d.dev_name, sysverbs.get_device_index(d)) == ("rxe0", "uverbs0", 0)
+
+
+def test_api_netlink_unavailable_here() -> None:
+    # this test host has no RDMA netlink (as CI): asked by name, netlink is an OSError
+    try:
+        nl.SocketTransport().close()
+    except OSError:
+        pass
+    else:
+        pytest.skip("this host has RDMA netlink")
+    with pytest.raises(OSError) as e:
+        sysverbs.get_device_list(source="netlink", sysfs_path="/nonexistent")
+    assert e.value.errno == errno.EPROTONOSUPPORT
+
+
+# -- robustness ---------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=300))
+def test_parse_attrs_never_raises(data: bytes) -> None:
+    tb = nl.parse_attrs(data)
+    if tb is not None:
+        for kind in list(tb.table):
+            tb.string(kind)
+            if kind in nl.POLICY_MINLEN:
+                {1: tb.u8, 4: tb.u32, 8: tb.u64}[nl.POLICY_MINLEN[kind]](kind)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.binary(max_size=200), max_size=6), st.lists(st.binary(max_size=120), max_size=6))
+def test_garbage_replies_never_crash(dump: list[bytes], chardev: list[bytes]) -> None:
+    class Garbage(Script):
+        def __init__(self) -> None:
+            super().__init__(*dump, dev_msg(0, b"a") + done(), *chardev)
+
+    try:
+        s = nl.scan_with(Garbage(), b"/nonexistent", b"/nonexistent")
+    except SourceUnavailable:
+        return
+    assert all(isinstance(r.dev_name, bytes) for r in s.records)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_mutated_kernel_replies_never_crash(data: st.DataObject) -> None:
+    def mutate(m: bytes) -> bytes:
+        if not data.draw(st.booleans()):
+            return m
+        cut = data.draw(st.integers(0, len(m)))
+        pos = data.draw(st.integers(0, max(0, len(m) - 1)))
+        b = bytearray(m[:cut] if data.draw(st.booleans()) else m)
+        if b and pos < len(b):
+            b[pos] = data.draw(st.integers(0, 255))
+        return bytes(b)
+
+    kernel = FakeKernel(
+        [Dev(i, f"rxe{i}") for i in range(3)],
+        dump=lambda i, m: mutate(m),
+        chardev=lambda d, m: mutate(m),
+    )
+    try:
+        s = nl.scan_with(kernel, b"/nonexistent", b"/dev/null/x")
+    except SourceUnavailable:
+        return
+    assert s.records == []  # no /dev node anywhere
