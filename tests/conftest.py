@@ -20,6 +20,9 @@ def pytest_configure(config: pytest.Config) -> None:
     kver = kernels[-1].name.removeprefix("vmlinuz-") if kernels else "none"
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     os.environ.setdefault("VM_CACHE", f"/tmp/sysverbs-vm-{kver}-{worker}")
+    # TCG emulation on 2 busy cores: a scenario VM can need far more than the
+    # recipe's 300 s default before it gives up.
+    os.environ.setdefault("VM_TIMEOUT", "1500")
 
 
 def require(reason: str | None, what: str) -> None:

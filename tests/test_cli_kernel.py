@@ -120,9 +120,10 @@ def vm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     os.chmod(scripts, 0o755)
     (scripts / "driver.py").write_text(DRIVER)
     script = VM_SCRIPT.format(repo=ROOT, python=sys.executable, driver=scripts / "driver.py")
-    env = dict(os.environ, VM_TIMEOUT=os.environ.get("VM_TIMEOUT", "400"))
+    seconds = int(os.environ.get("VM_TIMEOUT", "1500"))
+    env = dict(os.environ, VM_TIMEOUT=str(seconds))
     proc = subprocess.run([str(RUN_IN_VM), script], capture_output=True, text=True,
-                          timeout=600, env=env)
+                          timeout=seconds + 60, env=env)
     if "===END" not in proc.stdout or "===JSON" not in proc.stdout:
         reason = (f"the VM did not run the script (exit {proc.returncode}): "
                   f"{(proc.stderr or proc.stdout)[-2000:]}")

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.kernel
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_IN_VM = Path(os.environ.get("SYSVERBS_RUN_IN_VM", "/work/shared/kernel-lab/run-in-vm.sh"))
-VM_TIMEOUT = 420
+VM_TIMEOUT = int(os.environ.get("VM_TIMEOUT", "1500")) + 60
 
 SETUP = r"""
 modprobe rdma_ucm >/dev/null 2>&1

@@ -124,9 +124,10 @@ def vm_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (scripts / "monitor.py").write_text(MONITOR)
     (scripts / "sources.py").write_text(SOURCES)
     script = VM_SCRIPT.format(repo=ROOT, python=sys.executable, scripts=scripts)
-    env = dict(os.environ, VM_TIMEOUT=os.environ.get("VM_TIMEOUT", "400"))
+    seconds = int(os.environ.get("VM_TIMEOUT", "1500"))
+    env = dict(os.environ, VM_TIMEOUT=str(seconds))
     proc = subprocess.run([str(RUN_IN_VM), script], capture_output=True, text=True,
-                          timeout=600, env=env)
+                          timeout=seconds + 60, env=env)
     if "===END" not in proc.stdout:
         reason = (f"the VM did not run the script (exit {proc.returncode}): "
                   f"{(proc.stderr or proc.stdout)[-2000:]}")

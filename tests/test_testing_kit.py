@@ -194,7 +194,7 @@ def test_materialize_accepts_every_kind_of_source(tmp_path: Path) -> None:
     assert listings == [["rxe0", "rxe1"]] * 5
     host = hosts[0]
     assert host.options() == {"sysfs_path": str(host.sysfs), "dev_dir": str(host.dev),
-                              "providers": "builtin"}
+                              "providers": "builtin", "source": "sysfs"}
     assert host.options(providers="installed")["providers"] == "installed"
     cmd = host.umockdev_command(["ibv_devices"])
     assert cmd[:2] == ["umockdev-run", "-d"] and cmd[-2:] == ["--", "ibv_devices"]
