@@ -8,7 +8,7 @@ APT_PACKAGES := libibverbs1 ibverbs-providers ibverbs-utils umockdev util-linux 
   udev gir1.2-umockdev-1.0 python3-gi qemu-system-x86 linux-image-amd64 busybox-static iproute2 \
   librdmacm1 cpio kmod gcc libc6-dev
 
-.PHONY: demo test lint typecheck pytest oracle-deps clean
+.PHONY: demo test fuzz lint typecheck pytest oracle-deps clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { \
@@ -48,6 +48,11 @@ pytest: $(VENV)/.installed oracle-deps
 	$(VENV)/bin/pytest -ra -p no:cacheprovider -n auto --dist loadfile
 
 test: lint typecheck pytest
+
+# The deep differential fuzzing profile against the real libibverbs (>= 5,000 examples).
+fuzz: $(VENV)/.installed oracle-deps
+	SYSVERBS_FUZZ_PROFILE=deep $(VENV)/bin/pytest -ra -p no:cacheprovider -s \
+	  tests/test_fuzz_differential.py tests/test_fuzz_unprivileged.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -260,6 +260,17 @@ def _open_cdev_internal(path: bytes, cdev: int) -> int:
     return fd
 
 
+def _makedev(major: int, minor: int) -> int:
+    """glibc's ``makedev()`` of two unsigned 32-bit numbers: the ``dev`` file may hold
+    any of them (``-1:5`` is 4294967295:5), where ``os.makedev`` takes only C ints."""
+    return (
+        (major & 0x00000FFF) << 8
+        | (major & 0xFFFFF000) << 32
+        | (minor & 0x000000FF)
+        | (minor & 0xFFFFFF00) << 12
+    )
+
+
 def open_device(device: Device) -> Context:
     """``ibv_open_device``: open ``<dev_dir>/<dev_name>`` (``O_RDWR|O_CLOEXEC``).
 
@@ -270,7 +281,7 @@ def open_device(device: Device) -> Context:
     """
     device._check()
     major, minor = device._cdev
-    cdev = os.makedev(major, minor) if (major or minor) else 0
+    cdev = _makedev(major, minor) if (major or minor) else 0
     path = device._dev_dir + b"/" + device._dev_name
     try:
         fd = _open_cdev_internal(path, cdev)

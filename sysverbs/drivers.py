@@ -75,7 +75,10 @@ def _read_config(config_dir: bytes) -> tuple[list[bytes], list[Message]]:
     """``read_config``: the driver names in load order (reversed) and the warnings."""
     messages: list[Message] = []
     try:
-        entries = os.listdir(config_dir)
+        # readdir() also returns "." and ".." (first, on the usual filesystems) and
+        # libibverbs stats them too: that fails, with a warning, in a directory that
+        # can be read but not searched (mode 744 for the caller).
+        entries = [b".", b"..", *os.listdir(config_dir)]
     except (OSError, ValueError):
         messages.append(
             (b"Warning: couldn't open config directory '%s'.\n" % config_dir, ConfigWarning)

@@ -1,0 +1,924 @@
+"""Hypothesis strategies that build sysfs trees, plans and environments (issue #3).
+
+The public strategies are :func:`cases` (the root differential run) and
+:func:`unprivileged_cases` (run as nobody, or with ruid != euid).  What they
+generate (docs/reliability.md has the full list):
+
+* 0 to 64 devices, each laid out as the kernel does (class links into
+  ``sys/devices``) or broken in one to four of these ways: the class entry, the
+  ``class/infiniband/<name>`` entry, the ``device`` link and the ``/dev`` node
+  can each be missing, a directory, a regular file, a dangling or looping link
+  (or a FIFO / char device where libibverbs only ``stat``\\ s or opens with
+  ``O_DIRECTORY``); the name and the entry name can be odd;
+* every file libibverbs reads (``ibdev``, ``dev``, ``abi_version``,
+  ``node_type``, ``node_guid``, ``device/modalias``, the class ``abi_version``)
+  in every variant: missing, a directory, a dangling or looping link, a link to
+  the content, and contents that are normal, junk, whitespace, signed,
+  overflowing, without newline, with two newlines, with CR, with NUL, and of
+  length exactly buffer size -2 .. +2 with and without a newline at each end;
+* names of 0 to 70 bytes: realistic, rxe look-alikes, spaces, newlines,
+  non-UTF-8 bytes, ``/`` and ``..`` (pasted into paths by libibverbs);
+* every provider's PCI modalias (of every rdma-core release, so newer IDs are
+  near misses at v44) and near misses: lowercase hex, no ``sv``, truncated,
+  off-by-one IDs, vmbus exact and near misses, ``rdma_device:`` strings;
+* the class ABI in its accepted, rejected-non-zero and parses-to-zero forms;
+* SYSFS_PATH forms (trailing slashes, ``//``, ``/./``, over 256 characters,
+  ``/``, empty, missing class dir, lengths around 224/225/232/233);
+* ``IBV_SHOW_WARNINGS`` (any value), config directories (good and bad
+  directives, comments, ``\\r``, NUL, no final newline, subdirectories, dangling
+  links) and ``RDMAV_DRIVERS``/``IBV_DRIVERS``;
+* plans of several ``list`` calls with the tree changed in between (devices
+  added, removed, renamed, touched, their ``ibdev``/``node_guid``/``abi_version``
+  /``node_type`` rewritten, ``/dev`` nodes removed, equal-mtime renames), ``free``
+  and ``open``.
+
+Excluded, each because the spec says libibverbs does not define the result
+(spec 1.13, "Undefined behaviour to avoid in test trees") or because sysverbs
+documents an intended difference (README, "Intended differences"):
+
+* an EMPTY class ``abi_version``, EMPTY per-device ``dev`` and EMPTY
+  ``node_guid`` (also through a link to an empty file, and in rewrites between
+  calls): libibverbs parses an uninitialised stack buffer (spec 1.13);
+* a FIFO where libibverbs reads a file: libibverbs blocks forever (README,
+  "FIFOs");
+* ``open`` steps when a ``/dev`` node is a real char device: a provider's
+  ``alloc_context`` would run against it (README, "No kernel context");
+* a missing config directory: it cannot be made to vanish inside the namespace
+  without also hiding the loader's files (covered by hand-written tests);
+* a device that bnxt_re takes, with a dev_path of 256 bytes or more: libibverbs
+  then calls bnxt_re's ``uninit_device``, which does not exist, and crashes
+  (SIGSEGV; see :data:`BNXT_RE_PREFIXES`).
+
+Generation speed matters (thousands of examples): helpers are plain functions
+over a :class:`G` (the ``draw`` function plus cached strategy objects), not
+nested ``@composite`` strategies.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar, Union
+
+from hypothesis import strategies as st
+
+from tests.fuzz.model import Case, CharDev, Dir, Entry, Fifo, Link
+
+__all__ = ["cases", "unprivileged_cases", "G", "DevSpec", "devices", "render_device"]
+
+T = TypeVar("T")
+Draw = Callable[[st.SearchStrategy[Any]], Any]
+
+_DATA = json.loads(
+    (Path(__file__).resolve().parents[2] / "sysverbs/data/providers.json").read_text("utf-8")
+)
+#: Every (vendor, device) any rdma-core release matched, with its provider's ABI range.
+PCI_IDS: tuple[tuple[int, int, str, int, int], ...] = tuple(
+    sorted(
+        {
+            (int(e["vendor"], 16), int(e["device"], 16), p["name"], p["min_abi"], p["max_abi"])
+            for p in _DATA["providers"]
+            for e in p["match"]
+            if e["kind"] == "pci"
+        }
+    )
+)
+LIBRARIES: tuple[str, ...] = tuple(sorted({p["library"] for p in _DATA["providers"]}))
+VMBUS = b"vmbus:3daf2e8ca732094bab99bd1f1c86b501"
+
+# libibverbs' buffer sizes (spec 1.5)
+IBDEV, DEV, ABI, NODE_TYPE, CLASS_ABI, MODALIAS, NODE_GUID = 64, 32, 32, 32, 8, 512, 24
+
+BOUNDARIES = (
+    0,
+    1,
+    2**31 - 1,
+    2**31,
+    2**32 - 1,
+    2**32,
+    2**32 + 1,
+    2**32 + 6,
+    2**63 - 1,
+    2**63,
+    2**64 - 1,
+    2**64,
+    2**64 + 1,
+    10**25,
+)
+JUNK_WORDS = (b"junk", b"\x00", b"\xff\xfe", b" ", b"\t\n", b"0x", b"-", b"::::", b"\n\n")
+
+
+@functools.cache
+def _ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi)
+
+
+@functools.cache
+def _binary(min_size: int, max_size: int) -> st.SearchStrategy[bytes]:
+    return st.binary(min_size=min_size, max_size=max_size)
+
+
+class G:
+    """The ``draw`` function with cheap, cached choices (strategy objects are reused)."""
+
+    def __init__(self, draw: Draw) -> None:
+        self.draw = draw
+
+    def pick(self, options: Sequence[T]) -> T:
+        """One of ``options``; shrinks towards the first."""
+        return options[self.integer(0, len(options) - 1)]
+
+    def weighted(self, *pairs: tuple[int, T]) -> T:
+        """One of the values, each ``weight`` times as likely; shrinks towards the first."""
+        items: list[T] = []
+        for weight, value in pairs:
+            items += [value] * weight
+        return self.pick(items)
+
+    def integer(self, lo: int, hi: int) -> int:
+        value: int = self.draw(_ints(lo, hi))
+        return value
+
+    def coin(self, odds: int = 1) -> bool:
+        """True with probability 1/(odds+1) (1/2 by default)."""
+        return self.integer(0, odds) == 0 if odds > 1 else self.pick((False, True))
+
+    def binary(self, max_size: int, min_size: int = 0) -> bytes:
+        value: bytes = self.draw(_binary(min_size, max_size))
+        return value
+
+    def junk(self) -> bytes:
+        if self.coin():
+            return self.pick(JUNK_WORDS)
+        return self.binary(40)
+
+
+# -- contents ----------------------------------------------------------------------------------
+
+
+def c_integer(g: G, typical: Sequence[int] = (0, 1, 2, 3, 4, 5, 6, 7, 8)) -> bytes:
+    """Text for strtoul/strtol/scanf: whitespace, sign, digits (or junk), trailing junk."""
+    lead = g.weighted((8, b""), (1, b" "), (1, b"  "), (1, b"\t"), (1, b" \n"), (1, b"\v\f\r"))
+    sign = g.weighted((8, b""), (1, b"+"), (1, b"-"), (1, b"+-"))
+    kind = g.weighted((4, "typical"), (2, "boundary"), (1, "big"), (1, "odd"))
+    if kind == "typical":
+        body = b"%d" % g.pick(tuple(typical))
+    elif kind == "boundary":
+        body = b"%d" % g.pick(BOUNDARIES)
+    elif kind == "big":
+        body = b"%d" % g.integer(0, 2**70)
+    else:
+        body = g.pick((b"0x10", b"0X1f", b"0006", b"00", b"", b"0x", b"junk", b"1e3"))
+    tail = g.weighted((8, b""), (1, b"junk"), (1, b" 7"), (1, b":"), (1, b"\x00tail"))
+    return lead + sign + body + tail
+
+
+def sized(g: G, core: bytes, size: int, allow_empty: bool = True, normal: int = 12) -> bytes:
+    """File contents around ``core`` for a ``size``-byte read (spec 1.5): every ending and
+    every length from size-2 to size+2.  ``allow_empty=False`` never gives b"";
+    ``normal`` weighs the plain ``core + b"\\n"``."""
+    kind = g.weighted(
+        (normal, "nl"),
+        (2, "raw"),
+        (1, "nlnl"),
+        (1, "crlf"),
+        (1, "space"),
+        (1, "nul"),
+        (4, "length"),
+        (1, "newline"),
+        (1, "junk"),
+        (1 if allow_empty else 0, "empty"),
+    )
+    if kind == "nl":
+        data = core + b"\n"
+    elif kind == "raw":
+        data = core
+    elif kind == "nlnl":
+        data = core + b"\n\n"
+    elif kind == "crlf":
+        data = core + b"\r\n"
+    elif kind == "space":
+        data = g.pick((b" " + core + b"\n", core + b" \n", b"\t" + core))
+    elif kind == "nul":
+        data = core + b"\x00" + g.junk() + b"\n"
+    elif kind == "length":
+        length = g.integer(max(size - 2, 1), size + 2)
+        fill = g.pick((b" ", b"x", b"0", b"\t", b"\n"))
+        body = (core + fill * (length + size))[: length + size]
+        end = g.pick(("nl", "none", "nl_at_last_index", "nl_after_buffer"))
+        if end == "nl":
+            data = body[: length - 1] + b"\n"
+        elif end == "none":
+            data = body[:length]
+        elif end == "nl_at_last_index":  # accepted: the value is the first size-1 bytes
+            data = body[: size - 1] + b"\n" + g.junk()
+        else:  # rejected: size bytes with no newline at index size-1
+            data = body[:size] + b"\n"
+    elif kind == "newline":
+        data = b"\n"
+    elif kind == "junk":
+        data = g.junk()
+    else:
+        data = b""
+    if not allow_empty and not data:
+        data = b"\n"
+    return data
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """How one file libibverbs reads is present: ``form`` and (for files/links) content."""
+
+    form: str  # file, missing, dir, dangling, loop, link
+    content: bytes = b""
+
+
+MISSING = FileSpec("missing")
+
+
+def file_spec(
+    g: G, content: Callable[[], bytes], missing_weight: int = 1, file_weight: int = 24
+) -> FileSpec:
+    """A file (weight ``file_weight``), missing, a directory, a dangling or looping link,
+    or a link to a file with the content."""
+    form = g.weighted(
+        (file_weight, "file"),
+        (missing_weight, "missing"),
+        (1, "dir"),
+        (1, "dangling"),
+        (1, "loop"),
+        (1, "link"),
+    )
+    data = content() if form in ("file", "link") else b""
+    return FileSpec(form, data)
+
+
+def put_file(tree: dict[str, Entry], path: str, spec: FileSpec) -> None:
+    """Render a FileSpec at ``path``."""
+    base = os.path.basename(path)
+    if spec.form == "file":
+        tree[path] = spec.content
+    elif spec.form == "dir":
+        tree[path] = Dir()
+    elif spec.form == "dangling":
+        tree[path] = Link("nonexistent-" + base)
+    elif spec.form == "loop":
+        tree[path] = Link(base)
+    elif spec.form == "link":
+        tree[path + ".real"] = spec.content
+        tree[path] = Link(base + ".real")
+
+
+# -- names and modaliases ---------------------------------------------------------------------
+
+NAME_BYTES = tuple(bytes([c]) for c in b"abcdefxyz_019-. NRXE\t\n\x01\x7f\x80\xc3\xa9\xff:%")
+
+
+def _no_sep(b: bytes) -> bytes:
+    return b.replace(b"/", b"_").replace(b"\x00", b"_")
+
+
+def names(g: G, prefix: Optional[bytes] = None) -> bytes:
+    """An odd IB device name (0 to 70 bytes)."""
+    kind = g.weighted((3, "rxe"), (3, "odd"), (3, "length"), (1, "binary"), (1, "path"))
+    if kind == "rxe":
+        n = g.integer(0, 99)
+        return g.pick(
+            (b"rxe%d" % n, b"rxe_%d" % n, b"fooNrxe", b"xrxe", b"RXE0", b"rxe", b"Nrxe", b"r")
+        )
+    if kind == "odd":
+        return b"".join(g.pick(NAME_BYTES) for _ in range(g.integer(0, 70)))
+    if kind == "length":
+        length = g.pick((61, 62, 63, 64, 65, 70, 0, 1))
+        start = prefix or g.pick((b"rxe", b"mlx5_", b"q"))
+        return (start + b"y" * 70)[:length]
+    if kind == "binary":
+        return _no_sep(g.binary(70))
+    return g.pick((b"", b".", b"..", b"../infiniband_verbs", b"a/b", b"../x", b"./y"))
+
+
+def entry_names(g: G, number: int) -> bytes:
+    """An odd ``class/infiniband_verbs`` entry name (never ``.`` or ``..``; no ``/``)."""
+    kind = g.pick(("odd", "length", "dot"))
+    if kind == "odd":
+        raw = _no_sep(g.binary(70, min_size=1))
+    elif kind == "length":
+        raw = (b"uverbs%d_" % number + b"v" * 70)[: g.pick((62, 63, 64, 65))]
+    else:
+        raw = b".uverbs%d" % number
+    return raw if raw not in (b".", b"..") else b"uverbs%d." % number
+
+
+def modalias_core(g: G, exact: bool = False) -> tuple[bytes, tuple[int, int]]:
+    """A modalias (without newline) and the ABI range of the provider it is meant for;
+    ``exact``: only a provider's exact PCI or vmbus form."""
+    vendor, device, _prov, lo, hi = g.pick(PCI_IDS)
+    sv, sd = g.integer(0, 0xFFFF), g.integer(0, 0xFFFF)
+    good = b"pci:v%08Xd%08Xsv%08Xsd%08Xbc02sc00i00" % (vendor, device, sv, sd)
+    if exact:
+        if g.coin(odds=12):
+            return VMBUS, (2, 4)
+        return good, (lo, hi)
+    kind = g.pick(
+        (
+            "lower",
+            "no_sv",
+            "ends_sv",
+            "truncated",
+            "off_by_one",
+            "vmbus",
+            "vmbus_near",
+            "rdma_device",
+            "two_lines",
+            "junk",
+        )
+    )
+    abi = (lo, hi)
+    if kind == "lower":
+        text = good.lower()
+    elif kind == "no_sv":
+        text = b"pci:v%08Xd%08X" % (vendor, device)
+    elif kind == "ends_sv":
+        text = b"pci:v%08Xd%08Xsv" % (vendor, device)
+    elif kind == "truncated":
+        text = good[: g.integer(0, 24)]
+    elif kind == "off_by_one":
+        text = b"pci:v%08Xd%08Xsv%08X" % (vendor, (device + 1) & 0xFFFF, sv)
+    elif kind == "vmbus":
+        text, abi = VMBUS, (2, 4)
+    elif kind == "vmbus_near":
+        text = g.pick(
+            (VMBUS + b"x", VMBUS.upper(), VMBUS[:-1], b"vmbus:" + VMBUS, VMBUS[6:], VMBUS + b"*")
+        )
+    elif kind == "rdma_device":
+        text = g.pick((b"rdma_device:Nrxe", b"rdma_device:Nrxe0", b"rdma_device:N"))
+        abi = (1, 2)
+    elif kind == "two_lines":
+        text = good + b"\n" + g.pick((b"second line", b"", b"pci:"))
+    else:
+        text = g.junk()
+    return text, abi
+
+
+def guid_text(g: G, good_only: bool = False) -> bytes:
+    """A node_guid value (no newline): ``%04x:%04x:%04x:%04x`` or a variant."""
+    good = b"%04x:%04x:%04x:%04x" % (
+        g.integer(0, 0xFFFF),
+        g.integer(0, 0xFFFF),
+        g.integer(0, 0xFFFF),
+        g.integer(0, 0xFFFF),
+    )
+    if good_only:
+        return good
+    kind = g.weighted(
+        (4, "good"), (1, "upper"), (1, "short"), (1, "signed"), (1, "wide"), (1, "junk")
+    )
+    if kind == "good":
+        return good
+    if kind == "upper":
+        return good.upper()
+    if kind == "short":
+        return good[: g.integer(0, len(good))]
+    if kind == "signed":
+        return g.pick((b"-0x10:0X1f:+3:ffffffff", b" 2: 3:4:5", b"1 :2:3:4", b"+0x:1:2:3"))
+    if kind == "wide":
+        return g.pick((b"12345:0:0:1", b"0002:c903:0000:12340000", b"1:2:3:4:5:6", b"fe80::1"))
+    return g.junk()
+
+
+# -- one device -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DevSpec:
+    """One generated device; rendered by :func:`render_device`."""
+
+    idx: int
+    entry: bytes
+    entry_form: str  # link, dir, file, dangling, loop, fifo, linkfile
+    name: bytes
+    ib_form: str  # link, dir, missing, file, dangling, loop, fifo
+    ibdev: FileSpec
+    dev: FileSpec
+    abi: FileSpec
+    node_type: FileSpec
+    node_guid: FileSpec
+    device_form: str  # link, missing, dangling, dir
+    modalias: FileSpec
+    node_form: str  # file, missing, dir, dangling, loop, self, fifo, chr
+
+
+@dataclass(frozen=True)
+class DevPaths:
+    entry: str  # sys/class/infiniband_verbs/<entry>
+    uv: Optional[str]  # where ibdev/dev/abi_version are
+    name_path: str  # sys/class/infiniband/<name>
+    ib: Optional[str]  # where node_type/node_guid are
+    node: str  # dev/infiniband/<entry>
+
+
+NODE_TYPES = (
+    b"1: CA\n",
+    b"1\n",
+    b"4: RNIC\n",
+    b"2: SWITCH\n",
+    b"3: ROUTER\n",
+    b"5\n",
+    b"6\n",
+    b"7\n",
+)
+
+#: The parts of a device that can be broken.  About half of the devices break none,
+#: the others one to four, so that most examples list devices and each broken part
+#: is also seen alone.
+ASPECTS = (
+    "name",
+    "entry_name",
+    "entry_form",
+    "ib_form",
+    "ibdev",
+    "dev",
+    "abi",
+    "node_type",
+    "node_guid",
+    "device",
+    "modalias",
+    "node",
+)
+
+
+def devices(g: G, idx: int, number: int, well_formed: bool = False) -> DevSpec:
+    """One device.  ``well_formed`` gives the kernel's layout with sane contents (used
+    for devices added between calls); otherwise some parts may be broken."""
+    broken: set[str] = set()
+    if not well_formed and g.coin():
+        broken = {g.pick(ASPECTS) for _ in range(g.weighted((4, 1), (2, 2), (1, 3), (1, 4)))}
+    profile = g.weighted((6, "pci"), (3, "rxe"), (1, "unmatched"), (1, "random"))
+    abi_range = (0, 8)
+    mod_text: Optional[bytes] = None
+    prefix = b"dev"
+    if profile == "pci":
+        mod_text, abi_range = modalias_core(g, exact="modalias" not in broken)
+        prefix = g.pick((b"mlx5_", b"dev", b"rocep", b"efa_"))
+    elif profile == "rxe":
+        prefix, abi_range = b"rxe", (1, 2)
+    elif profile == "unmatched":
+        prefix = g.pick((b"siw", b"mana_", b"usnic_", b"smi"))
+    else:
+        mod_text = modalias_core(g)[0]
+    if "modalias" in broken:
+        text = mod_text if mod_text is not None else modalias_core(g)[0]
+        modalias = file_spec(g, lambda: sized(g, text, MODALIAS, normal=2), missing_weight=4)
+    else:
+        modalias = FileSpec("file", mod_text + b"\n") if mod_text is not None else MISSING
+    name = names(g, prefix) if "name" in broken else prefix + b"%d" % g.integer(0, 99)
+    if well_formed:
+        name += b"_new%d" % idx
+    lo, hi = abi_range
+    typical_abi = sorted({lo, hi, max(lo - 1, 0), min(hi + 1, 2**32 - 1), 0, 1, 2, 3, 4, 5, 6})
+    entry = entry_names(g, number) if "entry_name" in broken else b"uverbs%d" % number
+    entry_form = "link"
+    if "entry_form" in broken:
+        entry_form = g.pick(("dir", "file", "dangling", "loop", "fifo", "linkfile"))
+    ib_form = "link"
+    if "ib_form" in broken:
+        ib_form = g.pick(("dir", "missing", "file", "dangling", "loop", "fifo"))
+    ibdev = FileSpec("file", name + b"\n")
+    if "ibdev" in broken:
+        how = g.pick(("sized", "sized", "form", "empty", "junk"))
+        if how == "sized":
+            ibdev = FileSpec("file", sized(g, name, IBDEV, normal=0))
+        elif how == "form":
+            ibdev = file_spec(g, lambda: name + b"\n", file_weight=0)
+        elif how == "empty":
+            ibdev = FileSpec("file", g.pick((b"", b"\n")))
+        else:
+            ibdev = FileSpec("file", g.junk())
+    dev = FileSpec("file", b"231:%d\n" % number)
+    if "dev" in broken:
+        core = (
+            c_integer(g, (231, 0, 1))
+            + g.weighted((6, b":"), (1, b" :"), (1, b": "), (1, b"::"), (1, b""), (1, b";"))
+            + c_integer(g, (192, 0, 3))
+        )
+        dev = file_spec(g, lambda: sized(g, core, DEV, allow_empty=False, normal=2), file_weight=8)
+    abi = FileSpec("file", b"%d\n" % g.integer(lo, min(hi, lo + 3)))
+    if "abi" in broken:
+        core = b"%d" % g.pick(typical_abi) if g.coin() else c_integer(g, typical_abi)
+        abi = file_spec(g, lambda: sized(g, core, ABI, normal=4), file_weight=8)
+    node_type = FileSpec("file", g.pick(NODE_TYPES))
+    if "node_type" in broken:
+        if g.coin():
+            core = g.pick((b"1: CA", b"4: RNIC", b"2: SWITCH", b"3", b"5", b"6", b"7", b"8"))
+        else:
+            core = c_integer(g, tuple(range(0, 9)))
+        node_type = file_spec(g, lambda: sized(g, core, NODE_TYPE, normal=4), file_weight=8)
+    node_guid = FileSpec("file", guid_text(g, good_only=True) + b"\n")
+    if "node_guid" in broken:
+        node_guid = file_spec(
+            g,
+            lambda: sized(g, guid_text(g), NODE_GUID, allow_empty=False, normal=4),
+            file_weight=8,
+        )
+    device_form = "link" if modalias.form != "missing" else "missing"
+    if "device" in broken:
+        device_form = g.pick(("missing", "dangling", "dir"))
+    node_form = "file"
+    if "node" in broken:
+        node_form = g.pick(("missing", "missing", "dir", "dangling", "loop", "self", "fifo", "chr"))
+    return DevSpec(
+        idx, entry, entry_form, name, ib_form, ibdev, dev, abi, node_type, node_guid,
+        device_form, modalias, node_form,
+    )  # fmt: skip
+
+
+def _path(*parts: Union[str, bytes]) -> str:
+    return "/".join(os.fsdecode(p) for p in parts)
+
+
+def render_device(tree: dict[str, Entry], d: DevSpec) -> DevPaths:
+    """Add one device to ``tree`` (device files first, then the class links)."""
+    base = f"sys/devices/d{d.idx}"
+    entry = _path("sys/class/infiniband_verbs", d.entry)
+    name_path = _path("sys/class/infiniband", d.name)
+    node = _path("dev/infiniband", d.entry)
+    tree[base] = Dir()  # the PCI-like device directory, with its modalias
+    uv = {"link": base + "/uv", "dir": entry}.get(d.entry_form)
+    ib = {"link": base + "/ib", "dir": name_path}.get(d.ib_form)
+    if uv is not None:
+        tree[uv] = Dir()
+        put_file(tree, uv + "/ibdev", d.ibdev)
+        put_file(tree, uv + "/dev", d.dev)
+        put_file(tree, uv + "/abi_version", d.abi)
+    if ib is not None:
+        tree[ib] = Dir()
+        put_file(tree, ib + "/node_type", d.node_type)
+        put_file(tree, ib + "/node_guid", d.node_guid)
+        if d.device_form == "link":
+            tree[ib + "/device"] = Link(os.path.relpath(base, ib))
+            put_file(tree, base + "/modalias", d.modalias)
+        elif d.device_form == "dir":
+            tree[ib + "/device"] = Dir()
+            put_file(tree, ib + "/device/modalias", d.modalias)
+        elif d.device_form == "dangling":
+            tree[ib + "/device"] = Link("nonexistent")
+    parent = os.path.dirname(entry)
+    if d.entry_form == "link":
+        tree[entry] = Link(os.path.relpath(base + "/uv", parent))
+    elif d.entry_form == "file":
+        tree[entry] = b"not a directory\n"
+    elif d.entry_form == "dangling":
+        tree[entry] = Link(os.path.relpath(base + "/nowhere", parent))
+    elif d.entry_form == "loop":
+        tree[entry] = Link(os.path.basename(entry))
+    elif d.entry_form == "fifo":
+        tree[entry] = Fifo()
+    elif d.entry_form == "linkfile":
+        tree[base + "/uvfile"] = b"ibdev\n"
+        tree[entry] = Link(os.path.relpath(base + "/uvfile", parent))
+    nparent = os.path.dirname(name_path)
+    if d.ib_form == "link":
+        tree[name_path] = Link(os.path.relpath(base + "/ib", nparent))
+    elif d.ib_form == "file":
+        tree[name_path] = b"not a directory\n"
+    elif d.ib_form == "dangling":
+        tree[name_path] = Link("nonexistent-ib")
+    elif d.ib_form == "loop":
+        tree[name_path] = Link(os.path.basename(name_path) or "loop")
+    elif d.ib_form == "fifo":
+        tree[name_path] = Fifo()
+    node_entries: dict[str, Entry] = {
+        "file": b"",
+        "dir": Dir(),
+        "dangling": Link("/nonexistent"),
+        "loop": Link(os.path.basename(node)),
+        "self": Link("."),
+        "fifo": Fifo(),
+        "chr": CharDev(1, 7),
+    }
+    node_entry = node_entries.get(d.node_form)
+    if node_entry is not None:
+        tree[node] = node_entry
+    return DevPaths(entry, uv, name_path, ib, node)
+
+
+# -- class directory, config, environment -------------------------------------------------------
+
+
+def class_abi(g: G) -> FileSpec:
+    """The class abi_version: never empty (spec 1.13)."""
+    if g.weighted((3, True), (1, False)):
+        return FileSpec("file", b"6\n")
+    core = g.pick(
+        (b"6", None, None, b"3", b"7", b"-6", b"0", b"1234567", b"0x6", b"junk", b"4294967302")
+    )
+    if core is None:
+        core = c_integer(g, (3, 4, 5, 6, 7, 0, 2))
+    text = core
+    return file_spec(g, lambda: sized(g, text, CLASS_ABI, allow_empty=False), missing_weight=2)
+
+
+DRIVER_NAMES = (
+    *LIBRARIES,
+    "pvrdma",
+    "nosuch",
+    "ibverbs",
+    "",
+    "rxe\r",
+    "x/y",
+    "/nonexistent/librxe",
+    "/usr/lib/x86_64-linux-gnu/libibverbs/librxe",
+    "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5",
+    "/usr/lib/x86_64-linux-gnu/libibverbs",
+    "n" * 300,
+)
+
+
+def config_line(g: G) -> bytes:
+    name = os.fsencode(g.pick(DRIVER_NAMES))
+    variants = (
+        b"driver %s extra words\n" % name,
+        b"\tdriver\t%s # c\n" % name,
+        b"# comment\n",
+        b"\n",
+        b"  \t# indented\n",
+        b"Driver %s\n" % name,
+        b"foo bar\n",
+        b"driver\n",
+        b"driver \n",
+        b"driver %s\r\n" % name,
+        b"   ",
+        b"driver",
+        b"driver\x00%s\n" % name,
+        None,  # junk
+    )
+    kind = g.weighted((10, -1), *((1, k) for k in range(len(variants))))
+    if kind == -1:
+        return b"driver %s\n" % name
+    return variants[kind] or g.junk() + b"\n"
+
+
+CONFIG_NAMES = (*(lib + ".driver" for lib in LIBRARIES), "README", ".hidden", "x.conf", "a b")
+
+
+def config_dirs(g: G) -> Optional[dict[str, Entry]]:
+    """None (the host's /etc/libibverbs.d) or a generated config directory."""
+    if g.weighted((3, True), (1, False)):
+        return None
+    files: dict[str, Entry] = {}
+    if g.coin():  # start from Debian's: one "driver <lib>" file per provider library
+        files.update({lib + ".driver": b"driver %s\n" % lib.encode() for lib in LIBRARIES})
+    for _ in range(g.integer(0, 8)):
+        name = g.pick(CONFIG_NAMES)
+        form = g.weighted((10, "file"), (1, "dir"), (1, "dangling"), (1, "link"))
+        if form == "file":
+            files[name] = b"".join(config_line(g) for _ in range(g.integer(0, 5)))
+        elif form == "dir":
+            files[name] = Dir()
+        elif form == "dangling":
+            files[name] = Link("/nonexistent/" + name)
+        else:
+            files[name + ".real"] = config_line(g)
+            files[name] = Link(name + ".real")
+    return files
+
+
+def environments(g: G) -> dict[str, str]:
+    env: dict[str, str] = {}
+    show = g.weighted((3, None), (3, "1"), (1, ""), (1, "0"))
+    if show is not None:
+        env["IBV_SHOW_WARNINGS"] = show
+    which = g.weighted((6, None), (2, "RDMAV_DRIVERS"), (1, "IBV_DRIVERS"), (1, "both"))
+    if which is not None:
+        value = ""
+        for i in range(g.integer(0, 4)):
+            value += (g.pick((":", ";", "::")) if i else "") + g.pick(DRIVER_NAMES[:-1])
+        if which in ("RDMAV_DRIVERS", "both"):
+            env["RDMAV_DRIVERS"] = value
+        if which in ("IBV_DRIVERS", "both"):
+            env["IBV_DRIVERS"] = g.pick(("nosuch", "rxe", "", value))
+    return env
+
+
+# -- plans --------------------------------------------------------------------------------------
+
+
+def add_device_steps(tree: dict[str, Entry]) -> list[dict[str, Any]]:
+    """The steps that create a rendered device (directories and files, then class links)."""
+    steps: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
+    for path, entry in tree.items():
+        if isinstance(entry, Dir):
+            steps.append({"op": "mkdir", "path": path})
+        elif isinstance(entry, (bytes, str)):
+            steps.append({"op": "mkdir", "path": os.path.dirname(path)})
+            steps.append({"op": "write", "path": path, "data": os.fsencode(entry).hex()})
+        elif isinstance(entry, Link):
+            op = {"op": "symlink", "path": path, "target": entry.target}
+            (links if path.startswith("sys/class/") else steps).append(op)
+    return steps + links
+
+
+MUTATIONS = (
+    "add",
+    "remove_entry",
+    "remove_node",
+    "touch",
+    "rewrite_ibdev",
+    "guid",
+    "add",
+    "remove_entry",
+    "touch",
+    "rename_name",
+    "remove_guid",
+    "class_abi",
+    "rename_entry",
+    "remove_ib",
+    "abi",
+    "node_type",
+)
+
+
+def mutation(g: G, devs: list[DevPaths], next_idx: list[int]) -> list[dict[str, Any]]:
+    """One change to the tree between two calls."""
+    kind = g.pick(MUTATIONS)
+    if kind == "add" or not devs:
+        idx = next_idx[0]
+        next_idx[0] += 1
+        sub: dict[str, Entry] = {}
+        paths = render_device(sub, devices(g, idx, 1000 + idx, well_formed=True))
+        devs.append(paths)
+        return add_device_steps(sub)
+    p = g.pick(devs)
+    q = g.pick(devs)
+    if kind == "remove_entry":
+        return [{"op": "remove", "path": p.entry}]
+    if kind == "remove_node":
+        return [{"op": "remove", "path": p.node}]
+    if kind == "rename_name":
+        return [{"op": "rename", "path": p.name_path, "to": q.name_path + "_renamed"}]
+    if kind == "rewrite_ibdev" and p.uv is not None:
+        new_name = os.fsencode(os.path.basename(q.name_path))
+        steps: list[dict[str, Any]] = [
+            {"op": "write", "path": p.uv + "/ibdev", "data": (new_name + b"\n").hex()}
+        ]
+        if g.coin():  # the same mtime: libibverbs keeps the old name (spec 1.8)
+            steps.append({"op": "utime", "path": q.name_path, "like": p.name_path})
+        return steps
+    if kind == "guid" and p.ib is not None:
+        data = sized(g, guid_text(g), NODE_GUID, allow_empty=False)
+        return [{"op": "write", "path": p.ib + "/node_guid", "data": data.hex()}]
+    if kind == "remove_guid" and p.ib is not None:
+        return [{"op": "remove", "path": p.ib + "/node_guid"}]
+    if kind == "class_abi":
+        spec = class_abi(g)
+        path = "sys/class/infiniband_verbs/abi_version"
+        if spec.form == "file":
+            return [{"op": "write", "path": path, "data": spec.content.hex()}]
+        return [{"op": "remove", "path": path}]
+    if kind == "rename_entry":
+        return [{"op": "rename", "path": p.entry, "to": p.entry + "_r"}]
+    if kind == "remove_ib" and p.ib is not None:
+        return [{"op": "remove", "path": p.ib}]
+    if kind == "abi" and p.uv is not None:
+        return [{"op": "write", "path": p.uv + "/abi_version", "data": c_integer(g).hex()}]
+    if kind == "node_type" and p.ib is not None:
+        return [{"op": "write", "path": p.ib + "/node_type", "data": c_integer(g).hex()}]
+    return [{"op": "touch", "path": p.name_path, "seconds": g.integer(1, 9)}]
+
+
+def plans(g: G, devs: list[DevPaths], next_idx: int, allow_open: bool) -> list[dict[str, Any]]:
+    """``list``, then 0 to 3 more calls with changes, frees and opens in between."""
+    steps: list[dict[str, Any]] = [{"op": "list"}]
+    devs = list(devs)
+    counter = [next_idx]
+    lists = 1
+    for _ in range(g.weighted((5, 0), (3, 1), (2, 2), (1, 3))):
+        for _ in range(g.integer(0, 4)):
+            steps += mutation(g, devs, counter)
+        if g.coin(odds=4):
+            steps.append({"op": "free", "list": g.integer(0, lists - 1)})
+        if allow_open and g.coin(odds=4):
+            steps.append(
+                {"op": "open", "list": g.integer(0, lists - 1), "device": g.integer(0, 63)}
+            )
+        steps.append({"op": "list"})
+        lists += 1
+    return steps
+
+
+# -- whole cases ---------------------------------------------------------------------------------
+
+SYSFS_FORMS = (
+    "{root}/{sys}",
+    "{root}/{sys}/",
+    "{root}/{sys}///",
+    "{root}//{sys}",
+    "{root}/./{sys}",
+    "{root}/{sys}" + "/" * 300,
+    "{root}/nosuch",
+    "/",
+    "",
+)
+CLASS_EXTRAS: dict[str, Entry] = {
+    "regular": b"x\n",
+    "dangling": Link("../../devices/nowhere"),
+    "loop": Link("loop"),
+    "emptydir": Dir(),
+    ".hidden": Dir(),
+    "fifo": Fifo(),
+}
+
+
+#: libibverbs crashes (SIGSEGV) when a device that bnxt_re takes has a dev_path of 256
+#: bytes or more: try_driver()'s error path for a too-long dev_path (spec 2.1) calls
+#: ops->uninit_device(), and bnxt_re's verbs_device_ops has none (rdma-core v44,
+#: providers/bnxt_re/main.c), so it calls NULL.  Undefined behaviour in the oracle:
+#: a case that may have a bnxt_re device never gets the long SYSFS_PATH that makes
+#: dev_path that long (with the short default root it cannot reach 256 bytes).
+BNXT_RE_PREFIXES = tuple(
+    b"pci:v%08Xd%08Xsv" % (v, d) for v, d, prov, _lo, _hi in PCI_IDS if prov == "bnxt_re"
+)
+
+
+def _may_match_bnxt_re(tree: dict[str, Entry], steps: list[dict[str, Any]]) -> bool:
+    data = [e for e in tree.values() if isinstance(e, bytes)]
+    data += [bytes.fromhex(s["data"]) for s in steps if s["op"] == "write"]
+    return any(p in d for d in data for p in BNXT_RE_PREFIXES)
+
+
+def build_case(g: G, max_devices: int = 64, mutations: bool = True) -> Case:
+    """A whole example."""
+    size = g.weighted((4, 4), (3, 12), (1, max_devices))
+    n = g.integer(1, min(size, max_devices)) if g.weighted((7, True), (1, False)) else 0
+    numbers = list(range(2 * n))
+    for i in range(n):  # a few swaps give a random-looking creation (and readdir) order
+        j = g.integer(i, 2 * n - 1)
+        numbers[i], numbers[j] = numbers[j], numbers[i]
+    specs = [devices(g, i, numbers[i]) for i in range(n)]
+    tree: dict[str, Entry] = {}
+    class_form = g.weighted((40, "dir"), (1, "missing"), (1, "file"), (1, "link"))
+    if class_form == "dir":
+        tree["sys/class/infiniband_verbs"] = Dir()
+    elif class_form == "file":
+        tree["sys/class/infiniband_verbs"] = b"not a directory\n"
+    elif class_form == "link":
+        tree["sys/class/verbs_real"] = Dir()
+        tree["sys/class/infiniband_verbs"] = Link("verbs_real")
+    tree["sys/class/infiniband"] = Dir()
+    put_file(tree, "sys/class/infiniband_verbs/abi_version", class_abi(g))
+    rendered = [render_device(tree, s) for s in specs]
+    if g.coin(odds=4):
+        for extra in {g.pick(tuple(CLASS_EXTRAS)) for _ in range(g.integer(1, 3))}:
+            tree["sys/class/infiniband_verbs/" + extra] = CLASS_EXTRAS[extra]
+    allow_open = not any(isinstance(e, CharDev) for e in tree.values())
+    steps = plans(g, rendered, n, allow_open) if mutations else [{"op": "list"}]
+    form = g.weighted((60, 0), *((1, k) for k in range(1, len(SYSFS_FORMS))))
+    sysfs_len: Optional[int] = g.weighted(
+        (40, None), (2, -1), (1, 223), (1, 224), (1, 225), (1, 232), (1, 233)
+    )
+    if sysfs_len == -1:
+        sysfs_len = g.integer(150, 245)
+    if sysfs_len is not None and _may_match_bnxt_re(tree, steps):
+        sysfs_len = None  # see BNXT_RE_PREFIXES
+    return Case(
+        tree=tree,
+        steps=steps,
+        env=environments(g),
+        config=config_dirs(g),
+        sysfs=SYSFS_FORMS[form],
+        sysfs_len=sysfs_len,
+    )
+
+
+@st.composite
+def cases(draw: Draw, max_devices: int = 64, mutations: bool = True) -> Case:
+    """A whole example for the root (privileged) differential run."""
+    return build_case(G(draw), max_devices, mutations)
+
+
+MODES = (0o000, 0o700, 0o711, 0o744, 0o600, 0o640, 0o604, 0o311)
+
+
+@st.composite
+def unprivileged_cases(draw: Draw) -> Case:
+    """A case run as nobody (unreadable entries, a low memlock limit) or setuid-like."""
+    g = G(draw)
+    case = build_case(g, max_devices=16, mutations=False)
+    case.user = g.weighted((6, "nobody"), (1, "setuid"))
+    paths = [p for p, e in case.tree.items() if isinstance(e, (bytes, str, Dir))]
+    if paths:
+        for _ in range(g.integer(0, 6)):
+            case.modes[g.pick(paths)] = g.pick(MODES)
+    if case.config is not None and g.coin():
+        targets = ["etc/libibverbs.d"] + [
+            "etc/libibverbs.d/" + k for k, v in case.config.items() if isinstance(v, (bytes, Dir))
+        ]
+        case.modes[g.pick(targets)] = g.pick(MODES)
+    case.memlock = g.weighted((3, None), (1, 0), (1, 32768), (1, 32769), (1, 65536))
+    case.steps = [{"op": "list"} for _ in range(g.integer(1, 2))]
+    return case
