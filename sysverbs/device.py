@@ -260,7 +260,7 @@ def _open_cdev_internal(path: bytes, cdev: int) -> int:
     return fd
 
 
-def _makedev(major: int, minor: int) -> int:
+def makedev(major: int, minor: int) -> int:
     """glibc's ``makedev()`` of two unsigned 32-bit numbers: the ``dev`` file may hold
     any of them (``-1:5`` is 4294967295:5), where ``os.makedev`` takes only C ints."""
     return (
@@ -281,7 +281,7 @@ def open_device(device: Device) -> Context:
     """
     device._check()
     major, minor = device._cdev
-    cdev = _makedev(major, minor) if (major or minor) else 0
+    cdev = makedev(major, minor) if (major or minor) else 0
     path = device._dev_dir + b"/" + device._dev_name
     try:
         fd = _open_cdev_internal(path, cdev)

@@ -42,7 +42,7 @@ from . import sources
 from .api import memlock_too_small
 from .attributes import LinkLayer, PortState, device_attributes
 from .cparse import cstr
-from .device import _open_cdev_internal
+from .device import _open_cdev_internal, makedev
 from .devlist import MAX_ABI, MIN_ABI, LibraryKey
 from .drivers import load_for_mode
 from .matching import DEV_PATH_TOO_LONG, PROVIDER_ABI, explain_match, modalias_of
@@ -288,7 +288,7 @@ def _node_reasons(key: LibraryKey, rec: DeviceRecord, probe_open: bool) -> list[
             f"{node} is not a character device, so opening the device fails: it must be the "
             f"uverbs char device {major}:{minor} (bind-mount the host's /dev/infiniband, "
             "do not copy it).")]
-    if (major or minor) and st.st_rdev != os.makedev(major, minor):
+    if (major or minor) and st.st_rdev != makedev(major, minor):
         return [_reason(
             "dev_node_wrong",
             f"{node} is char device {os.major(st.st_rdev)}:{os.minor(st.st_rdev)}, but sysfs "
@@ -299,7 +299,7 @@ def _node_reasons(key: LibraryKey, rec: DeviceRecord, probe_open: bool) -> list[
         return [_access_reason(node, st)]
     if probe_open:
         try:
-            fd = _open_cdev_internal(path, os.makedev(major, minor) if (major or minor) else 0)
+            fd = _open_cdev_internal(path, makedev(major, minor) if (major or minor) else 0)
         except OSError as e:
             if e.errno == errno.EACCES:
                 return [_access_reason(node, st)]

@@ -47,6 +47,7 @@ from .attributes import (
     resolve_ibdev,
 )
 from .cparse import cstr, scan_u_u
+from .device import makedev
 from .options import _path as _fspath
 from .sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, read_sysfs_file
 
@@ -341,7 +342,7 @@ def _char_node(dev_dir: bytes, name: bytes, dev: Optional[tuple[int, int]]
         return os.fsdecode(node), False, False, False
     is_chr = stat.S_ISCHR(st.st_mode)
     ok = is_chr and dev is not None and (
-        dev == (0, 0) or st.st_rdev == os.makedev(dev[0], dev[1])
+        dev == (0, 0) or st.st_rdev == makedev(dev[0], dev[1])
     )
     return os.fsdecode(node), True, is_chr, ok
 

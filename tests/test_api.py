@@ -236,3 +236,17 @@ def test_reads_never_exceed_libibverbs_buffers(
         sysverbs.get_device_guid(d)
     assert sizes and max(sizes) <= 512
     assert set(sizes) <= {8, 24, 32, 64, 512}
+
+
+def test_dev_numbers_over_int_max_never_raise(tmp_path: Path) -> None:
+    """``-1:5`` in ``dev`` is 4294967295:5 (scanf %u); glibc's makedev takes it, and so
+    must every path that compares device numbers (os.makedev would raise OverflowError)."""
+    opts = make(tmp_path, rxe_dev("uverbs0", "rxe0", dev="-1:5\n"))
+    devs = sysverbs.get_device_list(**opts)  # type: ignore[arg-type]
+    assert devs[0].cdev == (4294967295, 5)
+    with pytest.raises(OSError):
+        sysverbs.open_device(devs[0])
+    (diag,) = sysverbs.diagnose(**opts)  # type: ignore[arg-type]
+    assert not diag.usable
+    (uverbs,) = [c for c in sysverbs.device_topology(devs[0]).char_devices if c.kind == "uverbs"]
+    assert uverbs.node_ok is False
