@@ -1,5 +1,5 @@
 """Attributes and topology on real machines' data: the lshca recordings in
-/work/shared/captures/lshca-connectx (ConnectX-4..6 hosts, one with 40 SR-IOV VFs).
+../shared/captures/lshca-connectx (ConnectX-4..6 hosts, one with 40 SR-IOV VFs).
 
 Each recording holds the sysfs files lshca read (``os.path.exists/<path>`` -> the
 file's text), the links it read and the output of ``ip address show``.  They are
@@ -28,7 +28,12 @@ from sysverbs.attributes import (
 )
 from sysverbs.topology import device_topology
 
-CAPTURES = Path(os.environ.get("SYSVERBS_CAPTURES", "/work/shared/captures"))
+CAPTURES = Path(
+    os.environ.get(
+        "SYSVERBS_CAPTURES",
+        str(Path(__file__).resolve().parents[1].parent / "shared/captures"),
+    )
+)
 LSHCA = CAPTURES / "lshca-connectx"
 FILES = sorted(LSHCA.glob("*.decoded.json")) if LSHCA.is_dir() else []
 

@@ -1,5 +1,5 @@
 """The ``sysverbs`` command against the real tools under a real kernel: the kernel lab VM
-(/work/shared/kernel-lab/run-in-vm.sh), ONE boot for every check here.
+(../shared/kernel-lab/run-in-vm.sh beside the checkout), ONE boot for every check here.
 
 Two rxe devices (rxe0 on dummy0, rxe1 on a veth with an IPv4 address, so its GID table
 has an IPv4-mapped RoCE v2 GID).  libibverbs in the VM uses RDMA netlink, and so does
@@ -24,22 +24,21 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
 from sysverbs.cli_devinfo import QUERY_ONLY_DEVICE, QUERY_ONLY_PORT, UNAVAILABLE
 from tests.conftest import require
+from tests.kernel_recipe import RUN_IN_VM, vm_reason
 
 pytestmark = pytest.mark.kernel
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN_IN_VM = Path(os.environ.get("SV_KERNEL_LAB", "/work/shared/kernel-lab/run-in-vm.sh"))
 
 DRIVER = textwrap.dedent(
     """
@@ -93,20 +92,6 @@ VM_SCRIPT = textwrap.dedent(
     echo "===END"
     """
 )
-
-
-def vm_reason() -> Optional[str]:
-    if not RUN_IN_VM.is_file():
-        return f"{RUN_IN_VM} is missing"
-    if os.geteuid() != 0:
-        return "the kernel lab needs root"
-    if shutil.which("qemu-system-x86_64") is None:
-        return "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
-    if not any(Path("/boot").glob("vmlinuz-*")):
-        return "no kernel image in /boot (apt-get install linux-image-amd64)"
-    if shutil.which("busybox") is None and not Path("/bin/busybox").exists():
-        return "busybox is not installed (apt-get install busybox-static)"
-    return None
 
 
 @pytest.fixture(scope="module")

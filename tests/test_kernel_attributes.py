@@ -1,6 +1,6 @@
 """Attributes, topology, diagnose and rdma_get_devices under a REAL kernel.
 
-One boot of the kernel lab VM (/work/shared/kernel-lab/run-in-vm.sh: Debian's
+One boot of the kernel lab VM (../shared/kernel-lab/run-in-vm.sh: Debian's
 kernel under qemu, this machine's root filesystem read-only) with two soft-RoCE
 devices: rxe0 on dummy0 (up, with IPv4 and IPv6 addresses: RoCE v2 GIDs) and rxe1
 on a veth whose peer is down (port DOWN).  Inside, the script records what the
@@ -28,11 +28,12 @@ from typing import Any
 import pytest
 
 from sysverbs.attributes import DeviceAttributes, GidType, LinkLayer, PhysState, PortState
+from tests.kernel_recipe import RUN_IN_VM
 
 pytestmark = pytest.mark.kernel
 
 REPO = Path(__file__).resolve().parents[1]
-RUN_IN_VM = Path(os.environ.get("SYSVERBS_RUN_IN_VM", "/work/shared/kernel-lab/run-in-vm.sh"))
+
 VM_TIMEOUT = int(os.environ.get("VM_TIMEOUT", "1500")) + 60
 
 SETUP = r"""

@@ -1,5 +1,5 @@
 """Hotplug events from a real kernel: rxe devices added, renamed and removed in the
-kernel lab VM (/work/shared/kernel-lab/run-in-vm.sh), one boot.
+kernel lab VM (../shared/kernel-lab/run-in-vm.sh beside the checkout), one boot.
 
 Inside the VM there is no udevd, so the monitor's udev backend takes the kernel's
 own uevents (``netlink="kernel"``); a second monitor polls sysfs.  Both run in the
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -25,11 +24,11 @@ from typing import Any, Optional
 import pytest
 
 from tests.conftest import require
+from tests.kernel_recipe import RUN_IN_VM, vm_reason
 
 pytestmark = pytest.mark.kernel
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN_IN_VM = Path(os.environ.get("SV_KERNEL_LAB", "/work/shared/kernel-lab/run-in-vm.sh"))
 
 MONITOR = textwrap.dedent(
     """
@@ -88,20 +87,6 @@ VM_SCRIPT = textwrap.dedent(
     echo "===END"
     """
 )
-
-
-def vm_reason() -> Optional[str]:
-    if not RUN_IN_VM.is_file():
-        return f"{RUN_IN_VM} is missing"
-    if os.geteuid() != 0:
-        return "the kernel lab needs root"
-    if shutil.which("qemu-system-x86_64") is None:
-        return "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
-    if not any(Path("/boot").glob("vmlinuz-*")):
-        return "no kernel image in /boot (apt-get install linux-image-amd64)"
-    if shutil.which("busybox") is None and not Path("/bin/busybox").exists():
-        return "busybox is not installed (apt-get install busybox-static)"
-    return None
 
 
 def _sections(text: str) -> dict[str, list[str]]:

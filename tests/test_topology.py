@@ -19,7 +19,12 @@ import sysverbs.topology as topology_module
 from sysverbs import recording
 from sysverbs.topology import _AUX_RDMA, device_topology, parse_cpulist
 
-CAPTURES = Path(os.environ.get("SYSVERBS_CAPTURES", "/work/shared/captures"))
+CAPTURES = Path(
+    os.environ.get(
+        "SYSVERBS_CAPTURES",
+        str(Path(__file__).resolve().parents[1].parent / "shared/captures"),
+    )
+)
 
 
 def test_doctests() -> None:
