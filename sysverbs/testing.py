@@ -288,7 +288,9 @@ class HostBuilder:
              pci_class: int, driver: Optional[str], *, numa_node: int = 0,
              extra: Iterable[tuple[str, Optional[bytes]]] = (),
              links: Iterable[tuple[str, str]] = (), vendor_name: Optional[str] = None,
-             model_name: Optional[str] = None) -> str:
+             model_name: Optional[str] = None, revision: int = 0) -> str:
+        """A PCI function's record: uevent keys, modalias and attributes, driver link
+        (also what ``tools/make_fixtures.py`` builds the bundled fixtures with)."""
         slot = path.rsplit("/", 1)[1]
         modalias = (f"pci:v{vendor:08X}d{device:08X}sv{sub_vendor:08X}sd{sub_device:08X}"
                     f"bc{pci_class >> 16:02X}sc{(pci_class >> 8) & 0xFF:02X}"
@@ -315,7 +317,7 @@ class HostBuilder:
             ("enable", _value(1)),
             ("modalias", _value(modalias)),
             ("numa_node", _value(numa_node)),
-            ("revision", _value("0x00")),
+            ("revision", _value(f"0x{revision:02x}")),
             ("subsystem_device", _value(f"0x{sub_device:04x}")),
             ("subsystem_vendor", _value(f"0x{sub_vendor:04x}")),
             ("vendor", _value(f"0x{vendor:04x}")),
@@ -392,32 +394,41 @@ class HostBuilder:
         self._add(ib_path, "infiniband", [("NAME", name)], files.items(), links)
         uverbs_name: Optional[str] = None
         if verbs:
-            index = self._next_uverbs(uverbs)
-            uverbs_name = f"uverbs{index}"
-            uv_path = (f"{parent}/infiniband_verbs/{uverbs_name}" if parent
-                       else f"/devices/virtual/infiniband_verbs/{uverbs_name}")
-            major, minor = ((UVERBS_MAJOR, 192 + index) if index < 32
-                            else (UVERBS_DYN_MAJOR, index - 32))
-            uv_files: dict[str, Optional[bytes]] = {
-                "abi_version": _value(abi_version),
-                "dev": _value(f"{major}:{minor}"),
-                "ibdev": _value(name),
-            }
-            for key, val in (uverbs_attrs or {}).items():
-                uv_files[key] = _value(val)
-            dev_links = [f"infiniband/by-ibdev/uverbs-{name}"] if dev_node else []
-            if dev_node and pci is not None:
-                dev_links.append(f"infiniband/by-path/pci-{pci}")
-            uv_links = [("device", _kernel_link(uv_path, parent))] if parent else []
-            self._add(uv_path, "infiniband_verbs",
-                      [("MAJOR", str(major)), ("MINOR", str(minor)),
-                       ("DEVNAME", f"/dev/infiniband/{uverbs_name}"), ("DEVMODE", "0666")],
-                      uv_files.items(), uv_links,
-                      node=f"infiniband/{uverbs_name}" if dev_node else None,
-                      dev_links=dev_links)
+            uverbs_name = self._uverbs(parent, self._next_uverbs(uverbs), name, abi_version,
+                                       dev_node=dev_node, pci=pci, attrs=uverbs_attrs)
         fake = FakeDevice(name, uverbs_name, driver, parent, dev_node and verbs, pci, vf_of)
         self._devices.append(fake)
         return fake
+
+    def _uverbs(self, parent: Optional[str], index: int, ibdev: str, abi_version: Value, *,
+                dev_node: bool = True, pci: Optional[str] = None,
+                attrs: Optional[Mapping[str, Value]] = None) -> str:
+        """``infiniband_verbs/uverbs<index>`` of ``ibdev``, its /dev node (unless
+        ``dev_node`` is False) and rdma-core's by-ibdev (and, for a PCI function
+        ``pci``, by-path) links; returns the uverbs name."""
+        uverbs_name = f"uverbs{index}"
+        uv_path = (f"{parent}/infiniband_verbs/{uverbs_name}" if parent
+                   else f"/devices/virtual/infiniband_verbs/{uverbs_name}")
+        major, minor = ((UVERBS_MAJOR, 192 + index) if index < 32
+                        else (UVERBS_DYN_MAJOR, index - 32))
+        uv_files: dict[str, Optional[bytes]] = {
+            "abi_version": _value(abi_version),
+            "dev": _value(f"{major}:{minor}"),
+            "ibdev": _value(ibdev),
+        }
+        for key, val in (attrs or {}).items():
+            uv_files[key] = _value(val)
+        dev_links = [f"infiniband/by-ibdev/uverbs-{ibdev}"] if dev_node else []
+        if dev_node and pci is not None:
+            dev_links.append(f"infiniband/by-path/pci-{pci}")
+        uv_links = [("device", _kernel_link(uv_path, parent))] if parent else []
+        self._add(uv_path, "infiniband_verbs",
+                  [("MAJOR", str(major)), ("MINOR", str(minor)),
+                   ("DEVNAME", f"/dev/infiniband/{uverbs_name}"), ("DEVMODE", "0666")],
+                  uv_files.items(), uv_links,
+                  node=f"infiniband/{uverbs_name}" if dev_node else None,
+                  dev_links=dev_links)
+        return uverbs_name
 
     # ------------------------------------------------------------------ hardware
     def mlx5(

@@ -56,6 +56,14 @@ from sysverbs.recording import (  # noqa: E402
     dumps,
     parse,
 )
+from sysverbs.testing import (  # noqa: E402
+    ETH_CLASS,
+    IB_CLASS,
+    NODE_TYPES,
+    HostBuilder,
+)
+from sysverbs.testing import _guid_text as guid_fmt  # noqa: E402
+from sysverbs.testing import _kernel_link as kernel_link  # noqa: E402
 
 OUT_DIR = ROOT / "sysverbs" / "fixtures"
 
@@ -82,18 +90,6 @@ ABI = {
     "usnic": 4,  # USNIC_UVERBS_ABI_VERSION
 }
 
-NODE_TYPE = {
-    1: "1: CA",
-    2: "2: switch",
-    3: "3: router",
-    4: "4: RNIC",
-    5: "5: usNIC",
-    6: "6: usNIC UDP",
-    7: "7: unspecified",
-}
-
-UVERBS_MAJOR = 231  # IB_UVERBS_MAJOR, minors 192.. for uverbs0..31
-UVERBS_DYN_MAJOR = 238  # alloc_chrdev_region() major for uverbs32+ (stand-in)
 UMAD_MAJOR = 231  # umadN = 231:N, issmN = 231:64+N
 
 
@@ -102,37 +98,7 @@ def t(value: object) -> str:
     return f"{value}\n"
 
 
-# ------------------------------------------------------------------ path helpers
-
-
-
-def kernel_link(link_dir: str, target: str) -> str:
-    """The relative symlink target the kernel writes (fs/sysfs/symlink.c).
-
-    Both paths are below /sys, without the /sys (``devices/...``, ``bus/...``).  The
-    kernel climbs from the link's directory until it reaches an ancestor of the
-    target's parent, then descends: so ``infiniband/mlx5_0/device`` points to
-    ``../../../0000:1f:00.0``, not to ``../..``.
-    """
-    base = link_dir.strip("/").split("/")
-    tparent = target.strip("/").split("/")[:-1]
-    ups = 0
-    while base:
-        if tparent[: len(base)] == base:
-            break
-        base = base[:-1]
-        ups += 1
-    rest = target.strip("/").split("/")[len(base):]
-    return "../" * ups + "/".join(rest)
-
-
-def sys_rel(devpath: str) -> str:
-    """``/devices/x`` -> ``devices/x``."""
-    return devpath.lstrip("/")
-
-
-def guid_fmt(value: int) -> str:
-    return ":".join(f"{(value >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0))
+# ------------------------------------------------------------------ value helpers
 
 
 def mac_bytes(mac: str) -> list[int]:
@@ -227,23 +193,28 @@ def iwarp_port(mac: str, netdev: str, rate: str, *, state: str = "4: ACTIVE",
                 gids=(g,), gid_types=(), gid_ndevs=(), pkeys=())
 
 
+def encoded(attrs: Iterable[tuple[str, str]]) -> list[tuple[str, bytes]]:
+    """Attribute values as the testing kit takes them (bytes)."""
+    return [(n, v.encode()) for n, v in attrs]
+
+
 @dataclass
 class Fixture:
-    """Records of one fixture, in the order they will be written."""
+    """Records of one fixture, in the order they will be written.
+
+    The records are built by the testing kit's :class:`HostBuilder` (PCI functions,
+    auxiliary devices, uverbs devices: one place knows their layout); what the kit does
+    not model (multi-port ib devices, umad/issm, full net and loopback records) is here.
+    """
 
     name: str
     umad: bool = False
-    records: list[Record] = field(default_factory=list)
+    host: HostBuilder = field(default_factory=HostBuilder)
 
     def add(self, path: str, subsystem: str, props: Iterable[tuple[str, str]] = (),
             attrs: Iterable[tuple[str, str]] = (), links: Iterable[tuple[str, str]] = (),
             node: str | None = None, dev_links: Iterable[str] = ()) -> str:
-        attributes = [Attribute(n, v.encode()) for n, v in attrs]
-        attributes += [Attribute(n, b"", target) for n, target in links]
-        properties = [("SUBSYSTEM", subsystem)] + list(props)
-        self.records.append(Record(path, tuple(properties), tuple(attributes), node, None,
-                                   tuple(dev_links)))
-        return path
+        return self.host._add(path, subsystem, props, encoded(attrs), links, node, dev_links)
 
     # -- hardware -------------------------------------------------------------
 
@@ -252,49 +223,13 @@ class Fixture:
             extra: Iterable[tuple[str, str]] = (), links: Iterable[tuple[str, str]] = ()
             ) -> str:
         """A PCI function, with the attributes and uevent keys the kernel gives it."""
-        slot = path.rsplit("/", 1)[1]
-        modalias = (f"pci:v{vendor:08X}d{device:08X}sv{sub_vendor:08X}sd{sub_device:08X}"
-                    f"bc{pci_class >> 16:02X}sc{(pci_class >> 8) & 0xFF:02X}"
-                    f"i{pci_class & 0xFF:02X}")
-        props = []
-        if driver:
-            props.append(("DRIVER", driver))
-        props += [
-            ("PCI_CLASS", f"{pci_class:X}"),
-            ("PCI_ID", f"{vendor:04X}:{device:04X}"),
-            ("PCI_SUBSYS_ID", f"{sub_vendor:04X}:{sub_device:04X}"),
-            ("PCI_SLOT_NAME", slot),
-            ("MODALIAS", modalias),
-        ]
-        attrs = [
-            ("class", t(f"0x{pci_class:06x}")),
-            ("device", t(f"0x{device:04x}")),
-            ("enable", t(1)),
-            ("modalias", t(modalias)),
-            ("numa_node", t(numa)),
-            ("revision", t(f"0x{revision:02x}")),
-            ("subsystem_device", t(f"0x{sub_device:04x}")),
-            ("subsystem_vendor", t(f"0x{sub_vendor:04x}")),
-            ("vendor", t(f"0x{vendor:04x}")),
-        ]
-        attrs += list(extra)
-        attrs.sort()
-        all_links = list(links)
-        if driver:
-            all_links.insert(0, ("driver",
-                                 kernel_link(sys_rel(path), f"bus/pci/drivers/{driver}")))
-        return self.add(path, "pci", props, attrs, all_links)
+        return self.host._pci(path, vendor, device, sub_vendor, sub_device, pci_class, driver,
+                              numa_node=numa, revision=revision, extra=encoded(extra),
+                              links=links)
 
-    def aux(self, parent: str, name: str, driver: str | None) -> str:
+    def aux(self, parent: str, name: str, driver: str) -> str:
         """An auxiliary-bus device (mlx5_core.rdma.0, ice.roce.1, bnxt_en.rdma.0...)."""
-        path = f"{parent}/{name}"
-        modalias = "auxiliary:" + name.rsplit(".", 1)[0]
-        props = [("DRIVER", driver)] if driver else []
-        props.append(("MODALIAS", modalias))
-        links = []
-        if driver:
-            links.append(("driver", kernel_link(sys_rel(path), f"bus/auxiliary/drivers/{driver}")))
-        return self.add(path, "auxiliary", props, [], links)
+        return self.host._aux(parent, name, driver)
 
     def net(self, parent: str | None, ifname: str, ifindex: int, address: str, *,
             arp_type: int = 1, mtu: int = 1500, operstate: str = "up", dev_port: int = 0,
@@ -318,7 +253,7 @@ class Fixture:
             ("operstate", t(operstate)),
             ("type", t(arp_type)),
         ]
-        links = [("device", kernel_link(sys_rel(path), sys_rel(parent)))] if parent else []
+        links = [("device", kernel_link(path, parent))] if parent else []
         return self.add(path, "net", [("INTERFACE", ifname), ("IFINDEX", str(ifindex))],
                         attrs, links)
 
@@ -336,7 +271,7 @@ class Fixture:
             ("fw_ver", t(fw_ver)),
             ("node_desc", t(node_desc)),
             ("node_guid", t(node_guid)),
-            ("node_type", t(NODE_TYPE[node_type])),
+            ("node_type", t(NODE_TYPES[node_type])),
             ("sys_image_guid", t(sys_image_guid)),
         ]
         attrs += list(extra)
@@ -358,28 +293,14 @@ class Fixture:
             attrs += [(f"{p}/gid_attrs/types/{n}", t(v)) for n, v in enumerate(port.gid_types)]
             attrs += [(f"{p}/gid_attrs/ndevs/{n}", t(v)) for n, v in enumerate(port.gid_ndevs)]
             attrs += [(f"{p}/pkeys/{n}", t(v)) for n, v in enumerate(port.pkeys)]
-        links = [("device", kernel_link(sys_rel(path), sys_rel(parent)))] if parent else []
+        links = [("device", kernel_link(path, parent))] if parent else []
         return self.add(path, "infiniband", [("NAME", name)], attrs, links)
 
     def uverbs(self, parent: str | None, index: int, ibdev: str, abi: int) -> str:
         """``infiniband_verbs/uverbsN`` with its /dev node and rdma-core's udev links."""
-        name = f"uverbs{index}"
-        path = (f"{parent}/infiniband_verbs/{name}" if parent
-                else f"/devices/virtual/infiniband_verbs/{name}")
-        if index < 32:
-            major, minor = UVERBS_MAJOR, 192 + index
-        else:
-            major, minor = UVERBS_DYN_MAJOR, index - 32
-        dev_links = [f"infiniband/by-ibdev/uverbs-{ibdev}"]
         last = parent.rsplit("/", 1)[1] if parent else ""
-        if parent and "/pci" in parent and last.count(":") == 2:
-            dev_links.append(f"infiniband/by-path/pci-{last}")
-        props = [("MAJOR", str(major)), ("MINOR", str(minor)),
-                 ("DEVNAME", f"/dev/infiniband/{name}"), ("DEVMODE", "0666")]
-        attrs = [("abi_version", t(abi)), ("dev", t(f"{major}:{minor}")), ("ibdev", t(ibdev))]
-        links = [("device", kernel_link(sys_rel(path), sys_rel(parent)))] if parent else []
-        return self.add(path, "infiniband_verbs", props, attrs, links,
-                        node=f"infiniband/{name}", dev_links=dev_links)
+        pci = last if parent and "/pci" in parent and last.count(":") == 2 else None
+        return self.host._uverbs(parent, index, ibdev, abi, pci=pci)
 
     def mad(self, parent: str | None, kind: str, index: int, ibdev: str, port: int) -> str:
         """``infiniband_mad/umadN`` or ``issmN`` (ib_umad) with its /dev node."""
@@ -390,7 +311,7 @@ class Fixture:
         props = [("MAJOR", str(UMAD_MAJOR)), ("MINOR", str(minor)),
                  ("DEVNAME", f"/dev/infiniband/{name}")]
         attrs = [("dev", t(f"{UMAD_MAJOR}:{minor}")), ("ibdev", t(ibdev)), ("port", t(port))]
-        links = [("device", kernel_link(sys_rel(path), sys_rel(parent)))] if parent else []
+        links = [("device", kernel_link(path, parent))] if parent else []
         self.umad = True
         return self.add(path, "infiniband_mad", props, attrs, links, node=f"infiniband/{name}")
 
@@ -423,13 +344,12 @@ class Fixture:
         ]
         lo = Record(lo_path, (("SUBSYSTEM", "net"), ("INTERFACE", "lo"), ("IFINDEX", "1")),
                     tuple(Attribute(n, v.encode()) for n, v in lo_attrs) + tuple(files))
-        return Recording((lo, *self.records))
+        return Recording((lo, *self.host.build(loopback=False).records))
 
 
 # ------------------------------------------------------------ device families
 
 MLX = 0x15B3
-IB_CLASS, ETH_CLASS = 0x020700, 0x020000
 
 
 def mlx5_function(fx: Fixture, path: str, device: int, sub_device: int, *, index: int,
