@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .api import (
     DeviceList,
     close_device,
@@ -23,8 +21,6 @@ from .api import (
     open_device,
 )
 from .device import Context, Device, DeviceFreedError
-from .enums import NodeType, TransportType
-from .fork import ForkStatus, fork_init, is_fork_initialized
 from .messages import (
     AbiWarning,
     ConfigWarning,
@@ -36,12 +32,12 @@ from .messages import (
     SysverbsWarning,
     set_stderr,
 )
-from .monitor import DeviceEvent, DeviceMonitor, monitor
 from .options import Options
-from .rdmacm import ContextList, rdma_free_devices, rdma_get_devices
-from .udev_source import UdevUnavailable
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .attributes import (
         DeviceAttributes,
         Gid,
@@ -55,12 +51,17 @@ if TYPE_CHECKING:
         port_attributes,
     )
     from .diagnosis import Diagnosis, DiagnosisList, Reason, diagnose
+    from .enums import NodeType, TransportType
+    from .fork import ForkStatus, fork_init, is_fork_initialized
+    from .monitor import DeviceEvent, DeviceMonitor, monitor
+    from .rdmacm import ContextList, rdma_free_devices, rdma_get_devices
     from .topology import AuxDevice, CharDevice, Netdev, PciFunction, Topology, device_topology
+    from .udev_source import UdevUnavailable
 
 __version__ = "0.1.0"
 
-# Imported on first use: these pull in dataclasses, ipaddress and re, which would
-# triple the time of ``import sysverbs``.
+# Imported on first use, so that ``import sysverbs`` stays cheap (issue 8): these
+# modules pull in enum, threading, typing, dataclasses, ipaddress or re.
 _LAZY = {
     **dict.fromkeys(
         (
@@ -74,6 +75,11 @@ _LAZY = {
         "topology",
     ),
     **dict.fromkeys(("diagnose", "Diagnosis", "DiagnosisList", "Reason"), "diagnosis"),
+    **dict.fromkeys(("NodeType", "TransportType"), "enums"),
+    **dict.fromkeys(("ForkStatus", "fork_init", "is_fork_initialized"), "fork"),
+    **dict.fromkeys(("monitor", "DeviceMonitor", "DeviceEvent"), "monitor"),
+    **dict.fromkeys(("rdma_get_devices", "rdma_free_devices", "ContextList"), "rdmacm"),
+    "UdevUnavailable": "udev_source",
 }
 
 
@@ -81,11 +87,16 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'sysverbs' has no attribute {name!r}")
-    import importlib
+    from importlib import import_module
 
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "get_device_list",

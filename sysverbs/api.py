@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
-import resource
-import threading
-from typing import Optional
+from _thread import allocate_lock
 
-from .device import Context, Device, open_device
+from .device import Context, Device, hold_all, open_device
 from .devlist import library_for
-from .fork import fork_env_requested, fork_init
 from .messages import ForkWarning, MemlockWarning, emit
-from .options import Options, PathArg, ReleaseArg, resolve
+from .options import Options, resolve
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
+    from .options import PathArg, ReleaseArg
 
 __all__ = [
     "DeviceList",
@@ -41,7 +44,7 @@ class DeviceList(list):  # type: ignore[type-arg]
         self._freed = False
 
 
-_init_lock = threading.Lock()
+_init_lock = allocate_lock()
 _initialized = False
 
 
@@ -50,6 +53,8 @@ def memlock_too_small() -> Optional[int]:
     RLIMIT_MEMLOCK when it is 32768 bytes or less, -1 when getrlimit fails; else None."""
     if os.geteuid() == 0:
         return None
+    import resource
+
     try:
         soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     except (OSError, ValueError):
@@ -66,11 +71,14 @@ def _first_call_init() -> None:
         if _initialized:
             return
         _initialized = True
-        if fork_env_requested(os.environ):
-            try:
-                fork_init()
-            except OSError:
-                emit(b"Warning: fork()-safety requested but init failed\n", ForkWarning)
+        if "RDMAV_FORK_SAFE" in os.environ or "IBV_FORK_SAFE" in os.environ:
+            from .fork import fork_env_requested, fork_init
+
+            if fork_env_requested(os.environ):
+                try:
+                    fork_init()
+                except OSError:
+                    emit(b"Warning: fork()-safety requested but init failed\n", ForkWarning)
         soft = memlock_too_small()
         if soft == -1:
             emit(b"Warning: getrlimit(RLIMIT_MEMLOCK) failed.", MemlockWarning)
@@ -137,12 +145,10 @@ def get_device_list(
     """
     opts = resolve(source, sysfs_path, dev_dir, config_dir, providers, rdma_core)
     _first_call_init()
-    key = opts.key()
-    lib = library_for(key)
+    lib = library_for(opts.key())
     with lib.lock:
         devices = lib.enumerate(os.environ)
-        for dev in devices:
-            dev._hold()
+        hold_all(devices)
     return DeviceList(devices)
 
 

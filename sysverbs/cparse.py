@@ -4,18 +4,27 @@ Every function takes the bytes a sysfs read produced and reproduces what glibc
 does with them: ``strtoul``/``strtol`` in base 10, ``sscanf("%u:%u")`` and
 ``sscanf("%hx:%hx:%hx:%hx")``.  All of them stop at the first NUL byte, as a C
 string would.
+
+Each function first tries a fast path for the plain text sysfs holds (``"1"``,
+``"231:0"``, ``"0c42:a103:00a5:1c30"``): only text made of nothing but digits (and
+the separators) takes it, where the C rules reduce to :func:`int`; anything else
+goes through the character-by-character rules.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
 
-__all__ = ["cstr", "strtoul", "strtol", "to_int32", "scan_u_u", "scan_hx4"]
+__all__ = ["cstr", "strtoul", "strtol", "to_int32", "scan_u_u", "scan_hx4", "fnmatch"]
 
 # C isspace() in the "C" locale.
 _SPACE = frozenset(b" \t\n\v\f\r")
 _DIGITS = frozenset(b"0123456789")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
+
+_HEX_COLON = b"0123456789abcdefABCDEF:"
 
 _ULONG_MAX = (1 << 64) - 1
 _LONG_MAX = (1 << 63) - 1
@@ -50,6 +59,8 @@ def _digits(s: bytes, i: int, allowed: frozenset[int]) -> int:
 
 def strtoul(data: bytes) -> int:
     """glibc ``strtoul(s, NULL, 10)`` on a 64-bit host (result in 0..2**64-1)."""
+    if data.isdigit() and len(data) < 20:  # ASCII digits only, below 10**19: no clamp
+        return int(data)
     s = cstr(data)
     i = _skip_space(s, 0)
     neg, i = _sign(s, i)
@@ -64,6 +75,8 @@ def strtoul(data: bytes) -> int:
 
 def strtol(data: bytes) -> int:
     """glibc ``strtol(s, NULL, 10)`` on a 64-bit host (clamped to the long range)."""
+    if data.isdigit() and len(data) < 19:  # below 10**18: no clamp
+        return int(data)
     s = cstr(data)
     i = _skip_space(s, 0)
     neg, i = _sign(s, i)
@@ -109,6 +122,9 @@ def _scan_number(s: bytes, i: int, hexadecimal: bool) -> tuple[Optional[int], in
 
 def scan_u_u(data: bytes) -> Optional[tuple[int, int]]:
     """``sscanf(s, "%u:%u", &a, &b) == 2``: the two unsigned 32-bit values, else None."""
+    a_text, colon, b_text = data.partition(b":")
+    if colon and a_text.isdigit() and b_text.isdigit() and len(a_text) < 20 and len(b_text) < 20:
+        return int(a_text) & 0xFFFFFFFF, int(b_text) & 0xFFFFFFFF
     s = cstr(data)
     a, i = _scan_number(s, 0, False)
     if a is None or i >= len(s) or s[i] != 0x3A:
@@ -121,6 +137,17 @@ def scan_u_u(data: bytes) -> Optional[tuple[int, int]]:
 
 def scan_hx4(data: bytes) -> Optional[tuple[int, int, int, int]]:
     """``sscanf(s, "%hx:%hx:%hx:%hx")`` == 4: four 16-bit values, else None."""
+    if not data.translate(None, _HEX_COLON):  # hex digits and colons only
+        fields = data.split(b":")
+        if len(fields) == 4:
+            p0, p1, p2, p3 = fields
+            if 0 < len(p0) <= 16 and 0 < len(p1) <= 16 and 0 < len(p2) <= 16 and 0 < len(p3) <= 16:
+                return (
+                    int(p0, 16) & 0xFFFF,
+                    int(p1, 16) & 0xFFFF,
+                    int(p2, 16) & 0xFFFF,
+                    int(p3, 16) & 0xFFFF,
+                )
     s = cstr(data)
     parts: list[int] = []
     i = 0
@@ -134,3 +161,33 @@ def scan_hx4(data: bytes) -> Optional[tuple[int, int, int, int]]:
             return None
         parts.append(value & 0xFFFF)
     return parts[0], parts[1], parts[2], parts[3]
+
+
+def fnmatch(pattern: bytes, text: bytes) -> bool:
+    """glibc ``fnmatch(pattern, text, 0) == 0`` in the "C" locale, for patterns made of
+    literal bytes, ``*`` and ``?`` (the only ones libibverbs' match tables use; the
+    provider table refuses others).  Without flags ``*`` and ``?`` match any byte,
+    ``/`` and a leading ``.`` included.  Both stop at a NUL, as C strings do."""
+    pattern, text = cstr(pattern), cstr(text)
+    p = t = 0
+    star = -1
+    resume = 0
+    np, nt = len(pattern), len(text)
+    while t < nt:
+        if p < np:
+            c = pattern[p]
+            if c == 0x2A:  # '*': remember where it is, try matching nothing first
+                star, resume = p, t
+                p += 1
+                continue
+            if c == 0x3F or c == text[t]:
+                p += 1
+                t += 1
+                continue
+        if star < 0:
+            return False
+        resume += 1  # let the last '*' take one more byte
+        p, t = star + 1, resume
+    while p < np and pattern[p] == 0x2A:
+        p += 1
+    return p == np

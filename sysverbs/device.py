@@ -5,22 +5,26 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import threading
-from types import TracebackType
-from typing import Optional
+from _thread import RLock
 
 from .cparse import scan_hx4
-from .enums import NodeType, TransportType
 from .sysfs_read import NODE_GUID_SIZE, read_sysfs_file
 
-__all__ = ["Device", "Context", "DeviceFreedError"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Optional
+
+    from .enums import NodeType, TransportType
+
+__all__ = ["Device", "Context", "DeviceFreedError", "hold_all"]
 
 
 class DeviceFreedError(ReferenceError):
     """A device was used after every list holding it was freed and no context held it."""
 
 
-_refs_lock = threading.RLock()
+_refs_lock = RLock()
 
 
 class Device:
@@ -58,8 +62,8 @@ class Device:
         dev_name: bytes,
         dev_path: bytes,
         ibdev_path: bytes,
-        node_type: NodeType,
-        transport_type: TransportType,
+        node_type: int,  # node_types numbers; the properties give the enums
+        transport_type: int,
         provider: str,
         abi_ver: int,
         cdev: tuple[int, int],
@@ -134,13 +138,17 @@ class Device:
 
     @property
     def node_type(self) -> NodeType:
+        from .enums import NodeType
+
         self._check()
-        return self._node_type
+        return NodeType(self._node_type)
 
     @property
     def transport_type(self) -> TransportType:
+        from .enums import TransportType
+
         self._check()
-        return self._transport_type
+        return TransportType(self._transport_type)
 
     @property
     def provider(self) -> str:
@@ -182,6 +190,14 @@ class Device:
         guid = parts[0] << 48 | parts[1] << 32 | parts[2] << 16 | parts[3]
         self._guid = guid
         return guid
+
+
+def hold_all(devices: list[Device]) -> None:
+    """:meth:`Device._hold` for each device of a list being handed out, under one lock."""
+    with _refs_lock:
+        for dev in devices:
+            dev._handles += 1
+            dev._ever_handed = True
 
 
 class Context:

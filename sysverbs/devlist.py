@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
-from collections.abc import Mapping
-from typing import NamedTuple
+from _thread import RLock, allocate_lock
 
 from . import sources
 from .device import Device
-from .enums import transport_for
-from .matching import match_record
+from .matching import Matcher
 from .messages import KernelAbiFatal, NoDriverWarning, emit
-from .providers import Provider
-from .records import DeviceRecord
-from .sysfs_source import ScanError, read_class_abi
+from .node_types import transport_number
+from .sysfs_source import ScanError, read_class_abi, read_node_type
+from .typing_light import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from .providers import Provider
+    from .records import DeviceRecord
 
 __all__ = ["LibraryKey", "Library", "library_for", "MIN_ABI", "MAX_ABI"]
 
@@ -47,10 +51,11 @@ class Library:
 
     def __init__(self, key: LibraryKey) -> None:
         self.key = key
-        self.lock = threading.RLock()
+        self.lock = RLock()
         self.abi_ver = 0
         self.drivers_loaded = False
         self.driver_list: tuple[Provider, ...] = ()
+        self.matcher = Matcher(self.driver_list)
         self.devices: list[Device] = []
 
     # -- provider loading ----------------------------------------------------------
@@ -66,17 +71,22 @@ class Library:
             if prov not in known:
                 known.append(prov)
         self.driver_list = tuple(known)
+        self.matcher = Matcher(self.driver_list)
 
     # -- matching -------------------------------------------------------------------
     def _try_all(self, records: list[DeviceRecord]) -> None:
         """One matching pass: each match is prepended to the persistent list."""
         remaining = []
+        match = self.matcher.match
         for rec in records:
-            prov = match_record(rec, self.driver_list)
+            prov = match(rec)
             if prov is None:
                 remaining.append(rec)
                 continue
             dev_path = rec.sysfs_root + b"/class/infiniband_verbs/" + rec.dev_name
+            node_type = rec.node_type
+            if node_type is None:  # not read by the scan (sources: sysfs)
+                node_type = rec.node_type = read_node_type(rec.ibdev_path)
             self.devices.insert(
                 0,
                 Device(
@@ -84,8 +94,8 @@ class Library:
                     dev_name=rec.dev_name,
                     dev_path=dev_path,
                     ibdev_path=rec.ibdev_path,
-                    node_type=rec.node_type,
-                    transport_type=transport_for(rec.node_type),
+                    node_type=node_type,
+                    transport_type=transport_number(node_type),
                     provider=prov.name,
                     abi_ver=rec.abi_ver,
                     cdev=rec.cdev,
@@ -165,7 +175,7 @@ def _identity(dev_name: bytes, index: int, time_created_ns: int) -> tuple[bytes,
 
 
 _libraries: dict[LibraryKey, Library] = {}
-_libraries_lock = threading.Lock()
+_libraries_lock = allocate_lock()
 
 
 def library_for(key: LibraryKey) -> Library:

@@ -46,7 +46,7 @@ from .device import _open_cdev_internal, makedev
 from .devlist import MAX_ABI, MIN_ABI, LibraryKey
 from .drivers import load_for_mode
 from .matching import DEV_PATH_TOO_LONG, PROVIDER_ABI, explain_match, modalias_of
-from .options import PathArg, ReleaseArg, resolve
+from .options import resolve
 from .providers import Provider, latest_release, pabi_for, provider_dir, provider_table
 from .rdmacm import RDMA_USER_CM_MAX_ABI_VERSION, RDMA_USER_CM_MIN_ABI_VERSION, rdma_cm_abi
 from .records import DeviceRecord
@@ -54,6 +54,8 @@ from .sysfs_source import ScanError, Skipped, read_class_abi, scan_sysfs_detaile
 
 if TYPE_CHECKING:
     import argparse
+
+    from .options import PathArg, ReleaseArg
 
 __all__ = ["CODES", "Diagnosis", "DiagnosisList", "Reason", "diagnose", "main"]
 

@@ -12,12 +12,20 @@ from __future__ import annotations
 
 import errno
 import os
-import re
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple, Optional
+import stat
 
 from .messages import ConfigWarning, DriverLoadWarning, SysverbsWarning
-from .providers import Provider, pabi_for, provider_dir
+from .providers import pabi_for, provider_dir
+from .typing_light import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Optional
+
+    from .providers import Provider
+
+    Message = tuple[bytes, type[SysverbsWarning]]
 
 __all__ = [
     "DriverLoad",
@@ -26,9 +34,6 @@ __all__ = [
     "parse_config_file",
     "builtin_drivers",
 ]
-
-Message = tuple[bytes, type[SysverbsWarning]]
-
 
 class DriverLoad(NamedTuple):
     """The outcome of loading providers: the driver list and the messages to print."""
@@ -42,25 +47,41 @@ def builtin_drivers(table: Sequence[Provider]) -> DriverLoad:
     return DriverLoad(tuple(table), ())
 
 
+def _token_end(text: bytes) -> int:
+    """Length of the leading run of ``text`` without a newline, tab or space."""
+    end = len(text)
+    for sep in b"\n\t ":
+        at = text.find(sep, 0, end)
+        if at >= 0:
+            end = at
+    return end
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """getline(): lines end at "\\n" only ("\\r" is part of the line, as in "siw\\r");
+    each keeps its newline, and a last line without one counts if it is not empty."""
+    pieces = data.split(b"\n")
+    lines = [piece + b"\n" for piece in pieces[:-1]]
+    if pieces[-1]:
+        lines.append(pieces[-1])
+    return lines
+
+
 def parse_config_file(data: bytes, path: bytes) -> tuple[list[bytes], list[Message]]:
     """The driver names of one config file (in line order) and its warnings."""
     names: list[bytes] = []
     messages: list[Message] = []
-    # getline(): lines end at "\n" only ("\r" is part of the line, as in "siw\r").
-    for line in re.findall(rb"[^\n]*\n|[^\n]+", data):
+    for line in _lines(data):
         line = line.split(b"\0", 1)[0]
         config = line.lstrip(b" \t")
         if config[:1] in (b"\n", b"#"):
             continue
-        m = re.match(rb"[^\n\t ]*", config)
-        assert m is not None
-        field = m.group(0)
-        rest: Optional[bytes] = config[m.end() + 1 :] if m.end() < len(config) else None
+        end = _token_end(config)
+        field = config[:end]
+        rest: Optional[bytes] = config[end + 1 :] if end < len(config) else None
         if field == b"driver" and rest is not None:
             rest = rest.lstrip(b" \t")
-            name = re.match(rb"[^\n\t ]*", rest)
-            assert name is not None
-            names.append(name.group(0))
+            names.append(rest[: _token_end(rest)])
         else:
             messages.append(
                 (
@@ -118,8 +139,6 @@ def _read_config(config_dir: bytes) -> tuple[list[bytes], list[Message]]:
 
 
 def _is_reg(mode: int) -> bool:
-    import stat
-
     return stat.S_ISREG(mode)
 
 
@@ -138,17 +157,20 @@ def _dl_error(path: bytes) -> Optional[bytes]:
         return _OPEN_FAIL + b"No such file or directory"
     if _is_reg(st.st_mode):
         try:
-            with open(path, "rb") as f:
-                head = f.read(64)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
             return b"cannot open shared object file: Permission denied"
+        try:
+            head = os.read(fd, 64)
+        except OSError:
+            head = b""
+        finally:
+            os.close(fd)
         if len(head) < 64:
             return b"file too short"
         if not head.startswith(b"\x7fELF"):
             return b"invalid ELF header"
         return None
-    import stat
-
     if stat.S_ISDIR(st.st_mode):
         return b"cannot read file data: Is a directory"
     return b"invalid ELF header"
@@ -161,7 +183,18 @@ def _search_dirs(env: Mapping[str, str]) -> list[bytes]:
     return dirs + [os.fsencode(d) for d in _lib_dirs()]
 
 
-_LIBNAME = re.compile(rb"(?:^|/)lib([^/]*)-rdmav\d+\.so$")
+def _library_name(path: bytes) -> bytes:
+    """The ``<name>`` of a provider library path ``.../lib<name>-rdmav<N>.so`` (the part
+    the table's library names are compared with), else b""."""
+    base = path.rsplit(b"/", 1)[-1]
+    if not (base.startswith(b"lib") and base.endswith(b".so")):
+        return b""
+    stem = base[3:-3]
+    at = stem.rfind(b"-rdmav")
+    digits = stem[at + 6 :]
+    if at < 0 or not digits.isdigit():
+        return b""
+    return stem[:at]
 
 
 def load_drivers(
@@ -187,7 +220,7 @@ def load_drivers(
         if value is None:
             value = env.get("IBV_DRIVERS")
         if value is not None:
-            names += re.split(rb"[:;]", os.fsencode(value))
+            names += os.fsencode(value).replace(b";", b":").split(b":")
     names += config_names
 
     registered: list[Provider] = []
@@ -233,8 +266,7 @@ def load_drivers(
                     )
         if loaded is None:
             continue
-        m = _LIBNAME.search(loaded)
-        for prov in by_library.get(m.group(1) if m else b"", []):
+        for prov in by_library.get(_library_name(loaded), []):
             if prov not in registered:
                 registered.append(prov)
     return DriverLoad(tuple(registered), tuple(messages))

@@ -1,10 +1,16 @@
-"""libibverbs' enums, with the same numeric values as ``<infiniband/verbs.h>``."""
+"""libibverbs' enums, with the same numeric values as ``<infiniband/verbs.h>``.
+
+Devices and records hold the plain numbers (:mod:`sysverbs.node_types`); these
+classes are what the public API hands out.
+"""
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["NodeType", "TransportType", "transport_for"]
+from .node_types import node_type_number, transport_number
+
+__all__ = ["NodeType", "TransportType", "transport_for", "node_type_from_number"]
 
 
 class NodeType(enum.IntEnum):
@@ -31,26 +37,11 @@ class TransportType(enum.IntEnum):
     UNSPECIFIED = 4
 
 
-_TRANSPORT = {
-    NodeType.CA: TransportType.IB,
-    NodeType.SWITCH: TransportType.IB,
-    NodeType.ROUTER: TransportType.IB,
-    NodeType.RNIC: TransportType.IWARP,
-    NodeType.USNIC: TransportType.USNIC,
-    NodeType.USNIC_UDP: TransportType.USNIC_UDP,
-    NodeType.UNSPECIFIED: TransportType.UNSPECIFIED,
-}
-
-
 def node_type_from_number(value: int) -> NodeType:
     """Decode the number read from ``node_type`` (already truncated to 32 bits)."""
-    try:
-        node = NodeType(value)
-    except ValueError:
-        return NodeType.UNKNOWN
-    return NodeType.UNKNOWN if node is NodeType.UNKNOWN else node
+    return NodeType(node_type_number(value))
 
 
-def transport_for(node_type: NodeType) -> TransportType:
+def transport_for(node_type: int) -> TransportType:
     """The transport libibverbs derives from a node type."""
-    return _TRANSPORT.get(node_type, TransportType.UNKNOWN)
+    return TransportType(transport_number(node_type))

@@ -1,22 +1,56 @@
 """Matching one device record to a provider (``try_drivers``/``try_driver``, spec 2.1).
 
+libibverbs tries every provider of its driver list in turn, and for each one runs
+``match_device``: the driver id, then the text ``rdma_device:N<ibdev name>``, then
+the device's modalias against the provider's table.  A :class:`Matcher` gives the
+same answers without the walk: it indexes a driver list once (driver ids, the PCI
+prefixes of the modalias, the fnmatch patterns) so that a record costs a few set
+lookups, and it keeps what each modalias matched (every VF of a model has the
+same one).  It reads ``device/modalias`` exactly when ``match_device`` would
+reach it.  ``tests/test_matching.py`` checks it against a literal transcription of
+``try_drivers`` on generated tables and records.
+
 Pure over its inputs, except for the one cached read of ``device/modalias``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Optional
-
-from .cparse import cstr
+from .cparse import cstr, fnmatch
 from .messages import AbiWarning, emit
-from .providers import Provider
-from .records import DeviceRecord
 from .sysfs_read import MODALIAS_SIZE, PATH_MAX_IBV, read_sysfs_file
 
-__all__ = ["match_record", "explain_match", "driver_verdict", "table_match", "modalias_of"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Optional
 
+    from .providers import Provider
+    from .records import DeviceRecord
+
+__all__ = [
+    "Matcher",
+    "matcher_for",
+    "match_record",
+    "explain_match",
+    "driver_verdict",
+    "modalias_of",
+    "NO_MATCH",
+    "PROVIDER_ABI",
+    "DEV_PATH_TOO_LONG",
+]
+
+#: ``match_name``'s buffer: a longer ``rdma_device:N<name>`` text is not tried.
 _NAME_BUF = 100
+#: Length of the PCI part of a modalias a ``VERBS_PCI_MATCH`` entry compares:
+#: ``pci:v%08Xd%08Xsv``.
+_PCI_PREFIX_LEN = 24
+#: Distinct modalias texts remembered per matcher before the memory is cleared.
+_MODALIAS_MEMORY = 4096
+
+#: Why a provider did not take a record (:func:`driver_verdict`).
+NO_MATCH = "no_match"
+PROVIDER_ABI = "provider_abi"
+DEV_PATH_TOO_LONG = "dev_path_too_long"
 
 
 def modalias_of(rec: DeviceRecord) -> bytes:
@@ -28,74 +62,158 @@ def modalias_of(rec: DeviceRecord) -> bytes:
     return rec.modalias or b""
 
 
-def _table_hit(prov: Provider, text: bytes) -> bool:
-    if text[:24] in prov.pci_prefixes:
-        return True
-    return any(p.fullmatch(text) for p in prov.patterns)
-
-
-def table_match(prov: Provider, rec: DeviceRecord) -> bool:
-    """``match_device``: driver id, then the name string, then the modalias."""
-    if rec.driver_id and rec.driver_id in prov.driver_ids:
-        return True
-    name = b"rdma_device:N" + rec.ibdev_name
-    if len(name) < _NAME_BUF and _table_hit(prov, name):
-        return True
-    if not prov.pci_prefixes and not prov.patterns:
-        return False
-    modalias = modalias_of(rec)
-    return bool(modalias) and _table_hit(prov, modalias)
-
-
-#: Why a provider did not take a record (:func:`driver_verdict`).
-NO_MATCH = "no_match"
-PROVIDER_ABI = "provider_abi"
-DEV_PATH_TOO_LONG = "dev_path_too_long"
-
-
-def driver_verdict(prov: Provider, rec: DeviceRecord) -> Optional[str]:
-    """``try_driver`` without its message: None when ``prov`` takes ``rec``, else why not
-    (:data:`NO_MATCH`, :data:`PROVIDER_ABI` or :data:`DEV_PATH_TOO_LONG`)."""
-    if not table_match(prov, rec):
-        return NO_MATCH
+def _abi_and_path(prov: Provider, rec: DeviceRecord) -> Optional[str]:
+    """The rest of ``try_driver`` once the table matched."""
     if rec.abi_ver < prov.min_abi or rec.abi_ver > prov.max_abi:
         return PROVIDER_ABI
     dev_path = rec.sysfs_root + b"/class/infiniband_verbs/" + rec.dev_name
     return None if len(dev_path) < PATH_MAX_IBV else DEV_PATH_TOO_LONG
 
 
-def _attempts(
-    rec: DeviceRecord, driver_list: Sequence[Provider]
-) -> Iterator[tuple[Provider, Optional[str]]]:
-    """``try_drivers``: each provider tried, in libibverbs' order, with its verdict;
-    stops after the first that takes the record."""
-    if rec.driver_id:
-        for prov in driver_list:
-            if rec.driver_id in prov.driver_ids:
-                verdict = driver_verdict(prov, rec)
-                yield prov, verdict
+def _literals(pattern: bytes) -> tuple[bytes, ...]:
+    """Pieces of ``pattern`` every match must contain, in order (those without '?')."""
+    return tuple(p for p in pattern.split(b"*") if p and b"?" not in p)
+
+
+class Matcher:
+    """``try_drivers`` over one driver list, indexed (see the module docstring)."""
+
+    __slots__ = ("driver_list", "_by_driver_id", "_by_prefix", "_patterns", "_tables", "_seen")
+
+    def __init__(self, driver_list: Sequence[Provider]) -> None:
+        self.driver_list = driver_list
+        self._by_driver_id: dict[int, tuple[int, ...]] = {}
+        self._by_prefix: dict[bytes, frozenset[int]] = {}
+        # (provider index, pattern, literal pieces) for each MODALIAS/NAME entry
+        self._patterns: list[tuple[int, bytes, tuple[bytes, ...]]] = []
+        tables: list[int] = []
+        by_id: dict[int, list[int]] = {}
+        by_prefix: dict[bytes, set[int]] = {}
+        for i, prov in enumerate(driver_list):
+            for driver_id in prov.driver_ids:
+                by_id.setdefault(driver_id, []).append(i)
+            for prefix in prov.pci_prefixes:
+                by_prefix.setdefault(prefix, set()).add(i)
+            for pattern in prov.patterns:
+                self._patterns.append((i, pattern, _literals(pattern)))
+            if prov.pci_prefixes or prov.patterns:
+                tables.append(i)
+        self._by_driver_id = {k: tuple(v) for k, v in by_id.items()}
+        self._by_prefix = {k: frozenset(v) for k, v in by_prefix.items()}
+        self._tables = tuple(tables)
+        self._seen: dict[bytes, frozenset[int]] = {}
+
+    def _text_hits(self, text: bytes) -> frozenset[int]:
+        """Indexes of the providers whose table matches ``text`` (``_table_hit``)."""
+        hits = self._by_prefix.get(text[:_PCI_PREFIX_LEN], frozenset())
+        more = None
+        for i, pattern, pieces in self._patterns:
+            if i in hits or (more is not None and i in more):
+                continue
+            at = 0
+            for piece in pieces:  # a quick "cannot match" before the exact rule
+                at = text.find(piece, at)
+                if at < 0:
+                    break
+                at += len(piece)
+            if at >= 0 and fnmatch(pattern, text):
+                if more is None:
+                    more = set()
+                more.add(i)
+        return hits if more is None else hits | more
+
+    def _modalias_hits(self, modalias: bytes) -> frozenset[int]:
+        hits = self._seen.get(modalias)
+        if hits is None:
+            if len(self._seen) >= _MODALIAS_MEMORY:
+                self._seen.clear()
+            hits = self._seen[modalias] = self._text_hits(modalias) if modalias else frozenset()
+        return hits
+
+    def attempts(self, rec: DeviceRecord) -> Iterator[tuple[Provider, Optional[str]]]:
+        """``try_drivers``: each provider whose table matched the record, in the order
+        libibverbs tries it, with the verdict of ``try_driver`` (None: it takes the
+        record); stops after the first that takes it.  Providers whose table did not
+        match (verdict :data:`NO_MATCH`) are left out."""
+        drivers = self.driver_list
+        pre: frozenset[int] = frozenset()
+        if rec.driver_id:
+            by_id = self._by_driver_id.get(rec.driver_id, ())
+            for i in by_id:
+                verdict = _abi_and_path(drivers[i], rec)
+                yield drivers[i], verdict
                 if verdict is None:
                     return
-    for prov in driver_list:
-        verdict = driver_verdict(prov, rec)
-        yield prov, verdict
-        if verdict is None:
+            pre = frozenset(by_id)
+        name = b"rdma_device:N" + rec.ibdev_name
+        if len(name) < _NAME_BUF:
+            pre = pre | self._text_hits(name) if pre else self._text_hits(name)
+        # The first provider whose match_device would go on to read the modalias.
+        first_table = -1
+        for i in self._tables:
+            if i not in pre:
+                first_table = i
+                break
+        done = -1
+        for i in sorted(pre):
+            if first_table >= 0 and i > first_table:
+                break
+            verdict = _abi_and_path(drivers[i], rec)
+            yield drivers[i], verdict
+            if verdict is None:
+                return
+            done = i
+        if first_table < 0:
             return
+        hits = pre | self._modalias_hits(modalias_of(rec))
+        for i in sorted(hits):
+            if i <= done:
+                continue
+            verdict = _abi_and_path(drivers[i], rec)
+            yield drivers[i], verdict
+            if verdict is None:
+                return
+
+    def match(self, rec: DeviceRecord) -> Optional[Provider]:
+        """The provider that takes the record, printing libibverbs' ABI warnings."""
+        for prov, verdict in self.attempts(rec):
+            if verdict is None:
+                return prov
+            if verdict == PROVIDER_ABI:
+                emit(
+                    b"Warning: Driver %s does not support the kernel ABI of %d "
+                    b"(supports %d to %d) for device %s\n"
+                    % (prov.name.encode(), rec.abi_ver, prov.min_abi, prov.max_abi,
+                       rec.ibdev_path),
+                    AbiWarning,
+                )
+        return None
+
+
+_last: list[Matcher] = []
+
+
+def matcher_for(driver_list: Sequence[Provider]) -> Matcher:
+    """A :class:`Matcher` for this driver list (the last one is kept for reuse)."""
+    last = _last[0] if _last else None
+    if last is not None and last.driver_list is driver_list:
+        return last
+    matcher = Matcher(driver_list)
+    _last[:] = [matcher]
+    return matcher
+
+
+def driver_verdict(prov: Provider, rec: DeviceRecord) -> Optional[str]:
+    """``try_driver`` without its message: None when ``prov`` takes ``rec``, else why not
+    (:data:`NO_MATCH`, :data:`PROVIDER_ABI` or :data:`DEV_PATH_TOO_LONG`)."""
+    for _prov, verdict in Matcher((prov,)).attempts(rec):
+        return verdict
+    return NO_MATCH
 
 
 def match_record(rec: DeviceRecord, driver_list: Sequence[Provider]) -> Optional[Provider]:
     """The first provider of ``driver_list`` that takes the record (``try_drivers``)."""
-    for prov, verdict in _attempts(rec, driver_list):
-        if verdict is None:
-            return prov
-        if verdict == PROVIDER_ABI:
-            emit(
-                b"Warning: Driver %s does not support the kernel ABI of %d (supports %d to %d) "
-                b"for device %s\n"
-                % (prov.name.encode(), rec.abi_ver, prov.min_abi, prov.max_abi, rec.ibdev_path),
-                AbiWarning,
-            )
-    return None
+    return matcher_for(driver_list).match(rec)
 
 
 def explain_match(
@@ -104,9 +222,8 @@ def explain_match(
     """:func:`match_record` without messages: the provider that takes the record, and
     each provider whose table matched it but that refused it, with the verdict."""
     refused: list[tuple[Provider, str]] = []
-    for prov, verdict in _attempts(rec, driver_list):
+    for prov, verdict in matcher_for(driver_list).attempts(rec):
         if verdict is None:
             return prov, tuple(refused)
-        if verdict != NO_MATCH:
-            refused.append((prov, verdict))
+        refused.append((prov, verdict))
     return None, tuple(refused)

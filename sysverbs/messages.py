@@ -19,9 +19,12 @@ from __future__ import annotations
 import io
 import os
 import sys
-import threading
 import warnings
-from typing import BinaryIO, Optional, TextIO, Union, cast
+from _thread import allocate_lock
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO, Optional, TextIO, Union
 
 __all__ = [
     "SysverbsWarning",
@@ -73,7 +76,7 @@ class ForkWarning(SysverbsWarning):
 
 warnings.filterwarnings("ignore", category=SysverbsWarning, append=True)
 
-_lock = threading.Lock()
+_lock = allocate_lock()
 _stream: Union[TextIO, BinaryIO, None, str] = "stderr"
 
 
@@ -97,8 +100,9 @@ def _write(data: bytes) -> None:
             target.write(os.fsdecode(data))
             target.flush()
         else:
-            cast(BinaryIO, target).write(data)
-            target.flush()
+            binary: BinaryIO = target  # type: ignore[assignment]
+            binary.write(data)
+            binary.flush()
     except (OSError, ValueError, TypeError):
         pass
 

@@ -40,12 +40,15 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType, TracebackType
-from typing import Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from . import udev_source
 from .cparse import cstr
-from .options import PathArg, env_sysfs_root
+from .options import env_sysfs_root
 from .sysfs_read import IBDEV_SIZE, read_sysfs_file
+
+if TYPE_CHECKING:
+    from .options import PathArg
 
 __all__ = ["monitor", "DeviceMonitor", "DeviceEvent", "SUBSYSTEMS", "BACKENDS"]
 

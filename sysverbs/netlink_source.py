@@ -50,16 +50,27 @@ import errno
 import os
 import struct
 import time
-from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
+from . import netlink_socket
 from .cparse import scan_u_u, strtoul, to_int32
-from .enums import node_type_from_number
+from .netlink_socket import (
+    RECV_TIMEOUT,
+    NetlinkFailure,
+    SocketTransport,
+    Transport,
+    scan_netlink,
+)
+from .node_types import node_type_number
 from .records import DeviceRecord
 from .sources import Scan, SourceUnavailable
 from .sysfs_read import ABI_SIZE, DEV_SIZE, NAME_MAX_IBV, PATH_MAX_IBV, read_sysfs_file
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .devlist import LibraryKey
+    from typing import Callable, Optional
+
+
+    Callback = Callable[[bytes], int]
 
 __all__ = [
     "scan_netlink",
@@ -77,7 +88,6 @@ __all__ = [
 ]
 
 # -- constants (include/uapi/rdma/rdma_netlink.h, linux/netlink.h, libnl-3) ------------
-NETLINK_RDMA = 20
 RDMA_NL_NLDEV = 5
 RDMA_NLDEV_CMD_GET = 1
 RDMA_NLDEV_CMD_SYS_GET = 6
@@ -135,13 +145,6 @@ NLE_PARSE_ERR = 30
 NLE_DUMP_INTR = 33
 _NLE_RECV = 1000  # any nl_recv() failure (its exact code does not matter)
 
-#: libnl's socket buffer sizes (``nl_socket_set_buffer_size(sk, 0, 0)``) and
-#: receive buffer (four pages).
-SOCKET_BUFFER = 32768
-RECV_BUFFER = 4 * (os.sysconf("SC_PAGESIZE") if hasattr(os, "sysconf") else 4096)
-#: Seconds to wait for one datagram (libibverbs would wait forever).
-RECV_TIMEOUT = 2.0
-
 _U32 = struct.Struct("=I")
 _U64 = struct.Struct("=Q")
 _I32 = struct.Struct("=i")
@@ -150,66 +153,6 @@ _NLA = struct.Struct("=HH")
 
 RDMA_CDEV_DIR_DEFAULT = b"/dev/infiniband"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-
-
-class NetlinkFailure(Exception):
-    """A request failed the way libibverbs treats as failure (``errno`` says why)."""
-
-    def __init__(self, why: str, err: int) -> None:
-        super().__init__(why)
-        self.errno = err
-
-
-# -- transport ---------------------------------------------------------------------------
-
-
-class Transport(Protocol):
-    """A connected netlink socket: what libnl's ``nl_send``/``nl_recv`` talk to."""
-
-    def send(self, data: bytes) -> None:
-        """Send one request; raises OSError."""
-
-    def recv(self) -> bytes:
-        """One datagram; raises OSError (a timeout too) or NetlinkFailure (truncated)."""
-
-    def close(self) -> None:
-        """Close the socket."""
-
-
-class SocketTransport:
-    """The real ``NETLINK_RDMA`` socket, set up as ``rdmanl_socket_alloc`` does."""
-
-    def __init__(self) -> None:
-        import _socket
-
-        af_netlink = getattr(_socket, "AF_NETLINK", None)
-        if af_netlink is None:
-            raise OSError(errno.EAFNOSUPPORT, "AF_NETLINK is not supported here")
-        sock = _socket.socket(af_netlink, _socket.SOCK_RAW, NETLINK_RDMA)
-        try:
-            sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDBUF, SOCKET_BUFFER)
-            sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_RCVBUF, SOCKET_BUFFER)
-            sock.bind((0, 0))
-            name = sock.getsockname()
-            self.port = int(name[0]) if isinstance(name, tuple) else 0
-            sock.settimeout(RECV_TIMEOUT)
-        except BaseException:
-            sock.close()
-            raise
-        self._sock = sock
-        self._trunc = int(getattr(_socket, "MSG_TRUNC", 0x20))
-
-    def send(self, data: bytes) -> None:
-        self._sock.sendto(data, (0, 0))
-
-    def recv(self) -> bytes:
-        data, _anc, flags, _addr = self._sock.recvmsg(RECV_BUFFER)
-        if flags & self._trunc:
-            raise NetlinkFailure("a netlink datagram was longer than the buffer", errno.EMSGSIZE)
-        return data
-
-    def close(self) -> None:
-        self._sock.close()
 
 
 # -- messages ----------------------------------------------------------------------------
@@ -309,9 +252,6 @@ def parse_attrs(msg: bytes) -> Optional[Attrs]:
         off += step
         rem -= step
     return Attrs(padded, table)
-
-
-Callback = Callable[[bytes], int]
 
 
 def recvmsgs(transport: Transport, valid: Callback) -> tuple[int, bool]:
@@ -433,7 +373,7 @@ def _dump_cb(state: _State, msg: bytes) -> int:
         sysfs_root=state.root,
         cdev=(0, 0),
         abi_ver=0,
-        node_type=node_type_from_number(tb.u8(ATTR_DEV_NODE_TYPE)),
+        node_type=node_type_number(tb.u8(ATTR_DEV_NODE_TYPE)),
         time_created_ns=0,
         ibdev_idx=to_int32(tb.u32(ATTR_DEV_INDEX)),
         driver_id=0,
@@ -580,32 +520,12 @@ def scan_with(
     return Scan(kept, netlink=state.abi_forced)
 
 
-def scan_netlink(key: LibraryKey) -> Scan:
-    """Enumerate over RDMA netlink; raises SourceUnavailable where libibverbs falls back.
-
-    ``Scan.netlink`` is True when a ``GET_CHARDEV`` reply was accepted, which is
-    what forces libibverbs' global ABI to 6; otherwise the class ``abi_version``
-    is checked as in sysfs mode.
-    """
-    try:
-        transport = SocketTransport()
-    except OSError as e:
-        err = e.errno or errno.EPROTONOSUPPORT
-        raise SourceUnavailable(
-            f"no RDMA netlink socket: {os.strerror(err)}", err
-        ) from None
-    try:
-        return scan_with(transport, key.sysfs_root, key.dev_dir, transport.port)
-    finally:
-        transport.close()
-
-
 # -- the other two netlink questions rdma-core asks ----------------------------------------
 
 
 def _open_transport() -> Optional[SocketTransport]:
     try:
-        return SocketTransport()
+        return netlink_socket.SocketTransport()
     except OSError:
         return None
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 import os
-from typing import NamedTuple, Optional, Union
 
 from . import sources
 from .devlist import LibraryKey
 from .providers import installed_release, libibverbs_library, resolve_release
+from .typing_light import NamedTuple
 
-__all__ = ["Options", "resolve", "PathArg", "ReleaseArg"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Union
 
-PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
-ReleaseArg = Union[int, str, None]
+    PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+    ReleaseArg = Union[int, str, None]
+
+__all__ = ["Options", "resolve"]  # and, for the type checker, PathArg and ReleaseArg
 
 DEFAULT_SYSFS = b"/sys"
 DEFAULT_DEV_DIR = b"/dev/infiniband"
@@ -69,12 +72,20 @@ def env_sysfs_root() -> bytes:
     return _env_root
 
 
-@functools.lru_cache(maxsize=64)
+_default_modes: dict[bytes, tuple[str, str]] = {}
+
+
 def _default_mode(config_dir: bytes) -> tuple[str, str]:
     """The default provider mode, decided once per process for each config dir."""
-    if os.path.isdir(config_dir):
-        return "installed", f"default: config dir {os.fsdecode(config_dir)} exists"
-    return "builtin", f"default: no config dir {os.fsdecode(config_dir)}"
+    mode = _default_modes.get(config_dir)
+    if mode is None:
+        if os.path.isdir(config_dir):
+            mode = "installed", f"default: config dir {os.fsdecode(config_dir)} exists"
+        else:
+            mode = "builtin", f"default: no config dir {os.fsdecode(config_dir)}"
+        if len(_default_modes) < 64:
+            _default_modes[config_dir] = mode
+    return mode
 
 
 def resolve(

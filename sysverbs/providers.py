@@ -4,16 +4,24 @@ The data file records, for every rdma-core provider and every entry of its match
 table, the first rdma-core release that shipped it (``since``) and, for entries
 that were dropped, the first release without it (``until``).  The table of any
 release is therefore a pure function of the data: :func:`provider_table`.
+
+``data/providers.marshal`` holds the same data in :mod:`marshal` form, only because
+``import json`` (which imports ``re``) costs more than a whole first call at 64
+devices.  It carries the CRC-32 and size of the ``providers.json`` it was made
+from and is used only when they match; otherwise the JSON is parsed.  Regenerate
+it with ``python -m sysverbs.providers --write-cache`` (a test checks it is current).
 """
 
 from __future__ import annotations
 
-import functools
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
+import sys
 
+from .typing_light import NamedTuple
+
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import re
+    from typing import Any, Optional, Union
 
 __all__ = [
     "Provider",
@@ -28,7 +36,8 @@ __all__ = [
     "provider_dir",
 ]
 
-Release = Union[int, str, None]
+if TYPE_CHECKING:
+    Release = Union[int, str, None]
 
 
 class MatchEntry(NamedTuple):
@@ -51,35 +60,63 @@ class Provider(NamedTuple):
     max_abi: int
     entries: tuple[MatchEntry, ...]
     pci_prefixes: frozenset[bytes]  # b"pci:v%08Xd%08Xsv" for each PCI entry
-    patterns: tuple[re.Pattern[bytes], ...]  # compiled MODALIAS and NAME entries
+    patterns: tuple[bytes, ...]  # MODALIAS and NAME entries: fnmatch patterns
     driver_ids: frozenset[int]
 
 
-def _translate(pattern: bytes) -> re.Pattern[bytes]:
-    """fnmatch(pattern, s, 0) for patterns made of literals, ``*`` and ``?``."""
-    import re
-
-    out = []
-    for ch in pattern:
-        if ch == 0x2A:
-            out.append(b".*")
-        elif ch == 0x3F:
-            out.append(b".")
-        elif ch in b"[\\":
-            raise ValueError(f"unsupported fnmatch pattern {pattern!r}")
-        else:
-            out.append(re.escape(bytes([ch])))
-    return re.compile(b"".join(out), re.DOTALL)
+def _checked_pattern(pattern: bytes) -> bytes:
+    """A MODALIAS/NAME pattern :func:`sysverbs.cparse.fnmatch` can match exactly."""
+    if b"[" in pattern or b"\\" in pattern or b"\0" in pattern:
+        raise ValueError(f"unsupported fnmatch pattern {pattern!r}")
+    return pattern
 
 
-@functools.lru_cache(maxsize=1)
+_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+_JSON_PATH = os.path.join(_DATA_DIR, "providers.json")
+_CACHE_PATH = os.path.join(_DATA_DIR, "providers.marshal")
+_CACHE_TAG = "sysverbs-providers-cache-1"
+_loaded: dict[str, Any] = {}
+
+
+def _cache_blob(raw: bytes, data: dict[str, Any]) -> bytes:
+    import marshal
+    import zlib
+
+    return marshal.dumps((_CACHE_TAG, zlib.crc32(raw), len(raw), data))
+
+
 def _data() -> dict[str, Any]:
+    data: Optional[dict[str, Any]] = _loaded.get("data")
+    if data is None:
+        import marshal
+        import zlib
+
+        with open(_JSON_PATH, "rb") as f:
+            raw = f.read()
+        try:
+            with open(_CACHE_PATH, "rb") as f:
+                tag, crc, size, cached = marshal.loads(f.read())
+            if (tag, crc, size) == (_CACHE_TAG, zlib.crc32(raw), len(raw)):
+                data = cached
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+        if data is None:  # no cache, or one made from another providers.json
+            import json
+
+            data = json.loads(raw)
+        _loaded["data"] = data
+    return data
+
+
+def write_cache() -> str:
+    """Rewrite ``data/providers.marshal`` from ``data/providers.json``; its path."""
     import json
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "providers.json")
-    with open(path, encoding="utf-8") as f:
-        data: dict[str, Any] = json.load(f)
-    return data
+    with open(_JSON_PATH, "rb") as f:
+        raw = f.read()
+    with open(_CACHE_PATH, "wb") as f:
+        f.write(_cache_blob(raw, json.loads(raw)))
+    return _CACHE_PATH
 
 
 def latest_release() -> int:
@@ -144,9 +181,18 @@ def _alive(raw: dict[str, Any], release: int) -> bool:
     return int(raw["since"]) <= release and (until is None or release < int(until))
 
 
-@functools.cache
+_tables: dict[int, tuple[Provider, ...]] = {}
+
+
 def provider_table(release: int) -> tuple[Provider, ...]:
     """Every provider of ``release``, in the default (Debian) registration order."""
+    table = _tables.get(release)
+    if table is None:
+        table = _tables[release] = _derive_table(release)
+    return table
+
+
+def _derive_table(release: int) -> tuple[Provider, ...]:
     result = []
     for raw in _data()["providers"]:
         if not _alive(raw, release):
@@ -155,31 +201,43 @@ def provider_table(release: int) -> tuple[Provider, ...]:
         for first, lo, hi in raw.get("abi_history", []):
             if int(first) <= release:
                 min_abi, max_abi = int(lo), int(hi)
-        entries = tuple(_entry(e) for e in raw["match"] if _alive(e, release))
+        entries: list[MatchEntry] = []
+        prefixes: list[bytes] = []
+        patterns: list[bytes] = []
+        driver_ids: list[int] = []
+        for raw_entry in raw["match"]:
+            if not _alive(raw_entry, release):
+                continue
+            e = _entry(raw_entry)
+            entries.append(e)
+            if e.kind == "pci":
+                prefixes.append(b"pci:v%08Xd%08Xsv" % (e.vendor, e.device))
+            elif e.kind == "driver_id":
+                driver_ids.append(e.driver_id)
+            else:
+                patterns.append(_checked_pattern(e.pattern))
         result.append(
             Provider(
                 name=raw["name"],
                 library=raw["library"],
                 min_abi=min_abi,
                 max_abi=max_abi,
-                entries=entries,
-                pci_prefixes=frozenset(
-                    b"pci:v%08Xd%08Xsv" % (e.vendor, e.device) for e in entries if e.kind == "pci"
-                ),
-                patterns=tuple(
-                    _translate(e.pattern) for e in entries if e.kind in ("modalias", "name")
-                ),
-                driver_ids=frozenset(e.driver_id for e in entries if e.kind == "driver_id"),
+                entries=tuple(entries),
+                pci_prefixes=frozenset(prefixes),
+                patterns=tuple(patterns),
+                driver_ids=frozenset(driver_ids),
             )
         )
     return tuple(result)
 
 
 def _lib_dirs() -> list[str]:
-    import sysconfig
-
     dirs = []
-    multiarch = sysconfig.get_config_var("MULTIARCH")
+    multiarch = getattr(sys.implementation, "_multiarch", None)
+    if not multiarch:
+        import sysconfig
+
+        multiarch = sysconfig.get_config_var("MULTIARCH")
     if not multiarch:
         machine = os.uname().machine
         multiarch = f"{machine}-linux-gnu"
@@ -189,16 +247,37 @@ def _lib_dirs() -> list[str]:
     return dirs
 
 
-@functools.lru_cache(maxsize=1)
-def libibverbs_library() -> Optional[str]:
-    """Path of the installed ``libibverbs.so.1.<x>.<release>.<y>``, if there is one."""
-    import glob
+_LIB_PREFIX = "libibverbs.so.1."
 
-    for d in _lib_dirs():
-        found = sorted(glob.glob(os.path.join(d, "libibverbs.so.1.*.*")))
-        if found:
-            return found[-1]
-    return None
+
+def libibverbs_library() -> Optional[str]:
+    """Path of the installed ``libibverbs.so.1.<x>.<release>.<y>``, if there is one: in
+    the first library directory that has one, the file its ``libibverbs.so.1`` link
+    names (what the dynamic linker loads), else the last such file in sorted order."""
+    if "lib" not in _loaded:
+        found: Optional[str] = None
+        for d in _lib_dirs():
+            try:  # one readlink instead of listing a directory of thousands of files
+                target = os.path.join(d, os.readlink(os.path.join(d, "libibverbs.so.1")))
+                name = os.path.basename(target)
+                if (name.startswith(_LIB_PREFIX) and "." in name[len(_LIB_PREFIX):]
+                        and os.path.isfile(target)):
+                    found = target
+                    break
+            except OSError:
+                pass
+            try:
+                names = os.listdir(d)
+            except OSError:
+                continue
+            # glob("libibverbs.so.1.*.*"): the prefix, then anything with a dot in it.
+            hits = [n for n in names if n.startswith(_LIB_PREFIX) and "." in n[len(_LIB_PREFIX):]]
+            if hits:
+                found = os.path.join(d, max(hits))
+                break
+        _loaded["lib"] = found
+    lib: Optional[str] = _loaded["lib"]
+    return lib
 
 
 def installed_release() -> Optional[int]:
@@ -206,10 +285,11 @@ def installed_release() -> Optional[int]:
     lib = libibverbs_library()
     if lib is None:
         return None
-    import re
-
-    m = re.search(r"libibverbs\.so\.1\.\d+\.(\d+)(?:\.\d+)?$", lib)
-    return int(m.group(1)) if m else None
+    # libibverbs.so.1.<x>.<release>[.<y>], each a decimal number.
+    parts = os.path.basename(lib)[len(_LIB_PREFIX):].split(".")
+    if len(parts) in (2, 3) and all(p.isascii() and p.isdigit() for p in parts):
+        return int(parts[1])
+    return None
 
 
 def provider_dir() -> str:

@@ -42,14 +42,17 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .api import DeviceList, free_device_list, get_device_guid, get_device_index, get_device_list
 from .cparse import strtol, to_int32
 from .device import Context, Device, open_device
 from .devlist import LibraryKey
-from .options import PathArg, ReleaseArg, resolve
+from .options import resolve
 from .sysfs_read import RDMA_CM_ABI_SIZE, read_sysfs_file
+
+if TYPE_CHECKING:
+    from .options import PathArg, ReleaseArg
 
 __all__ = [
     "ContextList",

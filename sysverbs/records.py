@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
-from .enums import NodeType
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
 
 __all__ = ["DeviceRecord"]
 
@@ -40,7 +40,7 @@ class DeviceRecord:
         sysfs_root: bytes,  # <S>, used to build dev_path
         cdev: tuple[int, int],  # (major, minor) of the char device
         abi_ver: int,  # per-device uverbs ABI, unsigned 32-bit
-        node_type: NodeType,
+        node_type: Optional[int],  # a node_types number (-1: unknown); None: not read yet
         time_created_ns: int,  # st_mtime in ns of ibdev_path (sysfs mode identity)
         ibdev_idx: int = -1,  # kernel index in netlink mode, -1 in sysfs mode
         driver_id: int = 0,  # RDMA_DRIVER_UNKNOWN unless the kernel said (netlink)

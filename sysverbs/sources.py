@@ -15,13 +15,17 @@ and the first that does not raise :class:`SourceUnavailable` is used.
 from __future__ import annotations
 
 import errno
-from typing import TYPE_CHECKING, Callable
 
-from .records import DeviceRecord
 from .sysfs_source import scan_sysfs
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Callable
+
     from .devlist import LibraryKey
+    from .records import DeviceRecord
+
+    SourceFunc = Callable[["LibraryKey"], "Scan"]
 
 __all__ = ["Scan", "SourceUnavailable", "register", "scan", "names", "AUTO_ORDER"]
 
@@ -49,8 +53,6 @@ class SourceUnavailable(Exception):
         super().__init__(why)
         self.errno = err
 
-
-SourceFunc = Callable[["LibraryKey"], Scan]
 
 _SOURCES: dict[str, SourceFunc] = {}
 #: Sources tried in turn by ``source="auto"`` (netlink goes first once registered).
@@ -83,11 +85,12 @@ def scan(key: LibraryKey) -> Scan:
 
 
 def _sysfs(key: LibraryKey) -> Scan:
-    return Scan(scan_sysfs(key.sysfs_root, key.dev_dir))
+    # node_type is read later, and only for the records that become devices.
+    return Scan(scan_sysfs(key.sysfs_root, key.dev_dir, node_types=False))
 
 
 def _netlink(key: LibraryKey) -> Scan:
-    from .netlink_source import scan_netlink
+    from .netlink_socket import scan_netlink
 
     return scan_netlink(key)
 

@@ -17,7 +17,12 @@ would block there); for regular and sysfs files this changes nothing.
 from __future__ import annotations
 
 import os
-from typing import Optional, Union
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Union
+
+    PathArg = Union[bytes, str]
 
 __all__ = [
     "read_sysfs_file",
@@ -48,8 +53,6 @@ PATH_MAX_IBV = 256
 NAME_MAX_IBV = 64
 
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
-
-PathArg = Union[bytes, str]
 
 
 def read_sysfs_file(path: PathArg, size: int, dir_fd: Optional[int] = None) -> Optional[bytes]:

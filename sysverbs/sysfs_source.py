@@ -5,10 +5,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import NamedTuple, Optional, Union
+import sys
 
 from .cparse import cstr, scan_u_u, strtol, strtoul, to_int32
-from .enums import NodeType, node_type_from_number
+from .node_types import UNKNOWN, node_type_number
 from .records import DeviceRecord
 from .sysfs_read import (
     ABI_SIZE,
@@ -20,10 +20,17 @@ from .sysfs_read import (
     PATH_MAX_IBV,
     read_sysfs_file,
 )
+from .typing_light import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Union
 
 __all__ = ["scan_sysfs", "scan_sysfs_detailed", "read_class_abi", "ScanError", "Skipped"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_FS_ENCODING = sys.getfilesystemencoding()
+_FS_ERRORS = sys.getfilesystemencodeerrors()
 
 
 class ScanError(Exception):
@@ -49,18 +56,23 @@ class Skipped(NamedTuple):
     ibdev_name: Optional[bytes] = None
 
 
-def read_node_type(ibdev_path: bytes) -> NodeType:
-    """``<ibdev_path>/node_type``: result ``<= 0`` is UNKNOWN, else strtoul as uint32."""
+def read_node_type(ibdev_path: bytes) -> int:
+    """``<ibdev_path>/node_type``: result ``<= 0`` is UNKNOWN, else strtoul as uint32
+    (a :mod:`sysverbs.node_types` number)."""
     value = read_sysfs_file(ibdev_path + b"/node_type", NODE_TYPE_SIZE)
     if not value:
-        return NodeType.UNKNOWN
-    return node_type_from_number(strtoul(value) & 0xFFFFFFFF)
+        return UNKNOWN
+    return node_type_number(strtoul(value) & 0xFFFFFFFF)
 
 
 def _scan_entry(
-    class_fd: int, name: bytes, root: bytes, dev_dir: bytes
+    class_fd: int, name: bytes, root: bytes, dev_dir: bytes, node_types: bool
 ) -> Union[DeviceRecord, Skipped]:
-    """Steps 2-10 of spec 1.6 for one class entry; a :class:`Skipped` is a silent skip."""
+    """Steps 2-10 of spec 1.6 for one class entry; a :class:`Skipped` is a silent skip.
+
+    Without ``node_types`` the record's ``node_type`` is None: read it with
+    :func:`read_node_type` when it is needed (a read failure only makes it UNKNOWN,
+    so reading it later changes nothing but the order of the reads)."""
     try:
         entry_fd = os.open(name, _DIR_FLAGS, dir_fd=class_fd)
     except OSError:
@@ -69,7 +81,7 @@ def _scan_entry(
         ibdev = read_sysfs_file(b"ibdev", IBDEV_SIZE, dir_fd=entry_fd)
         if ibdev is None:
             return Skipped(name, "ibdev_unreadable")
-        ibdev_name = cstr(ibdev)
+        ibdev_name = cstr(ibdev) if b"\0" in ibdev else ibdev
         ibdev_path = root + b"/class/infiniband/" + ibdev_name
         if len(name) >= NAME_MAX_IBV:
             return Skipped(name, "name_too_long", ibdev_name)
@@ -91,33 +103,29 @@ def _scan_entry(
         abi_ver = strtoul(abi) & 0xFFFFFFFF if abi else 0
     finally:
         os.close(entry_fd)
-    node_type = read_node_type(ibdev_path)
+    node_type = read_node_type(ibdev_path) if node_types else None
     try:
         os.stat(dev_dir + b"/" + name)
     except (OSError, ValueError):
         return Skipped(name, "no_dev_node", ibdev_name)
     return DeviceRecord(
-        dev_name=name,
-        ibdev_name=ibdev_name,
-        ibdev_path=ibdev_path,
-        sysfs_root=root,
-        cdev=cdev,
-        abi_ver=abi_ver,
-        node_type=node_type,
-        time_created_ns=st.st_mtime_ns,
+        name, ibdev_name, ibdev_path, root, cdev, abi_ver, node_type, st.st_mtime_ns
     )
 
 
-def scan_sysfs(root: bytes, dev_dir: bytes) -> list[DeviceRecord]:
+def scan_sysfs(root: bytes, dev_dir: bytes, node_types: bool = True) -> list[DeviceRecord]:
     """The temporary device list: candidates in reverse readdir order.
 
     Raises :class:`ScanError` with ENOMEM (class path too long) or ENOSYS (class
-    directory cannot be opened).
+    directory cannot be opened).  ``node_types=False`` leaves ``node_type`` None in
+    the records (see :func:`_scan_entry`).
     """
-    return scan_sysfs_detailed(root, dev_dir)[0]
+    return scan_sysfs_detailed(root, dev_dir, node_types)[0]
 
 
-def scan_sysfs_detailed(root: bytes, dev_dir: bytes) -> tuple[list[DeviceRecord], list[Skipped]]:
+def scan_sysfs_detailed(
+    root: bytes, dev_dir: bytes, node_types: bool = True
+) -> tuple[list[DeviceRecord], list[Skipped]]:
     """:func:`scan_sysfs` plus the entries it skipped (in readdir order), with the reason."""
     class_path = root + b"/class/infiniband_verbs"
     if len(class_path) >= PATH_MAX_IBV:
@@ -134,10 +142,10 @@ def scan_sysfs_detailed(root: bytes, dev_dir: bytes) -> tuple[list[DeviceRecord]
         except OSError:
             names = []
         for name_str in names:
-            name = os.fsencode(name_str)
-            if name.startswith(b"."):
+            if name_str[:1] == ".":
                 continue
-            rec = _scan_entry(class_fd, name, root, dev_dir)
+            name = name_str.encode(_FS_ENCODING, _FS_ERRORS)  # os.fsencode
+            rec = _scan_entry(class_fd, name, root, dev_dir, node_types)
             if isinstance(rec, Skipped):
                 skipped.append(rec)
             else:

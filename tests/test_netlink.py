@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sysverbs
+from sysverbs import netlink_socket
 from sysverbs import netlink_source as nl
 from sysverbs.devlist import LibraryKey
 from sysverbs.enums import NodeType
@@ -384,7 +385,7 @@ def test_scan_order_and_fields(host: tuple[Path, Path]) -> None:
     root = os.fsencode(host[0])
     assert mm2.ibdev_path == root + b"/class/infiniband/mm2" and mm2.sysfs_root == root
     assert mm2.node_guid == 0x1122334455667788 and mm2.driver_id == RXE
-    assert qq0.node_type is NodeType.RNIC and aa1.node_type is NodeType.UNKNOWN
+    assert qq0.node_type == NodeType.RNIC and aa1.node_type == NodeType.UNKNOWN
     assert qq0.cdev == (231, 300) and aa1.abi_ver == 2 and aa1.driver_id == 0
     assert mm2.time_created_ns == 0
     # requests: the dump, then one GET_CHARDEV per device in temporary-list order
@@ -524,7 +525,7 @@ def test_no_socket_here_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail() -> FakeKernel:
         raise OSError(errno.EPROTONOSUPPORT, "Protocol not supported")
 
-    monkeypatch.setattr(nl, "SocketTransport", fail)
+    monkeypatch.setattr(netlink_socket, "SocketTransport", fail)
     key = LibraryKey("netlink", b"/sys", b"/dev/infiniband", b"/etc/x", "builtin", 44)
     with pytest.raises(SourceUnavailable) as e:
         nl.scan_netlink(key)
@@ -585,7 +586,7 @@ def test_no_netlink_answers_for_fork_and_rdma_cm(monkeypatch: pytest.MonkeyPatch
     def fail() -> FakeKernel:
         raise OSError(errno.EPROTONOSUPPORT, "Protocol not supported")
 
-    monkeypatch.setattr(nl, "SocketTransport", fail)
+    monkeypatch.setattr(netlink_socket, "SocketTransport", fail)
     assert nl.query_copy_on_fork() is False
     assert nl.chardev_abi("rdma_cm") == -1
 
@@ -596,7 +597,7 @@ def test_no_netlink_answers_for_fork_and_rdma_cm(monkeypatch: pytest.MonkeyPatch
 @pytest.fixture
 def kernel(monkeypatch: pytest.MonkeyPatch) -> FakeKernel:
     k = FakeKernel([])
-    monkeypatch.setattr(nl, "SocketTransport", lambda: k)
+    monkeypatch.setattr(netlink_socket, "SocketTransport", lambda: k)
     return k
 
 

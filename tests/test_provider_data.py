@@ -248,3 +248,37 @@ def test_spot_checks_pabi() -> None:
     expected = {12: 2, 14: 2, 15: 15, 22: 22, 24: 22, 25: 25, 33: 33, 34: 34, 44: 34,
                 56: 34, 57: 57, 58: 57, 59: 59, 63: 59, 64: 64, 65: 65}
     assert {r: pabi(r) for r in expected} == expected
+
+
+def test_marshal_cache_is_current_and_used() -> None:
+    """``data/providers.marshal`` is providers.json (CRC, size and content), so the
+    fast load gives the same data; tools/write_provider_cache.py rewrites it."""
+    import marshal
+    import zlib
+
+    from sysverbs import providers
+
+    raw = Path(providers._JSON_PATH).read_bytes()
+    tag, crc, size, data = marshal.loads(Path(providers._CACHE_PATH).read_bytes())
+    assert (tag, crc, size) == (providers._CACHE_TAG, zlib.crc32(raw), len(raw)), (
+        "stale cache: run tools/write_provider_cache.py"
+    )
+    assert data == json.loads(raw) == DATA
+
+
+def test_stale_or_broken_cache_falls_back_to_json(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from sysverbs import providers
+
+    raw = Path(providers._JSON_PATH).read_bytes()
+    changed = json.loads(raw)
+    changed["latest"] = 1  # a cache made from another providers.json must be ignored
+    stale = tmp_path / "stale.marshal"
+    stale.write_bytes(providers._cache_blob(raw + b" ", changed))
+    broken = tmp_path / "broken.marshal"
+    broken.write_bytes(b"\x00garbage")
+    for cache in (stale, broken, tmp_path / "missing.marshal"):
+        monkeypatch.setattr(providers, "_CACHE_PATH", str(cache))
+        monkeypatch.setattr(providers, "_loaded", {})
+        assert providers._data() == DATA
