@@ -16,15 +16,16 @@ imports what it needs when it runs.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
 import sys
-import tempfile
-from collections.abc import Iterator, Sequence
-from typing import Any, BinaryIO, Optional
 
 from . import api, sources
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from tempfile import TemporaryDirectory
+    from typing import Any, BinaryIO, Optional
 
 __all__ = ["main"]
 
@@ -49,23 +50,37 @@ def _perror(prefix: str, err: OSError) -> None:
     sys.stderr.buffer.flush()
 
 
-@contextlib.contextmanager
-def _options(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    opts: dict[str, Any] = {
-        "source": args.source,
-        "sysfs_path": args.sysfs_path,
-        "dev_dir": args.dev_dir,
-        "config_dir": args.config_dir,
-        "providers": args.providers,
-        "rdma_core": args.rdma_core,
-    }
-    if args.fixture is None:
-        yield opts
-        return
-    from .recording import fixture_path, materialize
+class _options:  # noqa: N801 (a context manager, used like a function)
+    """The listing options of the command line; with ``--fixture``, the fixture is
+    materialized in a temporary directory for as long as the block runs.  (A class,
+    not contextlib/tempfile at import: ``sysverbs devices`` imports only what it uses.)"""
 
-    with tempfile.TemporaryDirectory(prefix="sysverbs-") as tmp:
-        host = materialize(fixture_path(args.fixture), tmp)
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.tmp: Optional[TemporaryDirectory[str]] = None
+
+    def __enter__(self) -> dict[str, Any]:
+        args = self.args
+        opts: dict[str, Any] = {
+            "source": args.source,
+            "sysfs_path": args.sysfs_path,
+            "dev_dir": args.dev_dir,
+            "config_dir": args.config_dir,
+            "providers": args.providers,
+            "rdma_core": args.rdma_core,
+        }
+        if args.fixture is None:
+            return opts
+        import tempfile
+
+        from .recording import fixture_path, materialize
+
+        self.tmp = tempfile.TemporaryDirectory(prefix="sysverbs-")
+        try:
+            host = materialize(fixture_path(args.fixture), self.tmp.name)
+        except BaseException:
+            self.tmp.cleanup()
+            raise
         opts["sysfs_path"] = str(host.sysfs)
         opts["dev_dir"] = str(host.dev)
         if args.providers is None:
@@ -74,10 +89,16 @@ def _options(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             # A fixture is a sysfs tree: on a host with RDMA netlink, "auto" would list
             # the real kernel's devices (as libibverbs does with SYSFS_PATH set).
             opts["source"] = "sysfs"
-        yield opts
+        return opts
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tmp is not None:
+            self.tmp.cleanup()
 
 
 def _json(doc: Any) -> None:
+    import json
+
     sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     sys.stdout.flush()
 
@@ -326,8 +347,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stderr.write(f"sysverbs: {e.args[0] if e.args else e}\n")
         return EXIT_USAGE
     except BrokenPipeError:  # `sysverbs ... | head`: stop quietly, as the C tools do
-        with contextlib.suppress(OSError):
+        try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
         return 1
     except OSError as e:
         sys.stderr.write(f"sysverbs {args.command}: {e}\n")
