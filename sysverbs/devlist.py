@@ -18,7 +18,7 @@ from .device import Device
 from .matching import Matcher
 from .messages import KernelAbiFatal, NoDriverWarning, emit
 from .node_types import transport_number
-from .sysfs_source import ScanError, read_class_abi, read_node_type
+from .sysfs_source import ScanError, read_class_abi
 from .typing_light import NamedTuple
 
 TYPE_CHECKING = False
@@ -85,8 +85,6 @@ class Library:
                 continue
             dev_path = rec.sysfs_root + b"/class/infiniband_verbs/" + rec.dev_name
             node_type = rec.node_type
-            if node_type is None:  # not read by the scan (sources: sysfs)
-                node_type = rec.node_type = read_node_type(rec.ibdev_path)
             self.devices.insert(
                 0,
                 Device(

@@ -14,6 +14,12 @@ class DeviceRecord:
 
     A plain class with slots (not a dataclass: ``import dataclasses`` alone costs
     more than the rest of ``import sysverbs``).
+
+    ``abi_ver`` and ``node_type`` may be given as None: they are then read from sysfs
+    (``<S>/class/infiniband_verbs/<dev_name>/abi_version``, ``<ibdev_path>/node_type``)
+    the first time they are used.  A failed read of either only gives 0 or UNKNOWN
+    and never skips a device, so reading them late changes nothing but the order of
+    the reads, and a device that survives from an earlier call never needs them.
     """
 
     __slots__ = (
@@ -22,8 +28,8 @@ class DeviceRecord:
         "ibdev_path",
         "sysfs_root",
         "cdev",
-        "abi_ver",
-        "node_type",
+        "_abi_ver",
+        "_node_type",
         "time_created_ns",
         "ibdev_idx",
         "driver_id",
@@ -39,8 +45,8 @@ class DeviceRecord:
         ibdev_path: bytes,  # <S>/class/infiniband/<ibdev_name>
         sysfs_root: bytes,  # <S>, used to build dev_path
         cdev: tuple[int, int],  # (major, minor) of the char device
-        abi_ver: int,  # per-device uverbs ABI, unsigned 32-bit
-        node_type: Optional[int],  # a node_types number (-1: unknown); None: not read yet
+        abi_ver: Optional[int],  # per-device uverbs ABI, unsigned 32-bit; None: read later
+        node_type: Optional[int],  # a node_types number (-1: unknown); None: read later
         time_created_ns: int,  # st_mtime in ns of ibdev_path (sysfs mode identity)
         ibdev_idx: int = -1,  # kernel index in netlink mode, -1 in sysfs mode
         driver_id: int = 0,  # RDMA_DRIVER_UNKNOWN unless the kernel said (netlink)
@@ -53,8 +59,8 @@ class DeviceRecord:
         self.ibdev_path = ibdev_path
         self.sysfs_root = sysfs_root
         self.cdev = cdev
-        self.abi_ver = abi_ver
-        self.node_type = node_type
+        self._abi_ver = abi_ver
+        self._node_type = node_type
         self.time_created_ns = time_created_ns
         self.ibdev_idx = ibdev_idx
         self.driver_id = driver_id
@@ -62,8 +68,40 @@ class DeviceRecord:
         self.modalias = modalias
         self.modalias_read = modalias_read
 
+    @property
+    def abi_ver(self) -> int:
+        value = self._abi_ver
+        if value is None:
+            from .sysfs_source import read_abi_version
+
+            entry = self.sysfs_root + b"/class/infiniband_verbs/" + self.dev_name
+            value = self._abi_ver = read_abi_version(entry)
+        return value
+
+    @abi_ver.setter
+    def abi_ver(self, value: int) -> None:
+        self._abi_ver = value
+
+    @property
+    def node_type(self) -> int:
+        value = self._node_type
+        if value is None:
+            from .sysfs_source import read_node_type
+
+            value = self._node_type = read_node_type(self.ibdev_path)
+        return value
+
+    @node_type.setter
+    def node_type(self, value: int) -> None:
+        self._node_type = value
+
+    _FIELDS = (
+        "dev_name", "ibdev_name", "ibdev_path", "sysfs_root", "cdev", "abi_ver", "node_type",
+        "time_created_ns", "ibdev_idx", "driver_id", "node_guid",
+    )
+
     def _fields(self) -> tuple[object, ...]:
-        return tuple(getattr(self, k) for k in self.__slots__[:11])
+        return tuple(getattr(self, k) for k in self._FIELDS)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, DeviceRecord):
@@ -73,5 +111,5 @@ class DeviceRecord:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__[:11])
+        inner = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._FIELDS)
         return f"DeviceRecord({inner})"

@@ -85,8 +85,9 @@ def scan(key: LibraryKey) -> Scan:
 
 
 def _sysfs(key: LibraryKey) -> Scan:
-    # node_type is read later, and only for the records that become devices.
-    return Scan(scan_sysfs(key.sysfs_root, key.dev_dir, node_types=False))
+    # abi_version and node_type are read later, only for records that are matched
+    # (not for devices that survive from an earlier call).
+    return Scan(scan_sysfs(key.sysfs_root, key.dev_dir, lazy=True))
 
 
 def _netlink(key: LibraryKey) -> Scan:

@@ -65,14 +65,23 @@ def read_node_type(ibdev_path: bytes) -> int:
     return node_type_number(strtoul(value) & 0xFFFFFFFF)
 
 
+def _abi_number(value: Optional[bytes]) -> int:
+    """An ``abi_version`` read: strtoul as uint32, 0 when unreadable or empty."""
+    return strtoul(value) & 0xFFFFFFFF if value else 0
+
+
+def read_abi_version(entry_path: bytes) -> int:
+    """``<entry_path>/abi_version`` of a ``class/infiniband_verbs`` entry."""
+    return _abi_number(read_sysfs_file(entry_path + b"/abi_version", ABI_SIZE))
+
+
 def _scan_entry(
-    class_fd: int, name: bytes, root: bytes, dev_dir: bytes, node_types: bool
+    class_fd: int, name: bytes, root: bytes, dev_dir: bytes, lazy: bool
 ) -> Union[DeviceRecord, Skipped]:
     """Steps 2-10 of spec 1.6 for one class entry; a :class:`Skipped` is a silent skip.
 
-    Without ``node_types`` the record's ``node_type`` is None: read it with
-    :func:`read_node_type` when it is needed (a read failure only makes it UNKNOWN,
-    so reading it later changes nothing but the order of the reads)."""
+    With ``lazy`` the record's ``abi_ver`` and ``node_type`` are read when first used
+    (see :class:`~sysverbs.records.DeviceRecord`)."""
     try:
         entry_fd = os.open(name, _DIR_FLAGS, dir_fd=class_fd)
     except OSError:
@@ -99,11 +108,12 @@ def _scan_entry(
         cdev = scan_u_u(dev)
         if cdev is None:
             return Skipped(name, "bad_dev", ibdev_name)
-        abi = read_sysfs_file(b"abi_version", ABI_SIZE, dir_fd=entry_fd)
-        abi_ver = strtoul(abi) & 0xFFFFFFFF if abi else 0
+        abi_ver = None
+        if not lazy:
+            abi_ver = _abi_number(read_sysfs_file(b"abi_version", ABI_SIZE, dir_fd=entry_fd))
     finally:
         os.close(entry_fd)
-    node_type = read_node_type(ibdev_path) if node_types else None
+    node_type = None if lazy else read_node_type(ibdev_path)
     try:
         os.stat(dev_dir + b"/" + name)
     except (OSError, ValueError):
@@ -113,18 +123,18 @@ def _scan_entry(
     )
 
 
-def scan_sysfs(root: bytes, dev_dir: bytes, node_types: bool = True) -> list[DeviceRecord]:
+def scan_sysfs(root: bytes, dev_dir: bytes, lazy: bool = False) -> list[DeviceRecord]:
     """The temporary device list: candidates in reverse readdir order.
 
     Raises :class:`ScanError` with ENOMEM (class path too long) or ENOSYS (class
-    directory cannot be opened).  ``node_types=False`` leaves ``node_type`` None in
-    the records (see :func:`_scan_entry`).
+    directory cannot be opened).  ``lazy``: leave ``abi_version`` and ``node_type``
+    to be read when a record's fields are first used (see :func:`_scan_entry`).
     """
-    return scan_sysfs_detailed(root, dev_dir, node_types)[0]
+    return scan_sysfs_detailed(root, dev_dir, lazy)[0]
 
 
 def scan_sysfs_detailed(
-    root: bytes, dev_dir: bytes, node_types: bool = True
+    root: bytes, dev_dir: bytes, lazy: bool = False
 ) -> tuple[list[DeviceRecord], list[Skipped]]:
     """:func:`scan_sysfs` plus the entries it skipped (in readdir order), with the reason."""
     class_path = root + b"/class/infiniband_verbs"
@@ -145,7 +155,7 @@ def scan_sysfs_detailed(
             if name_str[:1] == ".":
                 continue
             name = name_str.encode(_FS_ENCODING, _FS_ERRORS)  # os.fsencode
-            rec = _scan_entry(class_fd, name, root, dev_dir, node_types)
+            rec = _scan_entry(class_fd, name, root, dev_dir, lazy)
             if isinstance(rec, Skipped):
                 skipped.append(rec)
             else:
