@@ -13,18 +13,6 @@ import pytest
 from tests.oracle import harness
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Give each pytest-xdist worker its own kernel-lab initrd cache, so that two
-    workers never build the same cache at the same time."""
-    kernels = sorted(Path("/boot").glob("vmlinuz-*"))
-    kver = kernels[-1].name.removeprefix("vmlinuz-") if kernels else "none"
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    os.environ.setdefault("VM_CACHE", f"/tmp/sysverbs-vm-{kver}-{worker}")
-    # TCG emulation on 2 busy cores: a scenario VM can need far more than the
-    # recipe's 300 s default before it gives up.
-    os.environ.setdefault("VM_TIMEOUT", "1500")
-
-
 def require(reason: str | None, what: str) -> None:
     """Skip when an oracle is unavailable, but fail under CI=true: a skipped oracle
     is a failed oracle."""

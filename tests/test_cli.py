@@ -2,7 +2,7 @@
 doctor, watch (polling a temporary tree), snapshot, help, errors and import cost.
 
 Byte-for-byte comparisons with the real tools are in tests/test_oracle_cli.py
-(fixtures) and tests/test_cli_kernel.py (the kernel lab VM)."""
+(fixtures) and tests/kernel/test_kernel_lab.py (the kernel lab VM, scenario ``cli_tools``)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ socket).  Adding a device to the testbed emits its "add" uevent; removals are
 emitted with ``Testbed.uevent(path, "remove")``.  umockdev speaks udevd's protocol,
 so these events reach monitors on udevd's group (the backend picks it under
 umockdev).  The kernel's own uevents (``netlink="kernel"``) are proven in the
-kernel lab VM (tests/test_kernel_monitor.py).
+kernel lab VM (tests/kernel/test_kernel_lab.py, scenario ``hotplug``).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def unavailable(reason: str) -> NoReturn:
 
 def _boot_or_raise(workdir: Optional[Path] = None) -> lab_mod.LabResults:
     """One boot (or the reason it cannot happen, raised as a pytest outcome)."""
-    reason = vmlab.unavailable_reason()
+    reason = lab_mod.unavailable_reason()
     if reason:
         unavailable(reason)
     try:

@@ -24,6 +24,8 @@ from tests.kernel import scenarios, vmlab
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+#: PATH in the VM
+VM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass
@@ -89,9 +91,21 @@ def load_results(workdir: Path) -> LabResults:
     )
 
 
+def unavailable_reason() -> Optional[str]:
+    """Why the lab cannot run here (None if it may): the VM, or the real tools the
+    scenarios compare with (the VM runs this machine's disk)."""
+    reason = vmlab.unavailable_reason()
+    if reason:
+        return reason
+    for tool in ("rdma", "ip", "ibv_devices", "ibv_devinfo"):
+        if shutil.which(tool, path=VM_PATH) is None:
+            return f"{tool} is not installed (apt-get install iproute2 ibverbs-utils)"
+    return None
+
+
 def run_lab(workdir: Optional[Path] = None) -> LabResults:
     """Boot once, run every scenario; raises :class:`vmlab.VmError`."""
-    reason = vmlab.unavailable_reason()
+    reason = unavailable_reason()
     if reason:
         raise vmlab.VmError("unavailable", reason)
     if workdir is None:
@@ -110,7 +124,7 @@ def run_lab(workdir: Optional[Path] = None) -> LabResults:
     env = [
         f"export PYTHONPATH={REPO}",
         "export PYTHONDONTWRITEBYTECODE=1",
-        "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        f"export PATH={VM_PATH}",
         "unset SYSFS_PATH IBV_SHOW_WARNINGS RDMAV_DRIVERS IBV_DRIVERS LD_PRELOAD",
     ]
     if preload:

@@ -13,10 +13,20 @@ results (each step, device identity across calls, stderr bytes):
 
 Kernel state accumulates: indices only grow, uverbs numbers are reused, so the
 orders differ.  Plain data only: the VM side needs nothing from here.
+
+The boot starts with three scenarios that compare sysverbs with the real tools
+rather than with libibverbs in lockstep (``hotplug``: kernel uevents and polling;
+``attributes``: ``rdma link``, ``ibv_devinfo -v``, sysfs text, librdmacm;
+``cli_tools``: ``ibv_devices``/``ibv_devinfo``/``rdma link`` against the ``sysverbs``
+command).  Each sets up its own devices and removes them (and what it loaded), so
+the lockstep scenarios after them start from a kernel with no RDMA device.
 """
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
 from typing import Any, Optional
 
 Step = dict[str, Any]
@@ -161,7 +171,7 @@ def scenario(name: str, steps: list[Step], groups: dict[str, list[str]]) -> dict
 def build(preload: bool) -> list[dict[str, Any]]:
     """Every scenario, in boot order.  ``preload``: the nlblock interposer is there."""
     fb = preload
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = real_tools_scenarios()
 
     # 1. No RDMA device at all (ib_core, ib_uverbs, rdma_rxe loaded).
     s, g = both(fallback=fb)
@@ -515,3 +525,172 @@ def _blocked_scenarios() -> list[dict[str, Any]]:
         )
     )
     return out
+
+
+# -- sysverbs against the real tools (not in lockstep) ---------------------------------------
+
+#: This machine's Python (the VM runs on this machine's disk).  The probes that need
+#: only the standard library run with ``-S`` (the site machinery costs 9p round trips).
+PYTHON = sys.executable
+REPO = Path(__file__).resolve().parents[2]
+
+#: Remove every RDMA device, failing if one cannot be removed.
+NO_DEVICES = "for d in $(ls /sys/class/infiniband); do rdma link del $d || exit 1; done"
+
+#: Two monitors (the kernel's own uevents: there is no udevd in the VM; and polling)
+#: listen while rxe0 is added, renamed to rxefoo and removed; the udev and sysfs
+#: sources list the devices in between.
+HOTPLUG = """
+PY=@PY@
+mkdir -p /run/sv
+$PY -m tests.kernel.vm_probes monitor udev > /run/sv/udev.jsonl 2> /run/sv/udev.err &
+U=$!
+$PY -m tests.kernel.vm_probes monitor poll > /run/sv/poll.jsonl 2> /run/sv/poll.err &
+P=$!
+start=$(date +%s)
+while [ ! -e /run/sv/ready-udev ] || [ ! -e /run/sv/ready-poll ]; do
+  [ $(( $(date +%s) - start )) -gt 150 ] && break
+  { kill -0 $U && kill -0 $P; } 2>/dev/null || break
+  sleep 0.2
+done
+rdma link add rxe0 type rxe netdev dummy0
+sleep 1.5
+echo "===SOURCES"; $PY -m tests.kernel.vm_probes sources
+rdma dev set rxe0 name rxefoo
+sleep 1.5
+rdma link del rxefoo
+wait $U $P
+echo "===UDEV"; cat /run/sv/udev.jsonl /run/sv/udev.err
+echo "===POLL"; cat /run/sv/poll.jsonl /run/sv/poll.err
+echo "===END"
+""".replace("@PY@", PYTHON)
+
+#: rxe0 on dummy0 (up, IPv4 and IPv6 addresses: RoCE v2 GIDs; MAC ...:02) and rxe1 on
+#: v0 (MAC ...:01), whose veth peer v1 is down (port DOWN).
+ATTRIBUTES_SETUP = """set -e
+modprobe rdma_ucm >/dev/null 2>&1 || true
+ip link set dummy0 up
+ip link set dummy0 address 02:00:00:00:00:02
+ip link add v0 type veth peer name v1
+ip link set v0 address 02:00:00:00:00:01
+ip link set v0 up
+rdma link add rxe0 type rxe netdev dummy0
+rdma link add rxe1 type rxe netdev v0
+ip addr add 192.168.7.1/24 dev dummy0
+ip -6 addr add fd00::1/64 dev dummy0 nodad
+sleep 1
+"""
+
+#: ``cat`` of sysfs files: one ``<device>\\t<file>\\t<text, newlines as |>`` line each.
+CAT_SYSFS = r"""
+for d in /sys/class/infiniband/*; do
+  for f in node_guid sys_image_guid node_type node_desc fw_ver parent \
+           ports/1/state ports/1/phys_state ports/1/rate ports/1/lid ports/1/sm_lid \
+           ports/1/lid_mask_count ports/1/cap_mask ports/1/link_layer ports/1/gids/0 \
+           ports/1/gid_attrs/types/0 ports/1/gid_attrs/ndevs/0 ports/1/pkeys/0; do
+    [ -e "$d/$f" ] || continue
+    printf '%s\t%s\t' "$(basename $d)" "$f"; cat "$d/$f" | tr '\n' '|'; echo
+  done
+done
+"""
+
+#: rxe0 on dummy0 and rxe1 on v0 (with an IPv4 address: an IPv4-mapped RoCE v2 GID),
+#: both ports up.
+CLI_SETUP = """set -e
+ip link set dummy0 up
+ip link add v0 type veth peer name v1
+ip addr add 192.168.77.1/24 dev v0
+ip link set v0 up; ip link set v1 up
+rdma link add rxe0 type rxe netdev dummy0
+rdma link add rxe1 type rxe netdev v0
+sleep 2
+"""
+
+#: (key, the real tool, the sysverbs command's arguments): compared in ``cli_tools``.
+CLI_PAIRS: list[tuple[str, list[str], list[str]]] = [
+    ("devices", ["ibv_devices"], ["devices"]),
+    ("devices-sysfs", ["ibv_devices"], ["devices", "--source", "sysfs"]),
+    ("devinfo-l", ["ibv_devinfo", "-l"], ["devinfo", "-l"]),
+    ("devinfo-l-sysfs", ["ibv_devinfo", "-l"], ["devinfo", "-l", "--source", "sysfs"]),
+    ("devinfo", ["ibv_devinfo"], ["devinfo"]),
+    ("devinfo-v", ["ibv_devinfo", "-v"], ["devinfo", "-v"]),
+    ("devinfo-v-sysfs", ["ibv_devinfo", "-v"], ["devinfo", "-v", "--source", "sysfs"]),
+    (
+        "devinfo-d-i",
+        ["ibv_devinfo", "-d", "rxe1", "-i", "1", "-v"],
+        ["devinfo", "-d", "rxe1", "-i", "1", "-v"],
+    ),
+    ("devinfo-i2", ["ibv_devinfo", "-i", "2"], ["devinfo", "-i", "2"]),
+    ("devinfo-nope", ["ibv_devinfo", "-d", "nope"], ["devinfo", "-d", "nope"]),
+    ("devinfo-i0", ["ibv_devinfo", "-i", "0"], ["devinfo", "-i", "0"]),
+    ("devinfo-l-i0", ["ibv_devinfo", "-l", "-i", "0"], ["devinfo", "-l", "-i", "0"]),
+]
+
+
+def cmd(name: str, argv: list[str], **kw: Any) -> Step:
+    """Run a program as root, environment as the runner's (no IBV_SHOW_WARNINGS)."""
+    return {"op": "cmd", "name": name, "argv": argv, "env": {}, **kw}
+
+
+def cli(name: str, args: list[str]) -> Step:
+    """``sysverbs ARGS`` (``sysverbs.cli.main`` in a fresh fork), same environment."""
+    return {"op": "cli", "name": name, "args": args, "env": {}}
+
+
+def _rdmacm_probe(name: str, impl: str, plan: dict[str, Any]) -> Step:
+    script = str(REPO / "tests/oracle/rdmacm_probe.py")
+    return cmd(name, [PYTHON, "-S", script, impl, json.dumps(plan)])
+
+
+def real_tools_scenarios() -> list[dict[str, Any]]:
+    """``hotplug``, ``attributes`` and ``cli_tools``: each leaves no device behind."""
+    hotplug = scenario(
+        "hotplug",
+        [
+            sh("ip link set dummy0 up"),
+            # the monitors may wait 150 s to start and listen 120 s: more than a step's default
+            cmd("hotplug", ["sh", "-c", HOTPLUG], timeout=600),
+            sh(NO_DEVICES),
+        ],
+        {},
+    )
+    probe_steps = [{"op": "rdma_get"}, {"op": "ibv_list"}]
+    attributes = scenario(
+        "attributes",
+        [
+            sh(ATTRIBUTES_SETUP),
+            cmd("rdma_link", ["rdma", "-j", "link", "show"]),
+            cmd("devinfo", ["ibv_devinfo", "-v"]),
+            cmd("cat", ["sh", "-c", CAT_SYSFS]),
+            _rdmacm_probe("librdmacm", "librdmacm", {"steps": probe_steps}),
+            _rdmacm_probe("sysverbs_rdmacm", "sysverbs", {"steps": probe_steps}),
+            _rdmacm_probe(
+                "sysverbs_rdmacm_sysfs",
+                "sysverbs",
+                {"steps": [{"op": "rdma_get"}], "options": {"source": "sysfs"}},
+            ),
+            cmd("pickle", [PYTHON, "-S", "-m", "tests.kernel.vm_probes", "attributes"]),
+            sh(NO_DEVICES),
+            # rdma_ucm's modules hold ib_core (the last scenario unloads it)
+            sh(
+                "ip link del v0 && ip addr flush dev dummy0 && "
+                "if [ -d /sys/module/rdma_ucm ]; then rmmod rdma_ucm rdma_cm iw_cm ib_cm; fi"
+            ),
+        ],
+        {},
+    )
+    steps: list[Step] = [sh(CLI_SETUP)]
+    for key, real, ours in CLI_PAIRS:
+        steps += [cmd(f"{key}:real", real), cli(f"{key}:ours", ours)]
+    steps += [
+        cmd("rdma-link", ["rdma", "link"]),
+        cli("netdev", ["netdev"]),
+        cli("netdev-json", ["netdev", "--json"]),
+        cmd("operstate", ["cat", "/sys/class/net/dummy0/operstate", "/sys/class/net/v0/operstate"]),
+        cli("doctor", ["doctor"]),
+        cli("devinfo-json", ["devinfo", "--json"]),
+        cli("snapshot", ["snapshot"]),
+        sh(NO_DEVICES),
+        sh("ip link del v0"),
+    ]
+    return [hotplug, attributes, scenario("cli_tools", steps, {})]

@@ -9,18 +9,43 @@ libibverbs is in every group; ``ibv_devices``/``ibv_devinfo -l`` must equal
 agree with the netlink-mode lists.  Each test also checks what libibverbs itself
 did where that is the point of the scenario, so that a broken harness cannot
 pass by comparing two empty results.
+
+The same boot first runs three scenarios that compare sysverbs with the real tools
+(their tests are at the end of this file):
+
+* ``hotplug``: kernel uevents (no udevd in the VM: the monitor's udev backend takes
+  the kernel's own) and a polling monitor while rxe0 is added, renamed and removed;
+  the udev source equals the sysfs source;
+* ``attributes``: attributes, topology and diagnose against ``rdma -j link``,
+  ``ibv_devinfo -v`` and ``cat`` of the sysfs files; ``rdma_get_devices`` against the
+  real librdmacm;
+* ``cli_tools``: the ``sysverbs`` command against ``ibv_devices``, ``ibv_devinfo``
+  (every variant, error paths byte-identical) and ``rdma link``; ``doctor``,
+  ``devinfo --json``, ``snapshot``.
+
+All the kernel tests live in this one file, so that under pytest-xdist
+(``--dist loadfile``) one worker boots the VM and the others go on with other files.
 """
 
 from __future__ import annotations
 
+import base64
 import errno
+import ipaddress
 import json
+import pickle
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sysverbs.attributes import DeviceAttributes, GidType, LinkLayer, PhysState, PortState
+from sysverbs.cli_devinfo import QUERY_ONLY_DEVICE, QUERY_ONLY_PORT, UNAVAILABLE
+from tests.kernel import parsing
 from tests.kernel.conftest import unavailable
 from tests.kernel.lab import LabResults
+from tests.kernel.scenarios import CLI_PAIRS
 
 pytestmark = pytest.mark.kernel
 
@@ -322,3 +347,350 @@ def test_no_ib_core(lab: LabResults) -> None:
     assert lists(scen, "nl_lib") == [{"errno": errno.ENOSYS, "op": "list"}], where(lab)
     assert lists(scen, "nl_nl") == [{"errno": errno.EPROTONOSUPPORT, "op": "list"}], where(lab)
     assert run(scen, "t:ibv_devices")["rc"] == 1, where(lab)
+
+
+# -- hotplug: kernel uevents and polling ------------------------------------------------------
+
+
+def hotplug(lab: LabResults) -> dict[str, Any]:
+    """The sections the ``hotplug`` script printed (and ``raw``: all of it)."""
+    scen = check(lab, "hotplug")
+    e = run(scen, "hotplug")
+    raw = f"{e['stdout']}\n(stderr) {e['stderr']}{where(lab)}"
+    assert "===END" in e["stdout"], f"the hotplug script did not finish (rc {e['rc']}): {raw}"
+    return {"raw": raw, **parsing.sections(e["stdout"])}
+
+
+def test_kernel_uevents(lab: LabResults) -> None:
+    vm = hotplug(lab)
+    head, events = parsing.events(vm["UDEV"])
+    assert head["backend"] == "kernel", vm["raw"]
+    assert "no udevd" in head["reason"]
+    # ib_register_device() suppresses the IB device's "add" until its clients (uverbs)
+    # are set up, so the kernel announces uverbs0 first.
+    assert events == [
+        ["add", "infiniband_verbs", "uverbs0", "rxe0", True, ""],
+        ["add", "infiniband", "rxe0", "rxe0", True, ""],
+        ["move", "infiniband", "rxefoo", "rxefoo", True, "rxe0"],
+        ["remove", "infiniband_verbs", "uverbs0", "rxefoo", True, ""],
+        ["remove", "infiniband", "rxefoo", "rxefoo", True, ""],
+    ], vm["raw"]
+
+
+def test_polling_sees_the_same_devices(lab: LabResults) -> None:
+    vm = hotplug(lab)
+    head, events = parsing.events(vm["POLL"])
+    assert head["backend"] == "poll"
+    assert events == [
+        ["add", "infiniband", "rxe0", "rxe0", False, ""],
+        ["add", "infiniband_verbs", "uverbs0", "rxe0", False, ""],
+        # a rename is a remove and an add to a poller
+        ["remove", "infiniband", "rxe0", "rxe0", False, ""],
+        ["add", "infiniband", "rxefoo", "rxefoo", False, ""],
+        ["remove", "infiniband_verbs", "uverbs0", "rxefoo", False, ""],
+        ["remove", "infiniband", "rxefoo", "rxefoo", False, ""],
+    ], vm["raw"]
+
+
+def test_udev_source_equals_sysfs_source_on_a_real_kernel(lab: LabResults) -> None:
+    vm = hotplug(lab)
+    (line,) = [x for x in vm["SOURCES"] if x.startswith("{")]
+    result = json.loads(line)
+    assert result["udev"] == result["sysfs"]
+    assert [d[0] for d in result["udev"]] == ["rxe0"]
+    assert result["udev"][0][5] == "rxe"
+
+
+# -- attributes, topology, diagnose, rdma_get_devices -----------------------------------------
+# rxe0 on dummy0 (up, IPv4 and IPv6 addresses), rxe1 on a veth whose peer is down.
+
+
+def attributes(lab: LabResults) -> tuple[dict[str, str], dict[str, Any]]:
+    """What the real tools printed (by step name) and what sysverbs said (unpickled)."""
+    scen = check(lab, "attributes")
+    vm: dict[str, str] = {}
+    for e in scen["events"]:
+        if e["op"] == "cmd":
+            assert e["rc"] == 0, f"{e['name']} failed ({e['rc']}): {e['stderr'][-2000:]}" + where(
+                lab
+            )
+            vm[e["name"]] = e["stdout"]
+    ours: dict[str, Any] = pickle.loads(base64.b64decode(vm["pickle"].strip().splitlines()[-1]))
+    return vm, ours
+
+
+def attrs_of(ours: dict[str, Any], name: str) -> DeviceAttributes:
+    a: DeviceAttributes = ours["attributes"][name]
+    return a
+
+
+def test_two_devices_seen(lab: LabResults) -> None:
+    vm, ours = attributes(lab)
+    assert sorted(ours["attributes"]) == ["rxe0", "rxe1"]
+    assert sorted(parsing.devinfo(vm["devinfo"])) == ["rxe0", "rxe1"]
+
+
+def test_ports_match_rdma_link(lab: LabResults) -> None:
+    vm, ours = attributes(lab)
+    links = json.loads(vm["rdma_link"])
+    assert len(links) == 2
+    for link in links:
+        attrs = attrs_of(ours, link["ifname"])
+        port = attrs.port(link["port"])
+        assert port is not None
+        assert port.state is not None and port.state.name == link["state"]
+        assert port.phys_state is not None and port.phys_state.name == link["physical_state"]
+        topo = ours["topology"][link["ifname"]]
+        assert topo.port_netdevs(link["port"])[0] == link["netdev"]
+        assert topo.netdevs[0].ifindex == link["netdev_index"]
+    states = {n: a.ports[0].state for n, a in ours["attributes"].items()}
+    assert states == {"rxe0": PortState.ACTIVE, "rxe1": PortState.DOWN}
+    assert attrs_of(ours, "rxe1").ports[0].phys_state is PhysState.POLLING
+
+
+def test_attributes_match_ibv_devinfo(lab: LabResults) -> None:
+    vm, ours = attributes(lab)
+    info = parsing.devinfo(vm["devinfo"])
+    paren = parsing.paren
+    for name, dev in info.items():
+        attrs = attrs_of(ours, name)
+        assert f"{attrs.node_guid:016x}" == dev["dev"]["node_guid"].replace(":", "")
+        assert f"{attrs.sys_image_guid:016x}" == dev["dev"]["sys_image_guid"].replace(":", "")
+        assert len(attrs.ports) == int(dev["dev"]["phys_port_cnt"])
+        for number, p in dev["ports"].items():
+            port = attrs.port(number)
+            assert port is not None and port.rate is not None
+            assert port.state is not None and int(port.state) == paren(p["state"])
+            assert port.phys_state is not None and int(port.phys_state) == paren(p["phys_state"])
+            assert port.rate.width_code == paren(p["active_width"])
+            assert port.rate.speed_code == paren(p["active_speed"])
+            assert port.lid == int(p["port_lid"], 0) and port.sm_lid == int(p["sm_lid"], 0)
+            assert port.lid_mask_count == int(p["port_lmc"], 16)
+            assert port.sm_sl == int(p["sm_sl"])
+            assert port.cap_mask == int(p["port_cap_flags"], 16)
+            assert port.link_layer is LinkLayer.ETHERNET and p["link_layer"] == "Ethernet"
+            assert port.gid_tbl_len == int(p["gid_tbl_len"])
+            assert port.pkey_tbl_len == int(p["pkey_tbl_len"])
+            types = {"RoCE v2": GidType.ROCE_V2, "RoCE v1": GidType.ROCE_V1, "IB": GidType.IB}
+            assert [(g.index, g.gid, g.type) for g in port.gids] == [
+                (i, gid, types[t]) for i, gid, t in p["gids"]
+            ]
+    rxe0 = attrs_of(ours, "rxe0").ports[0]
+    assert ipaddress.IPv6Address("::ffff:192.168.7.1") in [g.gid for g in rxe0.gids]
+    assert ipaddress.IPv6Address("fd00::1") in [g.gid for g in rxe0.gids]
+
+
+def test_raw_text_is_what_cat_prints(lab: LabResults) -> None:
+    vm, ours = attributes(lab)
+    checked = 0
+    for line in vm["cat"].splitlines():
+        parts = line.split("\t", 2)
+        if len(parts) != 3:
+            continue
+        dev, rel, text = parts
+        text = text[:-1] if text.endswith("|") else text  # cat's newline
+        attrs = attrs_of(ours, dev)
+        if rel.startswith("ports/1/"):
+            sub = rel[len("ports/1/") :]
+            port = attrs.ports[0]
+            if sub in port.raw:
+                assert port.raw[sub] == text, (dev, rel)
+            elif sub == "gids/0":
+                assert port.gids[0].raw == text
+            elif sub == "gid_attrs/types/0":
+                assert port.gids[0].raw_type == text
+            elif sub == "gid_attrs/ndevs/0":
+                assert port.gids[0].ndev == text
+            elif sub == "pkeys/0":
+                assert port.pkeys[0] == (0, int(text, 16))
+        else:
+            assert attrs.raw[rel] == text, (dev, rel)
+        checked += 1
+    assert checked >= 30
+
+
+def test_topology_of_soft_roce(lab: LabResults) -> None:
+    _, ours = attributes(lab)
+    for name, netdev in (("rxe0", "dummy0"), ("rxe1", "v0")):
+        topo = ours["topology"][name]
+        assert topo.pci is None and topo.auxiliary is None  # virtual devices
+        assert [(n.name, n.via) for n in topo.netdevs] == [(netdev, "gid_attrs")]
+        uverbs = [c for c in topo.char_devices if c.kind == "uverbs"]
+        assert len(uverbs) == 1 and uverbs[0].node_ok  # the kernel's own /dev node
+        assert attrs_of(ours, name).parent == netdev
+    cm = [c for c in ours["topology"]["rxe0"].char_devices if c.kind == "rdma_cm"]
+    if cm:  # rdma_ucm could be loaded
+        assert cm[0].node_ok and cm[0].abi_version == 4
+
+
+def test_diagnose_under_a_real_kernel(lab: LabResults) -> None:
+    _, ours = attributes(lab)
+    devices, host = ours["diagnose"]
+    by_name = {d.name: d for d in devices}
+    assert sorted(by_name) == ["rxe0", "rxe1"]
+    for d in devices:
+        assert d.listed and d.usable and d.provider == "rxe", d
+    assert [r.code for r in by_name["rxe0"].reasons] == []
+    assert [(r.code, r.port) for r in by_name["rxe1"].reasons] == [("port_down", 1)]
+    assert all(r.severity == "warning" for r in host)
+
+
+def test_rdma_get_devices_against_real_librdmacm(lab: LabResults) -> None:
+    """The real librdmacm (netlink mode) orders by kernel index: rxe0, rxe1.  sysverbs
+    orders by index when its device list has kernel indexes (the netlink source) and by
+    node GUID otherwise (sysfs source): then rxe1 (…:0001) comes before rxe0 (…:0002)."""
+    vm, ours = attributes(lab)
+    real = parsing.probe_lines(vm["librdmacm"])
+    mine = parsing.probe_lines(vm["sysverbs_rdmacm"])
+    real_names = [c["name"] for c in real[0]["contexts"]]
+    our_names = [c["name"] for c in mine[0]["contexts"]]
+    assert real_names == ["rxe0", "rxe1"]
+    assert sorted(real[1]["result"]) == sorted(mine[1]["result"]) == ["rxe0", "rxe1"]
+    assert {c["name"]: c["guid"] for c in real[0]["contexts"]} == {
+        c["name"]: c["guid"] for c in mine[0]["contexts"]
+    }
+    if all(i >= 0 for i in ours["indexes"].values()):  # sysverbs used netlink
+        assert our_names == real_names
+    else:
+        assert set(ours["indexes"].values()) == {-1}
+        assert our_names == ["rxe1", "rxe0"]
+    # sysfs mode, as librdmacm would order them without netlink: by node GUID
+    sysfs = parsing.probe_lines(vm["sysverbs_rdmacm_sysfs"])
+    assert [c["name"] for c in sysfs[0]["contexts"]] == ["rxe1", "rxe0"]
+
+
+# -- the sysverbs command against the real tools ----------------------------------------------
+# rxe0 on dummy0 and rxe1 on a veth with an IPv4 address (an IPv4-mapped RoCE v2 GID).
+# libibverbs in the VM uses RDMA netlink, and so does ``sysverbs`` with the default
+# ``--source auto``; ``--source sysfs`` is checked too.
+
+
+def cli_tools(lab: LabResults) -> dict[str, Any]:
+    """``{key: {"real": [rc, stdout, stderr], "ours": [...]}}`` for each pair of
+    ``CLI_PAIRS``, ``[rc, stdout, stderr]`` of the other runs, ``operstate``."""
+    scen = check(lab, "cli_tools")
+    runs = {
+        e["name"]: [e["rc"], parsing.utf8(e["stdout"]), parsing.utf8(e["stderr"])]
+        for e in scen["events"]
+        if e["op"] in ("cmd", "cli")
+    }
+    vm: dict[str, Any] = {
+        key: {"real": runs[f"{key}:real"], "ours": runs[f"{key}:ours"]} for key, _, _ in CLI_PAIRS
+    }
+    for key in ("rdma-link", "netdev", "netdev-json", "doctor", "devinfo-json", "snapshot"):
+        vm[key] = runs[key]
+    rc, text, err = runs["operstate"]
+    assert rc == 0, err + where(lab)
+    vm["operstate"] = dict(zip(("dummy0", "v0"), text.split()))
+    return vm
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "devices",
+        "devices-sysfs",
+        "devinfo-l",
+        "devinfo-l-sysfs",
+        "devinfo-i2",
+        "devinfo-nope",
+        "devinfo-i0",
+        "devinfo-l-i0",
+    ],
+)
+def test_cli_byte_identical(lab: LabResults, key: str) -> None:
+    vm = cli_tools(lab)
+    real, ours = vm[key]["real"], vm[key]["ours"]
+    assert ours == real
+    if key.startswith("devices"):
+        assert "rxe0" in real[1] and "rxe1" in real[1]
+    if key == "devinfo-i2":
+        assert real[0] == 4
+
+
+_DEVICE_ONLY = {name for name, _ in QUERY_ONLY_DEVICE}
+#: the lines of plain ibv_devinfo that only a device query knows
+PLAIN_UNAVAILABLE = {"vendor_id", "vendor_part_id", "hw_ver", "max_mtu", "active_mtu", "fw_ver"}
+
+
+@pytest.mark.parametrize("key", ["devinfo", "devinfo-v", "devinfo-v-sysfs", "devinfo-d-i"])
+def test_cli_devinfo_same_where_sysfs_knows(lab: LabResults, key: str) -> None:
+    vm = cli_tools(lab)
+    label, compare_lines = parsing.label, parsing.compare_lines
+    real, ours = vm[key]["real"], vm[key]["ours"]
+    assert (ours[0], ours[2]) == (real[0], real[2]) == (0, "")
+    rb, ob = parsing.blocks(real[1]), parsing.blocks(ours[1])
+    assert [h[0] for h, _ in ob] == [h[0] for h, _ in rb]
+    assert len(rb) == (1 if key == "devinfo-d-i" else 2)
+    seen: set[str] = set()
+    for (rhead, rports), (ohead, oports) in zip(rb, ob):
+        # the device lines up to phys_port_cnt; -v's capability block only a query knows
+        cut = [label(x) for x in rhead].index("phys_port_cnt") + 1
+        seen.update(compare_lines(rhead[:cut], ohead[:cut], PLAIN_UNAVAILABLE))
+        if "-v" in key:
+            assert [label(x) for x in ohead[cut:]] == [name for name, _ in QUERY_ONLY_DEVICE]
+            assert all(x.endswith(UNAVAILABLE) for x in ohead[cut:])
+        assert len(oports) == len(rports)
+        for rp, op in zip(rports, oports):
+            seen.update(compare_lines(rp, op, PLAIN_UNAVAILABLE | set(QUERY_ONLY_PORT)))
+            if "-v" in key:
+                gids = [x for x in rp if "GID[" in x]
+                assert gids and all(x in op for x in gids)
+    # rxe's sysfs fw_ver is empty while its provider formats "0.0.0"
+    expected = {"vendor_id", "vendor_part_id", "hw_ver", "max_mtu", "active_mtu", "fw_ver"}
+    if "-v" in key or key == "devinfo-d-i":
+        expected |= set(QUERY_ONLY_PORT)
+    assert seen == expected
+    assert not (_DEVICE_ONLY & seen)
+
+
+def test_cli_devinfo_shows_an_ipv4_mapped_gid_as_inet_ntop(lab: LabResults) -> None:
+    vm = cli_tools(lab)
+    real = vm["devinfo-d-i"]["real"][1]
+    assert "::ffff:192.168.77.1, RoCE v2" in real
+    assert "::ffff:192.168.77.1, RoCE v2" in vm["devinfo-d-i"]["ours"][1]
+
+
+def test_cli_netdev_matches_rdma_link(lab: LabResults) -> None:
+    vm = cli_tools(lab)
+    rc, text, err = vm["rdma-link"]
+    assert rc == 0, err
+    expected = []
+    for line in text.splitlines():
+        m = re.match(r"link (\S+)/(\d+) .*netdev (\S+)", line)
+        if m:
+            dev, port, nd = m.groups()
+            state = "Up" if vm["operstate"][nd] == "up" else "Down"
+            expected.append(f"{dev} port {port} ==> {nd} ({state})")
+    assert len(expected) == 2
+    assert vm["netdev"] == [0, "".join(x + "\n" for x in sorted(expected)), ""]
+    doc = json.loads(vm["netdev-json"][1])
+    assert doc["schema"] == "sysverbs.netdev/1"
+    links = [(x["device"], x["netdev"]) for x in doc["links"]]
+    assert links == [("rxe0", "dummy0"), ("rxe1", "v0")]
+
+
+def test_cli_doctor_says_both_usable(lab: LabResults) -> None:
+    rc, text, _ = cli_tools(lab)["doctor"]
+    assert rc == 0, text
+    assert "rxe0: usable (provider rxe" in text and "rxe1: usable (provider rxe" in text
+
+
+def test_cli_devinfo_json(lab: LabResults) -> None:
+    doc = json.loads(cli_tools(lab)["devinfo-json"][1])
+    assert doc["schema"] == "sysverbs.devinfo/1"
+    assert [d["hca_id"] for d in doc["devices"]] == ["rxe0", "rxe1"]
+    assert doc["devices"][0]["ports"][0]["state"] == "PORT_ACTIVE"
+
+
+def test_cli_snapshot_of_a_real_kernel(lab: LabResults, tmp_path: Path) -> None:
+    import sysverbs
+    from sysverbs import recording
+
+    rc, text, err = cli_tools(lab)["snapshot"]
+    assert rc == 0, err
+    host = recording.materialize(recording.parse(text), tmp_path)
+    devs = sysverbs.get_device_list(
+        sysfs_path=host.sysfs, dev_dir=host.dev, source="sysfs", providers="builtin"
+    )
+    assert sorted(d.name for d in devs) == ["rxe0", "rxe1"]

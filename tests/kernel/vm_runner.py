@@ -24,7 +24,7 @@ Plan: ``{"scenarios": [{"name": ..., "steps": [...]}]}``.  Steps:
 * ``{"op": "list"|"free"|"open", "workers": [W...] (default all), ...}`` as in
   ``tests/oracle/probe.py``; ``{"op": "fork"}``: ``ibv_is_fork_initialized()``;
 * ``{"op": "cmd", "name": N, "argv": [...], ...}``: run a program (``env``, ``block``,
-  ``netns``, ``user`` as for workers);
+  ``netns``, ``user`` as for workers; ``timeout`` in seconds, default ``STEP_TIMEOUT``);
 * ``{"op": "cli", "name": N, "args": [...], ...}``: ``sysverbs.cli.main(args)`` in a
   fresh fork;
 * ``{"op": "stop"}``: end the workers (also done at the end of a scenario).
@@ -279,7 +279,10 @@ def run_cmd(step: dict[str, Any], preload: Optional[str]) -> dict[str, Any]:
         argv = ["ip", "netns", "exec", step["netns"], *argv]
     try:
         proc = subprocess.run(
-            argv, env=_child_env(step, preload), capture_output=True, timeout=STEP_TIMEOUT
+            argv,
+            env=_child_env(step, preload),
+            capture_output=True,
+            timeout=float(step.get("timeout", STEP_TIMEOUT)),
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         return {"rc": -1, "stdout": "", "stderr": f"{type(e).__name__}: {e}"}

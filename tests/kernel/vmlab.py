@@ -14,7 +14,7 @@ directory, which is kept.
 
 Environment knobs: ``SV_VM_KVM`` (``auto``: use KVM only if a KVM boot really
 reaches userspace quickly, the verdict cached per host; ``1``; ``0``),
-``SV_VM_TIMEOUT`` (seconds per boot, default 400), ``SV_VM_MEM`` (MiB, 1024),
+``SV_VM_TIMEOUT`` (seconds per boot, default 1200: TCG on busy cores), ``SV_VM_MEM`` (MiB, 1024),
 ``SV_VM_CPUS`` (2), ``SV_VM_KERNEL`` (a vmlinuz path), ``SV_VM_CACHE``.
 """
 
@@ -329,7 +329,7 @@ def run(script_text: str, workdir: Path, *, timeout: Optional[float] = None) -> 
     outdir = workdir / "out"
     outdir.mkdir(exist_ok=True)
     os.chmod(outdir, 0o777)
-    limit = timeout if timeout is not None else float(_env_int("SV_VM_TIMEOUT", 400))
+    limit = timeout if timeout is not None else float(_env_int("SV_VM_TIMEOUT", 1200))
     notes: list[str] = []
     kvm = _want_kvm(kver)
     attempts: list[bool] = [True, False] if kvm is None else [kvm]
