@@ -75,10 +75,26 @@ def _literals(pattern: bytes) -> tuple[bytes, ...]:
     return tuple(p for p in pattern.split(b"*") if p and b"?" not in p)
 
 
+#: What every ``match_name`` text starts with.
+_NAME_HEAD = b"rdma_device:N"
+
+
+def _may_start_with(pattern: bytes, head: bytes) -> bool:
+    """False when no text that starts with ``head`` can match ``pattern``."""
+    cut = len(pattern)
+    for wildcard in b"*?":
+        at = pattern.find(bytes([wildcard]))
+        if 0 <= at < cut:
+            cut = at
+    literal = pattern[:cut]
+    return literal.startswith(head) or head.startswith(literal)
+
+
 class Matcher:
     """``try_drivers`` over one driver list, indexed (see the module docstring)."""
 
-    __slots__ = ("driver_list", "_by_driver_id", "_by_prefix", "_patterns", "_tables", "_seen")
+    __slots__ = ("driver_list", "_by_driver_id", "_by_prefix", "_patterns", "_tables", "_seen",
+                 "_name_patterns", "_sorted_seen")
 
     def __init__(self, driver_list: Sequence[Provider]) -> None:
         self.driver_list = driver_list
@@ -102,6 +118,14 @@ class Matcher:
         self._by_prefix = {k: frozenset(v) for k, v in by_prefix.items()}
         self._tables = tuple(tables)
         self._seen: dict[bytes, frozenset[int]] = {}
+        self._sorted_seen: dict[bytes, tuple[int, ...]] = {}
+        # The patterns a name text (rdma_device:N<name>) can match, or None when a PCI
+        # prefix could too (then names take the general path).
+        self._name_patterns: Optional[list[tuple[int, bytes, tuple[bytes, ...]]]] = [
+            entry for entry in self._patterns if _may_start_with(entry[1], _NAME_HEAD)
+        ]
+        if any(p.startswith(_NAME_HEAD[:_PCI_PREFIX_LEN]) for p in self._by_prefix):
+            self._name_patterns = None
 
     def _text_hits(self, text: bytes) -> frozenset[int]:
         """Indexes of the providers whose table matches ``text`` (``_table_hit``)."""
@@ -127,8 +151,33 @@ class Matcher:
         if hits is None:
             if len(self._seen) >= _MODALIAS_MEMORY:
                 self._seen.clear()
+                self._sorted_seen.clear()
             hits = self._seen[modalias] = self._text_hits(modalias) if modalias else frozenset()
+            self._sorted_seen[modalias] = tuple(sorted(hits))
         return hits
+
+    def _plain(self, rec: DeviceRecord) -> bool:
+        """True when neither a driver id nor the name text matches any table: then
+        ``try_drivers`` reads the modalias at the first provider that has a table,
+        and the providers its table lists are the whole answer."""
+        if rec.driver_id:
+            return False
+        patterns = self._name_patterns
+        if patterns is None:
+            return False
+        name = _NAME_HEAD + rec.ibdev_name
+        if len(name) >= _NAME_BUF:
+            return True
+        for _i, pattern, pieces in patterns:
+            at = 0
+            for piece in pieces:
+                at = name.find(piece, at)
+                if at < 0:
+                    break
+                at += len(piece)
+            if at >= 0 and fnmatch(pattern, name):
+                return False
+        return True
 
     def attempts(self, rec: DeviceRecord) -> Iterator[tuple[Provider, Optional[str]]]:
         """``try_drivers``: each provider whose table matched the record, in the order
@@ -176,18 +225,34 @@ class Matcher:
 
     def match(self, rec: DeviceRecord) -> Optional[Provider]:
         """The provider that takes the record, printing libibverbs' ABI warnings."""
+        if self._plain(rec):  # the common case, without the general walk
+            if not self._tables:
+                return None
+            modalias = modalias_of(rec)
+            self._modalias_hits(modalias)
+            for i in self._sorted_seen[modalias]:
+                prov = self.driver_list[i]
+                verdict = _abi_and_path(prov, rec)
+                if verdict is None:
+                    return prov
+                if verdict == PROVIDER_ABI:
+                    self._abi_warning(prov, rec)
+            return None
         for prov, verdict in self.attempts(rec):
             if verdict is None:
                 return prov
             if verdict == PROVIDER_ABI:
-                emit(
-                    b"Warning: Driver %s does not support the kernel ABI of %d "
-                    b"(supports %d to %d) for device %s\n"
-                    % (prov.name.encode(), rec.abi_ver, prov.min_abi, prov.max_abi,
-                       rec.ibdev_path),
-                    AbiWarning,
-                )
+                self._abi_warning(prov, rec)
         return None
+
+    @staticmethod
+    def _abi_warning(prov: Provider, rec: DeviceRecord) -> None:
+        emit(
+            b"Warning: Driver %s does not support the kernel ABI of %d "
+            b"(supports %d to %d) for device %s\n"
+            % (prov.name.encode(), rec.abi_ver, prov.min_abi, prov.max_abi, rec.ibdev_path),
+            AbiWarning,
+        )
 
 
 _last: list[Matcher] = []

@@ -11,6 +11,7 @@ fixture and fuzz tests; this test reaches table shapes no real provider has.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator, Sequence
 from typing import Optional
 
@@ -18,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sysverbs import matching
+from sysverbs import matching, messages
 from sysverbs.cparse import fnmatch
 from sysverbs.providers import Provider, provider_table
 from sysverbs.records import DeviceRecord
@@ -161,13 +162,48 @@ def test_real_tables_every_capture_modalias() -> None:
                         assert got == expected, (release, name, modalias, abi, driver_id)
 
 
-def test_match_record_warns_like_try_driver(capfd: pytest.CaptureFixture[str]) -> None:
+def test_match_record_warns_like_try_driver(monkeypatch: pytest.MonkeyPatch) -> None:
     """The ABI warning is printed for each refused provider, in order, as libibverbs does
     (the exact text is checked against the real library by the oracle tests)."""
+    stream = io.BytesIO()
+    monkeypatch.setattr(messages, "_stream", stream)
     drivers = provider_table(44)
     rec = DeviceRecord(b"uverbs0", b"mlx5_0", b"/sys/class/infiniband/mlx5_0", b"/sys",
                        (231, 192), 0, 1, 0, modalias=MODALIASES[1], modalias_read=True)
     assert matching.match_record(rec, drivers) is None
-    err = capfd.readouterr().err
+    err = stream.getvalue().decode()
     assert err == ("libibverbs: Warning: Driver mlx5 does not support the kernel ABI of 0 "
                    "(supports 1 to 1) for device /sys/class/infiniband/mlx5_0\n")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(drivers=driver_lists(), rec=records())
+def test_match_equals_try_drivers(drivers: tuple[Provider, ...], rec: DeviceRecord) -> None:
+    """Matcher.match (with its fast path for records no driver id or name matches):
+    the provider, the ABI warnings in order and the modalias reads of try_drivers."""
+    read: list[int] = []
+    expected_prov: Optional[str] = None
+    expected_warned = []
+    for prov, verdict in reference_attempts(rec, drivers, read):
+        if verdict is None:
+            expected_prov = prov.name
+        elif verdict == matching.PROVIDER_ABI:
+            expected_warned.append(prov.name)
+    warned: list[str] = []
+    reads: list[int] = []
+    value = rec.modalias
+
+    def fake_read(path: bytes, size: int) -> Optional[bytes]:
+        reads.append(1)
+        return value
+
+    rec.modalias, rec.modalias_read = None, False
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matching, "read_sysfs_file", fake_read)
+        mp.setattr(matching.Matcher, "_abi_warning",
+                   staticmethod(lambda prov, r: warned.append(prov.name)))
+        got = matching.Matcher(drivers).match(rec)
+    rec.modalias, rec.modalias_read = value, True
+    assert (got.name if got else None) == expected_prov
+    assert warned == expected_warned
+    assert len(reads) == (1 if read else 0)
