@@ -77,6 +77,7 @@ class Library:
     def _try_all(self, records: list[DeviceRecord]) -> None:
         """One matching pass: each match is prepended to the persistent list."""
         remaining = []
+        matched = []
         match = self.matcher.match
         for rec in records:
             prov = match(rec)
@@ -85,8 +86,7 @@ class Library:
                 continue
             dev_path = rec.sysfs_root + b"/class/infiniband_verbs/" + rec.dev_name
             node_type = rec.node_type
-            self.devices.insert(
-                0,
+            matched.append(
                 Device(
                     name=rec.ibdev_name,
                     dev_name=rec.dev_name,
@@ -103,6 +103,9 @@ class Library:
                     time_created_ns=rec.time_created_ns,
                 ),
             )
+        # Prepending one by one (as libibverbs' list_add does) is quadratic in Python.
+        matched.reverse()
+        self.devices[:0] = matched
         records[:] = remaining
 
     def _check_abi(self) -> None:
