@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from _thread import allocate_lock
 
-from .device import Context, Device, hold_all, open_device
+from .device import Context, Device, hold_all, open_device, release_all
 from .devlist import library_for
 from .messages import ForkWarning, MemlockWarning, emit
 from .options import Options, resolve
@@ -163,8 +163,7 @@ def free_device_list(devices: list[Device]) -> None:
     if devices._freed:
         raise ValueError("this device list was already freed")
     devices._freed = True
-    for dev in devices._handed:
-        dev._release()
+    release_all(devices._handed)
 
 
 def get_device_name(device: Device) -> str:

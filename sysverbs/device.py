@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from .enums import NodeType, TransportType
 
-__all__ = ["Device", "Context", "DeviceFreedError", "hold_all"]
+__all__ = ["Device", "Context", "DeviceFreedError", "hold_all", "release_all"]
 
 
 class DeviceFreedError(ReferenceError):
@@ -198,6 +198,13 @@ def hold_all(devices: list[Device]) -> None:
         for dev in devices:
             dev._handles += 1
             dev._ever_handed = True
+
+
+def release_all(devices: tuple[Device, ...]) -> None:
+    """:meth:`Device._release` for each device of a list being freed, under one lock."""
+    with _refs_lock:
+        for dev in devices:
+            dev._handles -= 1
 
 
 class Context:

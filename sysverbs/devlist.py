@@ -139,23 +139,37 @@ class Library:
         if records:
             self._check_abi()
         # For each listed device (in list order) the first record that is the same
-        # device survives it (same_sysfs_dev); the others are new.  Keyed, not nested
-        # loops, so a repeated call stays linear in the number of devices.
-        by_key: dict[tuple[bytes, int, int], list[int]] = {}
+        # device survives it; the others are new.  same_sysfs_dev: the uverbs name and
+        # the kernel index, plus the mtime of ibdev_path when there is no index.  Keyed,
+        # not nested loops, so a repeated call stays linear in the number of devices.
+        first: dict[tuple[bytes, int, int], int] = {}
+        more: dict[tuple[bytes, int, int], list[int]] = {}  # same key again (rare)
         for i, rec in enumerate(records):
-            by_key.setdefault(
-                _identity(rec.dev_name, rec.ibdev_idx, rec.time_created_ns), []
-            ).append(i)
-        taken: set[int] = set()
+            index = rec.ibdev_idx
+            key = (rec.dev_name, index, rec.time_created_ns if index == -1 else 0)
+            if key in first:
+                more.setdefault(key, []).append(i)
+            else:
+                first[key] = i
+        taken: list[int] = []
         survivors: list[Device] = []
         for dev in self.devices:
-            slots = by_key.get(_identity(dev._dev_name, dev._index, dev._time_created_ns))
-            if slots:
-                taken.add(slots.pop(0))
-                survivors.append(dev)
+            index = dev._index
+            key = (dev._dev_name, index, dev._time_created_ns if index == -1 else 0)
+            i = first.pop(key, -1)
+            if i < 0:
+                continue
+            rest = more.get(key)
+            if rest:
+                first[key] = rest.pop(0)
+            taken.append(i)
+            survivors.append(dev)
         self.devices = survivors
-        if taken:
-            records = [rec for i, rec in enumerate(records) if i not in taken]
+        if len(taken) == len(records):
+            records = []
+        elif taken:
+            gone = set(taken)
+            records = [rec for i, rec in enumerate(records) if i not in gone]
         self._try_all(records)
         if records and not self.drivers_loaded:
             self._load_drivers(env)
@@ -169,10 +183,6 @@ class Library:
                 )
         return list(self.devices)
 
-
-def _identity(dev_name: bytes, index: int, time_created_ns: int) -> tuple[bytes, int, int]:
-    """``same_sysfs_dev``: uverbs name and index, plus the mtime when there is no index."""
-    return dev_name, index, time_created_ns if index == -1 else 0
 
 
 _libraries: dict[LibraryKey, Library] = {}

@@ -56,6 +56,22 @@ class Skipped(NamedTuple):
     ibdev_name: Optional[bytes] = None
 
 
+_EFFECTIVE_IDS = os.access in os.supports_effective_ids
+
+
+def _exists(path: bytes) -> bool:
+    """Whether ``stat(path)`` would succeed.  libibverbs stat()s the node; where the
+    platform has it, access(F_OK) with the effective ids resolves the path the same
+    way (the same failures) without building a stat result."""
+    try:
+        if _EFFECTIVE_IDS:
+            return os.access(path, os.F_OK, effective_ids=True)
+        os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def read_node_type(ibdev_path: bytes) -> int:
     """``<ibdev_path>/node_type``: result ``<= 0`` is UNKNOWN, else strtoul as uint32
     (a :mod:`sysverbs.node_types` number)."""
@@ -114,9 +130,7 @@ def _scan_entry(
     finally:
         os.close(entry_fd)
     node_type = None if lazy else read_node_type(ibdev_path)
-    try:
-        os.stat(dev_dir + b"/" + name)
-    except (OSError, ValueError):
+    if not _exists(dev_dir + b"/" + name):
         return Skipped(name, "no_dev_node", ibdev_name)
     return DeviceRecord(
         name, ibdev_name, ibdev_path, root, cdev, abi_ver, node_type, st.st_mtime_ns
