@@ -28,6 +28,7 @@ __all__ = [
     "MatchEntry",
     "provider_table",
     "known_releases",
+    "match_entries",
     "latest_release",
     "pabi_for",
     "resolve_release",
@@ -52,13 +53,13 @@ class MatchEntry(NamedTuple):
 
 
 class Provider(NamedTuple):
-    """One provider (``verbs_device_ops``) as registered by its library."""
+    """One provider (``verbs_device_ops``) as registered by its library, with its match
+    table in the form matching uses (:func:`match_entries` gives the entries)."""
 
     name: str  # the ops name, as libibverbs' messages print it (e.g. "pvrdma")
     library: str  # the library/driver name (e.g. "vmw_pvrdma" for libvmw_pvrdma-rdmav34.so)
     min_abi: int
     max_abi: int
-    entries: tuple[MatchEntry, ...]
     pci_prefixes: frozenset[bytes]  # b"pci:v%08Xd%08Xsv" for each PCI entry
     patterns: tuple[bytes, ...]  # MODALIAS and NAME entries: fnmatch patterns
     driver_ids: frozenset[int]
@@ -176,6 +177,15 @@ def _entry(raw: dict[str, Any]) -> MatchEntry:
     raise ValueError(f"unknown match kind {kind!r}")
 
 
+def match_entries(name: str, release: int) -> tuple[MatchEntry, ...]:
+    """The match table of provider ``name`` in ``release``, entry by entry (empty when
+    the release has no such provider)."""
+    for raw in _data()["providers"]:
+        if raw["name"] == name and _alive(raw, release):
+            return tuple(_entry(e) for e in raw["match"] if _alive(e, release))
+    return ()
+
+
 def _alive(raw: dict[str, Any], release: int) -> bool:
     until = raw.get("until")
     return int(raw["since"]) <= release and (until is None or release < int(until))
@@ -201,28 +211,27 @@ def _derive_table(release: int) -> tuple[Provider, ...]:
         for first, lo, hi in raw.get("abi_history", []):
             if int(first) <= release:
                 min_abi, max_abi = int(lo), int(hi)
-        entries: list[MatchEntry] = []
         prefixes: list[bytes] = []
         patterns: list[bytes] = []
         driver_ids: list[int] = []
-        for raw_entry in raw["match"]:
-            if not _alive(raw_entry, release):
+        for e in raw["match"]:
+            if not _alive(e, release):
                 continue
-            e = _entry(raw_entry)
-            entries.append(e)
-            if e.kind == "pci":
-                prefixes.append(b"pci:v%08Xd%08Xsv" % (e.vendor, e.device))
-            elif e.kind == "driver_id":
-                driver_ids.append(e.driver_id)
+            kind = e["kind"]
+            if kind == "pci":
+                prefixes.append(b"pci:v%08Xd%08Xsv" % (int(e["vendor"], 16), int(e["device"], 16)))
+            elif kind == "driver_id":
+                driver_ids.append(int(e["value"]))
+            elif kind in ("modalias", "name"):
+                patterns.append(_checked_pattern(e["pattern"].encode()))
             else:
-                patterns.append(_checked_pattern(e.pattern))
+                raise ValueError(f"unknown match kind {kind!r}")
         result.append(
             Provider(
                 name=raw["name"],
                 library=raw["library"],
                 min_abi=min_abi,
                 max_abi=max_abi,
-                entries=tuple(entries),
                 pci_prefixes=frozenset(prefixes),
                 patterns=tuple(patterns),
                 driver_ids=frozenset(driver_ids),

@@ -89,7 +89,6 @@ def providers(draw: st.DrawFn, i: int) -> Provider:
     lo = draw(st.integers(0, 2))
     return Provider(
         name=f"p{i}", library=f"p{i}", min_abi=lo, max_abi=lo + draw(st.integers(0, 2)),
-        entries=(),
         pci_prefixes=frozenset(b"pci:v%08Xd%08Xsv" % vd for vd in pci),
         patterns=tuple(patterns), driver_ids=frozenset(ids),
     )

@@ -282,3 +282,20 @@ def test_stale_or_broken_cache_falls_back_to_json(
         monkeypatch.setattr(providers, "_CACHE_PATH", str(cache))
         monkeypatch.setattr(providers, "_loaded", {})
         assert providers._data() == DATA
+
+
+def test_match_entries_are_the_table_matching_uses() -> None:
+    """providers.match_entries (the entries, one by one) and the Provider fields that
+    matching reads describe the same table, in every release."""
+    from sysverbs import providers
+
+    for release in providers.known_releases():
+        for prov in providers.provider_table(release):
+            entries = providers.match_entries(prov.name, release)
+            assert frozenset(b"pci:v%08Xd%08Xsv" % (e.vendor, e.device)
+                             for e in entries if e.kind == "pci") == prov.pci_prefixes
+            assert tuple(e.pattern for e in entries
+                         if e.kind in ("modalias", "name")) == prov.patterns
+            assert frozenset(e.driver_id for e in entries
+                             if e.kind == "driver_id") == prov.driver_ids
+    assert providers.match_entries("no-such-provider", 44) == ()
