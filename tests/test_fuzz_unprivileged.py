@@ -80,6 +80,10 @@ def _tree() -> dict[str, Entry]:
         ({"sys/class/infiniband_verbs": 0o711}, "errno"),  # no readdir: ENOSYS
         ({"sys/class/infiniband_verbs": 0o744}, 0),  # readdir but no openat
         ({"sys/devices/d0/uv/ibdev": 0o600}, 2),
+        # The uverbs entry directory must be readable, not only searchable: libibverbs
+        # opens it (openat O_RDONLY|O_DIRECTORY) and reads its files through that.
+        ({"sys/devices/d0/uv": 0o311}, 2),
+        ({"sys/devices/d0/uv": 0o644}, 2),
         ({"sys/devices/d1/ib": 0o700}, 3),  # stat works; node_type unreadable: UNKNOWN
         ({"sys/devices/d2/ib/node_guid": 0o000}, 3),  # GUID 0
         ({"sys/class/infiniband_verbs/abi_version": 0o600}, "errno"),
