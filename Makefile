@@ -6,9 +6,9 @@ PY := $(VENV)/bin/python
 # The oracles the test suite runs: real libibverbs and its tools, umockdev.
 APT_PACKAGES := libibverbs1 ibverbs-providers ibverbs-utils umockdev util-linux python3-venv \
   udev gir1.2-umockdev-1.0 python3-gi qemu-system-x86 linux-image-amd64 busybox-static iproute2 \
-  librdmacm1 cpio kmod gcc libc6-dev
+  librdmacm1 cpio kmod gcc libc6-dev strace
 
-.PHONY: demo test fuzz lint typecheck pytest oracle-deps clean
+.PHONY: demo test fuzz bench lint typecheck pytest oracle-deps clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { \
@@ -39,7 +39,7 @@ demo: $(VENV)/.installed
 	@$(VENV)/bin/sysverbs devices || true
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check sysverbs tests tools
+	$(VENV)/bin/ruff check sysverbs tests tools benchmarks
 
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy --strict sysverbs
@@ -55,6 +55,12 @@ test: lint typecheck pytest
 fuzz: $(VENV)/.installed oracle-deps
 	SYSVERBS_FUZZ_PROFILE=deep $(VENV)/bin/pytest -ra -p no:cacheprovider -s \
 	  tests/test_fuzz_differential.py tests/test_fuzz_unprivileged.py tests/test_concurrency.py
+
+# sysverbs against the real libibverbs on generated hosts of 1, 64, 1024 and 4096 devices
+# (root; a few minutes on 2 CPUs): prints a table and the issue-8 targets, writes
+# benchmarks/results.json.  Pass options with BENCH_ARGS="--samples 9".
+bench: $(VENV)/.installed oracle-deps
+	$(PY) benchmarks/bench_list.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,26 +1,29 @@
 #!/usr/bin/env python3
 """Benchmark sysverbs.get_device_list() against the real libibverbs on identical trees.
 
-    .venv/bin/python benchmarks/bench_list.py [--sizes 1,64,1024,4096] [--json PATH]
+    .venv/bin/python benchmarks/bench_list.py [--sizes 1,64,256,1024,4096] [--json PATH]
 
 For each size N an mlx5 host tree of N devices is generated, laid out like the
 kernel (``tests/trees.py``), each device with its own PCI address, uverbs
 node and node_guid.  Everything that lists devices runs in a private mount
 namespace (``unshare -m``) with the tree's ``dev/infiniband`` bind-mounted over
 ``/dev/infiniband`` and ``SYSFS_PATH`` pointing at the tree's ``sys``, exactly as
-the oracle tests do (``tests/oracle/harness.py``).  Measured:
+the oracle tests do (``tests/oracle/harness.py``), in the system's ``python3 -I``
+(see :func:`interpreter`).  Measured:
 
 (a) the first call in a fresh process (time of the call only, printed by the
     child; one unmeasured warm-up process per implementation, then A/B alternated);
 (b) the same call repeated in one process (after one warm-up call);
 (c) ``import sysverbs`` (and ``import ctypes`` + ``CDLL("libibverbs.so.1")``) versus
     interpreter start alone;
-(d) wall time of ``python -m sysverbs devices`` versus ``ibv_devices`` (64 devices).
+(d) wall time of ``python -m sysverbs devices`` versus ``ibv_devices`` (64 devices);
+(e) syscalls per device (``strace -f -c``), first and repeated call.
 
-A "call" is: get the device list, read every device's GUID, free the list
-(``ibv_get_device_list`` + ``ibv_get_device_guid`` x N + ``ibv_free_device_list``
-through ctypes; ``sysverbs.get_device_list(rdma_core="44")`` + ``get_device_guid``
-x N + ``free_device_list``).  Needs root, util-linux and libibverbs; stdlib only.
+Then issue 8's targets are checked against the medians.  A "call" is: get the
+device list, read every device's GUID, free the list (``ibv_get_device_list`` +
+``ibv_get_device_guid`` x N + ``ibv_free_device_list`` through ctypes;
+``sysverbs.get_device_list(rdma_core="44")`` + ``get_device_guid`` x N +
+``free_device_list``).  Needs root, util-linux, strace and libibverbs; stdlib only.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ from typing import Any, Optional
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PY = sys.executable
+#: The interpreter the measured processes run: the distribution's own Python
+#: (what a user's ``python3`` is), with ``-I`` so that nothing from the environment
+#: or a virtualenv's ``.pth`` hooks (the editable install's finder imports re,
+#: pathlib, ...) is loaded before the measurement.  sysverbs is found through a
+#: ``sys.path`` entry the child adds; it needs nothing but the standard library.
+SYSTEM_PY = "/usr/bin/python3"
 
 _NS_SCRIPT = 'set -e; mount --bind "$BENCH_DEV" /dev/infiniband; exec "$@"'
 _SCRUB = ("SYSFS_PATH", "IBV_", "RDMAV_", "VERBS_", "MLX", "LD_PRELOAD", "PYTHON")
@@ -187,6 +196,14 @@ class Bench:
         # a warm-up import fills it, so imports are measured with a warm cache.
         env["PYTHONPYCACHEPREFIX"] = str(self.pycache)
         self.env = env
+        self.python, self.flags = interpreter()
+        # -I ignores PYTHONPYCACHEPREFIX; -X pycache_prefix is still honoured.
+        self.flags = [*self.flags, "-X", f"pycache_prefix={self.pycache}"]
+
+    def py(self, code: str, *args: str) -> list[str]:
+        """argv that runs ``code`` in the measured interpreter, sysverbs importable."""
+        preamble = f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+        return [self.python, *self.flags, "-c", preamble + code, *args]
 
     def ns_run(self, tree: Path, argv: Sequence[str], timeout: float = 300) -> str:
         """Run argv in a private mount namespace on ``tree``; returns stdout."""
@@ -204,7 +221,7 @@ class Bench:
         return proc.stdout.decode()
 
     def child(self, tree: Path, impl: str, mode: str, reps: int = 0) -> dict[str, Any]:
-        out = self.ns_run(tree, [PY, "-c", _CHILD, impl, mode, str(reps)])
+        out = self.ns_run(tree, self.py(_CHILD, impl, mode, str(reps)))
         result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         return result
 
@@ -248,6 +265,17 @@ def row(
     return r
 
 
+def interpreter() -> tuple[str, list[str]]:
+    """The measured interpreter and its flags: the system Python with ``-I`` when there
+    is one (3.9 or newer), else this one with ``-I -S`` (no site hooks either)."""
+    if os.access(SYSTEM_PY, os.X_OK):
+        check = "import sys; print(sys.version_info >= (3, 9))"
+        proc = subprocess.run([SYSTEM_PY, "-I", "-c", check], capture_output=True, text=True)
+        if proc.stdout.strip() == "True":
+            return SYSTEM_PY, ["-I"]
+    return PY, ["-I", "-S"]
+
+
 def machine() -> dict[str, Any]:
     model = "unknown"
     try:
@@ -262,8 +290,10 @@ def machine() -> dict[str, Any]:
         "nproc": os.cpu_count(),
         "affinity": len(os.sched_getaffinity(0)),
         "cpu_model": model,
-        "python": platform.python_version(),
-        "python_executable": PY,
+        "python": subprocess.run(
+            [interpreter()[0], "-c", "import platform; print(platform.python_version())"],
+            capture_output=True, text=True, check=True).stdout.strip(),
+        "python_executable": " ".join([interpreter()[0], *interpreter()[1]]),
         "kernel": platform.release(),
         "libibverbs": libs[-1].name if libs else None,
         "loadavg_start": os.getloadavg()[0],
@@ -335,9 +365,9 @@ def measure_import(b: Bench, tree: Path, samples: int) -> tuple[list[dict[str, A
                 (lib_load if impl == "libibverbs" else ours_import).append(r["load_ns"] / 1e6)
     log("(c) in-process import times done")
     cmds = {
-        "pass": [PY, "-c", "pass"],
-        "libibverbs": [PY, "-c", "import ctypes; ctypes.CDLL('libibverbs.so.1')"],
-        "sysverbs": [PY, "-c", "import sysverbs"],
+        "pass": b.py("pass"),
+        "libibverbs": b.py("import ctypes; ctypes.CDLL('libibverbs.so.1')"),
+        "sysverbs": b.py("import sysverbs"),
     }
     walls: dict[str, list[float]] = {k: [] for k in cmds}
     for i in range(samples + 1):
@@ -346,17 +376,18 @@ def measure_import(b: Bench, tree: Path, samples: int) -> tuple[list[dict[str, A
             dt = b.wall(cmds[k])
             if i:
                 walls[k].append(dt)
-    # Without a bytecode cache: how this dev environment (PYTHONDONTWRITEBYTECODE=1, no
-    # __pycache__ in the source tree) and the test suite import sysverbs.
-    nocache = dict(b.env)
-    nocache.pop("PYTHONPYCACHEPREFIX", None)
-    nocache["PYTHONDONTWRITEBYTECODE"] = "1"
+    # Without a bytecode cache (an empty cache directory, nothing written): the
+    # import of a source tree that has never been compiled.
+    empty = b.work / "empty-pycache"
+    empty.mkdir(exist_ok=True)
     timed = ("import time; t = time.perf_counter_ns(); import sysverbs; "
              "print(time.perf_counter_ns() - t)")
     cold = []
     for _ in range(samples):
-        proc = subprocess.run([PY, "-c", timed], env=nocache, cwd=b.work, capture_output=True,
-                              text=True, check=True)
+        argv = b.py(timed)
+        argv[1:1] = ["-B", "-X", f"pycache_prefix={empty}"]
+        proc = subprocess.run(argv, env=b.env, cwd=b.work, capture_output=True, text=True,
+                              check=True)
         cold.append(int(proc.stdout) / 1e6)
     log("(c) process wall times done")
     base = statistics.median(walls["pass"])
@@ -364,15 +395,14 @@ def measure_import(b: Bench, tree: Path, samples: int) -> tuple[list[dict[str, A
         row("(c) import, in-process", None, lib_load, ours_import,
             "libibverbs: import ctypes + CDLL + argtypes; sysverbs: import sysverbs"),
         row("(c) import sysverbs, in-process, no bytecode cache", None, None, cold,
-            "PYTHONDONTWRITEBYTECODE=1, as in this dev env and the tests"
-            + ("; NOTE: a sysverbs/__pycache__ exists and is used"
-               if (REPO / "sysverbs" / "__pycache__").exists() else "; no __pycache__")),
+            "every module compiled from source (-B, empty pycache_prefix)"),
         row("(c) python -c 'import X', process wall", None, walls["libibverbs"],
             walls["sysverbs"], f"interpreter start alone (python -c pass): {base:.1f} ms"),
     ]
     # Where the import goes (-X importtime, self time in us, top entries).
-    proc = subprocess.run([PY, "-X", "importtime", "-c", "import sysverbs"], env=b.env,
-                          cwd=b.work, capture_output=True, text=True)
+    argv = b.py("import sysverbs")
+    argv[1:1] = ["-X", "importtime"]
+    proc = subprocess.run(argv, env=b.env, cwd=b.work, capture_output=True, text=True)
     entries = []
     for line in proc.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)
@@ -388,9 +418,11 @@ def measure_import(b: Bench, tree: Path, samples: int) -> tuple[list[dict[str, A
 
 def measure_cli(b: Bench, tree: Path, n: int, samples: int) -> dict[str, Any]:
     ibv = shutil.which("ibv_devices") or "ibv_devices"
-    cmds = [[ibv], [PY, "-m", "sysverbs", "devices"]]
+    # python -m sysverbs devices (runpy, as -m does; -I leaves the cwd off sys.path)
+    cmds = [[ibv], b.py("import runpy; runpy.run_module('sysverbs', run_name='__main__', "
+                        "alter_sys=True)", "devices")]
     log(f"N={n}: (d) ibv_devices vs python -m sysverbs devices, {samples} runs each")
-    out = json.loads(b.ns_run(tree, [PY, "-c", _TIMER, str(samples), json.dumps(cmds)]))
+    out = json.loads(b.ns_run(tree, b.py(_TIMER, str(samples), json.dumps(cmds))))
     lib_rc, lib_out, lib_err = out["last"]["0"]
     our_rc, our_out, our_err = out["last"]["1"]
     if lib_rc != 0 or our_rc != 0:
@@ -403,8 +435,59 @@ def measure_cli(b: Bench, tree: Path, n: int, samples: int) -> dict[str, Any]:
                f"{lines} devices listed; outputs {same}")
 
 
+def strace_calls(b: Bench, tree: Path, impl: str, mode: str, reps: int) -> dict[str, int]:
+    """Syscalls of one child process, by name (``strace -f -c``), plus ``"total"``."""
+    out = b.work / f"strace-{impl}-{mode}-{reps}.txt"
+    b.ns_run(tree, ["strace", "-f", "-c", "-o", str(out), *b.py(_CHILD, impl, mode, str(reps))])
+    counts: dict[str, int] = {}
+    for line in out.read_text().splitlines():
+        fields = line.split()
+        # "% time  seconds  usecs/call  calls  [errors]  syscall"; the errors column may be empty
+        if len(fields) >= 5 and fields[0][0].isdigit() and fields[3].isdigit():
+            counts[fields[-1]] = int(fields[3])
+    if "total" not in counts:
+        raise RuntimeError(f"strace gave no total for {impl} {mode}: {out.read_text()[-500:]}")
+    return counts
+
+
+def measure_syscalls(b: Bench, small: tuple[int, Path], large: tuple[int, Path],
+                     reps: int) -> list[dict[str, Any]]:
+    """Syscalls per device: the difference between two tree sizes (first call) or
+    between 0 and ``reps`` extra calls (repeated call), so interpreter start and
+    library loading, which do not depend on the devices, cancel out."""
+    (n1, t1), (n2, t2) = small, large
+    rows = []
+    for kind in ("first", "repeat"):
+        per_device: dict[str, float] = {}
+        detail: dict[str, Any] = {}
+        for impl in ("libibverbs", "sysverbs"):
+            log(f"(e) strace -c: {impl}, {kind} call")
+            if kind == "first":
+                a = strace_calls(b, t1, impl, "first", 0)
+                z = strace_calls(b, t2, impl, "first", 0)
+                span = n2 - n1
+            else:
+                a = strace_calls(b, t2, impl, "repeat", 0)
+                z = strace_calls(b, t2, impl, "repeat", reps)
+                span = n2 * reps
+            per_device[impl] = (z["total"] - a["total"]) / span
+            detail[impl] = {k: round((z.get(k, 0) - a.get(k, 0)) / span, 3)
+                            for k in sorted(set(a) | set(z)) if k != "total"
+                            and abs(z.get(k, 0) - a.get(k, 0)) / span >= 0.01}
+        what = (f"first call, N={n1}->{n2}" if kind == "first"
+                else f"repeated call, N={n2}, {reps} extra calls")
+        rows.append({
+            "measurement": f"(e) syscalls per device, {what}",
+            "libibverbs": per_device["libibverbs"],
+            "sysverbs": per_device["sysverbs"],
+            "ratio": per_device["sysverbs"] / per_device["libibverbs"],
+            "per_syscall": detail,
+        })
+    return rows
+
+
 def profile(b: Bench, tree: Path, reps: int, top: int) -> str:
-    return b.ns_run(tree, [PY, "-c", _PROFILE, str(reps), str(top)])
+    return b.ns_run(tree, b.py(_PROFILE, str(reps), str(top)))
 
 
 # -- output ----------------------------------------------------------------------------
@@ -427,6 +510,61 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         out.append(f"| {r['measurement']} | {n} | {fmt(lib, 3)} | {fmt(ours, 3)} | {ratio} "
                    f"| {r['note']} |")
     return "\n".join(out)
+
+
+def syscall_table(rows: Sequence[dict[str, Any]]) -> str:
+    out = ["| syscalls per device (strace -c) | libibverbs | sysverbs | sysverbs/libibverbs "
+           "| sysverbs, by syscall |", "|---|---:|---:|---:|---|"]
+    for r in rows:
+        ours = ", ".join(f"{k} {v:g}" for k, v in r["per_syscall"]["sysverbs"].items())
+        out.append(f"| {r['measurement'][len('(e) syscalls per device, '):]} "
+                   f"| {r['libibverbs']:.2f} | {r['sysverbs']:.2f} | {r['ratio']:.2f}x | {ours} |")
+    return "\n".join(out)
+
+
+def _median(rows: Sequence[dict[str, Any]], measurement: str, n: Optional[int],
+            impl: str) -> Optional[float]:
+    for r in rows:
+        if r["measurement"].startswith(measurement) and r["n"] == n and r[impl]:
+            value: float = r[impl]["median_ms"]
+            return value
+    return None
+
+
+def targets(rows: Sequence[dict[str, Any]], sys_rows: Sequence[dict[str, Any]]) -> str:
+    """Issue 8's targets, each with the measured value and met / NOT MET."""
+    lines = ["Targets (issue 8):"]
+
+    def check(text: str, value: Optional[float], limit: float, unit: str = "x") -> None:
+        if value is None:
+            lines.append(f"- {text}: not measured")
+        else:
+            verdict = "met" if value <= limit else "NOT MET"
+            lines.append(f"- {text}: {value:.2f}{unit} (limit {limit:g}{unit}) {verdict}")
+
+    for r in rows:
+        if r["measurement"].startswith("(a) first") and r["n"] >= 64:
+            check(f"first call <= 0.5x libibverbs at N={r['n']}", r["ratio"], 0.5)
+    for r in rows:
+        if r["measurement"].startswith("(b)") and r["n"] == 1024:
+            check("repeated call <= 1.0x libibverbs at N=1024", r["ratio"], 1.0)
+    for kind, label in (("(a) first", "first call"), ("(b)", "repeated call")):
+        for impl in ("sysverbs", "libibverbs"):
+            big, base = _median(rows, kind, 4096, impl), _median(rows, kind, 1024, impl)
+            ratio = big / base if big and base else None
+            if impl == "sysverbs":
+                check(f"{label} t(4096)/t(1024), sysverbs", ratio, 4.5, "")
+            elif ratio is not None:
+                lines.append(f"  ({label} t(4096)/t(1024), libibverbs: {ratio:.2f})")
+    wall = next((r for r in rows if r["measurement"].startswith("(c) python -c")), None)
+    if wall and wall["sysverbs"]:
+        base = float(wall["note"].split(": ")[1].split(" ms")[0])
+        check("import sysverbs adds <= 15 ms to interpreter start",
+              wall["sysverbs"]["median_ms"] - base, 15.0, " ms")
+    for r in sys_rows:
+        what = r["measurement"].split(", ", 1)[1]
+        check(f"syscalls per device <= 1.3x libibverbs ({what})", r["ratio"], 1.3)
+    return "\n".join(lines)
 
 
 def fs_type(path: Path) -> str:
@@ -464,11 +602,10 @@ def parse_sizes(text: str) -> list[int]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--sizes", type=parse_sizes, default=[1, 64, 1024],
-                   help="device counts, comma-separated (default 1,64,1024; add 4096 if you "
-                   "have the time)")
-    p.add_argument("--samples", type=int, default=5,
-                   help="fresh processes per implementation for (a), (c), (d) (default 5)")
+    p.add_argument("--sizes", type=parse_sizes, default=[1, 64, 256, 1024, 4096],
+                   help="device counts, comma-separated (default 1,64,256,1024,4096)")
+    p.add_argument("--samples", type=int, default=7,
+                   help="fresh processes per implementation for (a), (c), (d) (default 7)")
     p.add_argument("--repeats", type=int, default=20,
                    help="in-process calls for (b), after one warm-up call (default 20)")
     p.add_argument("--cli-size", type=int, default=64,
@@ -481,6 +618,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--profile", type=int, metavar="N", default=None,
                    help="also cProfile sysverbs on an N-device tree and print the top entries")
     p.add_argument("--profile-top", type=int, default=25)
+    p.add_argument("--no-strace", action="store_true",
+                   help="skip the syscall counts (they need strace)")
     args = p.parse_args(argv)
     if args.samples < 1 or args.repeats < 1:
         p.error("--samples and --repeats must be at least 1")
@@ -516,6 +655,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         import_rows, importtime = measure_import(b, tree_for(args.sizes[0]), args.samples)
         rows += import_rows
         rows.append(measure_cli(b, tree_for(args.cli_size), args.cli_size, args.samples))
+        sys_rows: list[dict[str, Any]] = []
+        if not args.no_strace:
+            if shutil.which("strace") is None:
+                sys.stderr.write("bench_list: strace is not installed (apt-get install strace; "
+                                 "or --no-strace)\n")
+                return 2
+            small = 64 if 64 in args.sizes else min(args.sizes)
+            large = 1024 if 1024 in args.sizes and small < 1024 else max(args.sizes)
+            if small == large:
+                small = 1
+            sys_rows = measure_syscalls(b, (small, tree_for(small)), (large, tree_for(large)),
+                                        reps=3)
         prof = None
         if args.profile:
             log(f"N={args.profile}: cProfile of sysverbs")
@@ -528,6 +679,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     f"load average {info['loadavg_start']:.2f} at start, "
                     f"{info['loadavg_end']:.2f} at end")
     print(table(rows))
+    print()
+    if sys_rows:
+        print(syscall_table(sys_rows))
+        print()
+    print(targets(rows, sys_rows))
     print()
     print(machine_line)
     print(f"Medians; (a)/(c)/(d): {args.samples} fresh processes each after one warm-up, "
@@ -547,6 +703,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             "cli_size": args.cli_size,
         },
         "rows": rows,
+        "syscalls": sys_rows,
+        "targets": targets(rows, sys_rows),
         "importtime": importtime,
         "profile": prof,
     }
