@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["scan_sysfs", "scan_sysfs_detailed", "read_class_abi", "ScanError", "Skipped"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 _FS_ENCODING = sys.getfilesystemencoding()
 _FS_ERRORS = sys.getfilesystemencodeerrors()
 
@@ -56,18 +57,6 @@ class Skipped(NamedTuple):
     ibdev_name: Optional[bytes] = None
 
 
-def _exists(path: bytes) -> bool:
-    """Whether ``stat(path)`` succeeds, as libibverbs checks the ``/dev`` node.
-
-    The same libc call on purpose: a cheaper ``access()`` would also miss what an
-    LD_PRELOAD interposer such as umockdev serves through ``stat``."""
-    try:
-        os.stat(path)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
 def read_node_type(ibdev_path: bytes) -> int:
     """``<ibdev_path>/node_type``: result ``<= 0`` is UNKNOWN, else strtoul as uint32
     (a :mod:`sysverbs.node_types` number)."""
@@ -87,15 +76,42 @@ def read_abi_version(entry_path: bytes) -> int:
     return _abi_number(read_sysfs_file(entry_path + b"/abi_version", ABI_SIZE))
 
 
+class _Dirs:
+    """Descriptors one scan resolves its paths from: the class directory, and
+    ``O_PATH`` handles on ``class/infiniband`` and the /dev directory (None where they
+    cannot be opened; then full paths are used).  ``stat("<ibdev_path>")`` and
+    ``stat(<dev_dir>/<name>)`` resolve the same way relative to them (an ``O_PATH``
+    handle needs no permission on the directory itself) with a shorter path walk."""
+
+    __slots__ = ("class_fd", "ib_fd", "dev_fd")
+
+    def __init__(self, class_fd: int, root: bytes, dev_dir: bytes) -> None:
+        self.class_fd = class_fd
+        self.ib_fd = _open_path(root + b"/class/infiniband")
+        self.dev_fd = _open_path(dev_dir)
+
+    def close(self) -> None:
+        for fd in (self.ib_fd, self.dev_fd):
+            if fd is not None:
+                os.close(fd)
+
+
+def _open_path(path: bytes) -> Optional[int]:
+    try:
+        return os.open(path, _PATH_FLAGS)
+    except (OSError, ValueError):
+        return None
+
+
 def _scan_entry(
-    class_fd: int, name: bytes, root: bytes, dev_dir: bytes, lazy: bool
+    dirs: _Dirs, name: bytes, root: bytes, dev_dir: bytes, lazy: bool
 ) -> Union[DeviceRecord, Skipped]:
     """Steps 2-10 of spec 1.6 for one class entry; a :class:`Skipped` is a silent skip.
 
     With ``lazy`` the record's ``abi_ver`` and ``node_type`` are read when first used
     (see :class:`~sysverbs.records.DeviceRecord`)."""
     try:
-        entry_fd = os.open(name, _DIR_FLAGS, dir_fd=class_fd)
+        entry_fd = os.open(name, _DIR_FLAGS, dir_fd=dirs.class_fd)
     except OSError:
         return Skipped(name, "not_a_directory")
     try:
@@ -109,7 +125,10 @@ def _scan_entry(
         if len(ibdev_path) >= PATH_MAX_IBV:
             return Skipped(name, "ibdev_path_too_long", ibdev_name)
         try:
-            st = os.stat(ibdev_path)
+            if dirs.ib_fd is not None and ibdev_name and ibdev_name[:1] != b"/":
+                st = os.stat(ibdev_name, dir_fd=dirs.ib_fd)
+            else:  # "" or an absolute name do not resolve relative to the directory
+                st = os.stat(ibdev_path)
         except (OSError, ValueError):
             return Skipped(name, "no_ibdev_dir", ibdev_name)
         dev = read_sysfs_file(b"dev", DEV_SIZE, dir_fd=entry_fd)
@@ -126,7 +145,12 @@ def _scan_entry(
     finally:
         os.close(entry_fd)
     node_type = None if lazy else read_node_type(ibdev_path)
-    if not _exists(dev_dir + b"/" + name):
+    try:  # the /dev node: stat(), as libibverbs (and what umockdev serves)
+        if dirs.dev_fd is not None:
+            os.stat(name, dir_fd=dirs.dev_fd)
+        else:
+            os.stat(dev_dir + b"/" + name)
+    except (OSError, ValueError):
         return Skipped(name, "no_dev_node", ibdev_name)
     return DeviceRecord(
         name, ibdev_name, ibdev_path, root, cdev, abi_ver, node_type, st.st_mtime_ns
@@ -156,6 +180,7 @@ def scan_sysfs_detailed(
         raise ScanError(errno.ENOSYS, class_path) from None
     records: list[DeviceRecord] = []
     skipped: list[Skipped] = []
+    dirs = _Dirs(class_fd, root, dev_dir)
     try:
         try:
             names = os.listdir(class_fd)
@@ -165,12 +190,13 @@ def scan_sysfs_detailed(
             if name_str[:1] == ".":
                 continue
             name = name_str.encode(_FS_ENCODING, _FS_ERRORS)  # os.fsencode
-            rec = _scan_entry(class_fd, name, root, dev_dir, lazy)
+            rec = _scan_entry(dirs, name, root, dev_dir, lazy)
             if isinstance(rec, Skipped):
                 skipped.append(rec)
             else:
                 records.append(rec)
     finally:
+        dirs.close()
         os.close(class_fd)
     records.reverse()
     return records, skipped
