@@ -127,8 +127,17 @@ def latest_release() -> int:
 
 def known_releases() -> list[int]:
     """Releases the data can derive a table for (the oldest ``since`` up to latest)."""
-    first = min(int(p["since"]) for p in _data()["providers"])
-    return list(range(first, latest_release() + 1))
+    first, last = _span()
+    return list(range(first, last + 1))
+
+
+def _span() -> tuple[int, int]:
+    """The first and last release of :func:`known_releases` (computed once)."""
+    span: Optional[tuple[int, int]] = _loaded.get("span")
+    if span is None:
+        first = min(int(p["since"]) for p in _data()["providers"])
+        span = _loaded["span"] = (first, latest_release())
+    return span
 
 
 def resolve_release(release: Release) -> int:
@@ -148,11 +157,11 @@ def resolve_release(release: Release) -> int:
         release = int(text)
     if isinstance(release, bool) or not isinstance(release, int):
         raise TypeError(f"rdma_core must be an int or str, not {type(release).__name__}")
-    releases = known_releases()
-    if release < releases[0] or release > releases[-1]:
+    first, last = _span()
+    if release < first or release > last:
         raise ValueError(
             f"rdma_core={release}: the provider data covers releases "
-            f"{releases[0]} to {releases[-1]} ('latest')"
+            f"{first} to {last} ('latest')"
         )
     return release
 
