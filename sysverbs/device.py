@@ -12,6 +12,7 @@ from .sysfs_read import NODE_GUID_SIZE, read_sysfs_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from types import TracebackType
     from typing import Optional
 
@@ -98,13 +99,10 @@ class Device:
             )
 
     def _hold(self) -> None:
-        with _refs_lock:
-            self._handles += 1
-            self._ever_handed = True
+        hold_all((self,))
 
     def _release(self) -> None:
-        with _refs_lock:
-            self._handles -= 1
+        release_all((self,))
 
     @property
     def valid(self) -> bool:
@@ -192,16 +190,17 @@ class Device:
         return guid
 
 
-def hold_all(devices: list[Device]) -> None:
-    """:meth:`Device._hold` for each device of a list being handed out, under one lock."""
+def hold_all(devices: Sequence[Device]) -> None:
+    """Count a reference to each device (a list handed out, a context opened), under
+    one lock."""
     with _refs_lock:
         for dev in devices:
             dev._handles += 1
             dev._ever_handed = True
 
 
-def release_all(devices: tuple[Device, ...]) -> None:
-    """:meth:`Device._release` for each device of a list being freed, under one lock."""
+def release_all(devices: Sequence[Device]) -> None:
+    """Drop the references :func:`hold_all` counted, under one lock."""
     with _refs_lock:
         for dev in devices:
             dev._handles -= 1

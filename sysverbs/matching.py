@@ -75,6 +75,18 @@ def _literals(pattern: bytes) -> tuple[bytes, ...]:
     return tuple(p for p in pattern.split(b"*") if p and b"?" not in p)
 
 
+def _pattern_matches(pattern: bytes, pieces: tuple[bytes, ...], text: bytes) -> bool:
+    """``fnmatch(pattern, text)``, after a quick "cannot match": the literal ``pieces``
+    of the pattern (:func:`_literals`) must all be in ``text``, in order."""
+    at = 0
+    for piece in pieces:
+        at = text.find(piece, at)
+        if at < 0:
+            return False
+        at += len(piece)
+    return fnmatch(pattern, text)
+
+
 #: What every ``match_name`` text starts with.
 _NAME_HEAD = b"rdma_device:N"
 
@@ -94,12 +106,10 @@ class Matcher:
     """``try_drivers`` over one driver list, indexed (see the module docstring)."""
 
     __slots__ = ("driver_list", "_by_driver_id", "_by_prefix", "_patterns", "_tables", "_seen",
-                 "_name_patterns", "_sorted_seen")
+                 "_name_patterns")
 
     def __init__(self, driver_list: Sequence[Provider]) -> None:
         self.driver_list = driver_list
-        self._by_driver_id: dict[int, tuple[int, ...]] = {}
-        self._by_prefix: dict[bytes, frozenset[int]] = {}
         # (provider index, pattern, literal pieces) for each MODALIAS/NAME entry
         self._patterns: list[tuple[int, bytes, tuple[bytes, ...]]] = []
         tables: list[int] = []
@@ -114,11 +124,15 @@ class Matcher:
                 self._patterns.append((i, pattern, _literals(pattern)))
             if prov.pci_prefixes or prov.patterns:
                 tables.append(i)
-        self._by_driver_id = {k: tuple(v) for k, v in by_id.items()}
-        self._by_prefix = {k: frozenset(v) for k, v in by_prefix.items()}
+        self._by_driver_id: dict[int, tuple[int, ...]] = {
+            k: tuple(v) for k, v in by_id.items()
+        }
+        self._by_prefix: dict[bytes, frozenset[int]] = {
+            k: frozenset(v) for k, v in by_prefix.items()
+        }
         self._tables = tuple(tables)
-        self._seen: dict[bytes, frozenset[int]] = {}
-        self._sorted_seen: dict[bytes, tuple[int, ...]] = {}
+        # modalias -> the indexes of the providers it matches, as a set and in order
+        self._seen: dict[bytes, tuple[frozenset[int], tuple[int, ...]]] = {}
         # The patterns a name text (rdma_device:N<name>) can match, or None when a PCI
         # prefix could too (then names take the general path).
         self._name_patterns: Optional[list[tuple[int, bytes, tuple[bytes, ...]]]] = [
@@ -134,27 +148,21 @@ class Matcher:
         for i, pattern, pieces in self._patterns:
             if i in hits or (more is not None and i in more):
                 continue
-            at = 0
-            for piece in pieces:  # a quick "cannot match" before the exact rule
-                at = text.find(piece, at)
-                if at < 0:
-                    break
-                at += len(piece)
-            if at >= 0 and fnmatch(pattern, text):
+            if _pattern_matches(pattern, pieces, text):
                 if more is None:
                     more = set()
                 more.add(i)
         return hits if more is None else hits | more
 
-    def _modalias_hits(self, modalias: bytes) -> frozenset[int]:
-        hits = self._seen.get(modalias)
-        if hits is None:
+    def _modalias_hits(self, modalias: bytes) -> tuple[frozenset[int], tuple[int, ...]]:
+        """The providers ``modalias`` matches: a set, and the same indexes in order."""
+        seen = self._seen.get(modalias)
+        if seen is None:
             if len(self._seen) >= _MODALIAS_MEMORY:
                 self._seen.clear()
-                self._sorted_seen.clear()
-            hits = self._seen[modalias] = self._text_hits(modalias) if modalias else frozenset()
-            self._sorted_seen[modalias] = tuple(sorted(hits))
-        return hits
+            hits = self._text_hits(modalias) if modalias else frozenset()
+            seen = self._seen[modalias] = (hits, tuple(sorted(hits)))
+        return seen
 
     def _plain(self, rec: DeviceRecord) -> bool:
         """True when neither a driver id nor the name text matches any table: then
@@ -168,16 +176,7 @@ class Matcher:
         name = _NAME_HEAD + rec.ibdev_name
         if len(name) >= _NAME_BUF:
             return True
-        for _i, pattern, pieces in patterns:
-            at = 0
-            for piece in pieces:
-                at = name.find(piece, at)
-                if at < 0:
-                    break
-                at += len(piece)
-            if at >= 0 and fnmatch(pattern, name):
-                return False
-        return True
+        return not any(_pattern_matches(pattern, pieces, name) for _i, pattern, pieces in patterns)
 
     def attempts(self, rec: DeviceRecord) -> Iterator[tuple[Provider, Optional[str]]]:
         """``try_drivers``: each provider whose table matched the record, in the order
@@ -214,7 +213,7 @@ class Matcher:
             done = i
         if first_table < 0:
             return
-        hits = pre | self._modalias_hits(modalias_of(rec))
+        hits = pre | self._modalias_hits(modalias_of(rec))[0]
         for i in sorted(hits):
             if i <= done:
                 continue
@@ -228,9 +227,7 @@ class Matcher:
         if self._plain(rec):  # the common case, without the general walk
             if not self._tables:
                 return None
-            modalias = modalias_of(rec)
-            self._modalias_hits(modalias)
-            for i in self._sorted_seen[modalias]:
+            for i in self._modalias_hits(modalias_of(rec))[1]:
                 prov = self.driver_list[i]
                 verdict = _abi_and_path(prov, rec)
                 if verdict is None:
