@@ -3,8 +3,11 @@ that ``import sysverbs`` does not import typing)."""
 
 from __future__ import annotations
 
+import copy
+import inspect
 import pickle
 import typing
+from typing import Any, Callable
 
 import pytest
 
@@ -52,6 +55,64 @@ def test_same_behaviour_as_typing_namedtuple() -> None:
         assert isinstance(v, tuple) and list(cls.__annotations__) == ["a", "b"]
     with pytest.raises(TypeError):
         Light()  # type: ignore[call-arg]
+
+
+def _outcome(make: Callable[[], Any]) -> tuple[str, str]:
+    try:
+        return "ok", repr(make())
+    except (TypeError, ValueError, AttributeError) as e:
+        return type(e).__name__, str(e)
+
+
+def test_same_signature_errors_and_details() -> None:
+    """What a caller can see: the signature, every call error with its message, _make,
+    _replace, copies, read-only fields, no instance dict, the generated docstrings."""
+    # (typing wraps the string annotations in ForwardRef; the parameters are the same)
+    assert str(inspect.signature(Light)) == "(a: 'int', b: 'str' = 'x')"
+    assert [(p.name, p.kind, p.default) for p in inspect.signature(Light).parameters.values()] \
+        == [(p.name, p.kind, p.default) for p in inspect.signature(Heavy).parameters.values()]
+    for cls in (Light, Heavy):
+        assert cls.__match_args__ == ("a", "b") and cls.__slots__ == ()
+        assert cls.a.__doc__ == "Alias for field number 0"
+        v = cls(1, "q")
+        assert copy.copy(v) == v and copy.deepcopy(v) == v and hash(v) == hash((1, "q"))
+        assert not hasattr(v, "__dict__")
+
+    def calls(cls: Any) -> list[tuple[str, str]]:
+        name = cls.__name__
+        return [
+            _outcome(lambda: cls()),
+            _outcome(lambda: cls(1, "y", 3)),
+            _outcome(lambda: cls(1, c=2)),
+            _outcome(lambda: cls(1, a=2)),
+            _outcome(lambda: cls(b="y")),
+            _outcome(lambda: cls(b="y", a=3)),
+            _outcome(lambda: cls._make([1])),
+            _outcome(lambda: cls._make([1, "z"])),
+            _outcome(lambda: cls(1)._replace(c=1)),
+            _outcome(lambda: setattr(cls(1), "a", 2)),
+            _outcome(lambda: name),
+        ]
+
+    light, heavy = calls(Light), calls(Heavy)
+    assert [(kind, text.replace("Light", "Heavy")) for kind, text in light] == heavy
+
+    class NoDoc(NamedTuple):
+        x: int
+        y: int
+        z: int
+
+    class NoDocHeavy(typing.NamedTuple):
+        x: int
+        y: int
+        z: int
+
+    assert NoDoc.__doc__ == "NoDoc(x, y, z)" and NoDocHeavy.__doc__ == "NoDocHeavy(x, y, z)"
+    assert _outcome(lambda: NoDoc()) == (  # type: ignore[call-arg]
+        "TypeError", "NoDoc.__new__() missing 3 required positional arguments: 'x', 'y', and 'z'")
+    assert _outcome(lambda: NoDocHeavy()) == (  # type: ignore[call-arg]
+        "TypeError",
+        "NoDocHeavy.__new__() missing 3 required positional arguments: 'x', 'y', and 'z'")
 
 
 def test_refuses_what_typing_refuses() -> None:
