@@ -5,11 +5,13 @@ table, the first rdma-core release that shipped it (``since``) and, for entries
 that were dropped, the first release without it (``until``).  The table of any
 release is therefore a pure function of the data: :func:`provider_table`.
 
-``data/providers.marshal`` holds the same data in :mod:`marshal` form, only because
-``import json`` (which imports ``re``) costs more than a whole first call at 64
-devices.  It carries the CRC-32 and size of the ``providers.json`` it was made
-from and is used only when they match; otherwise the JSON is parsed.  Regenerate
-it with ``python -m sysverbs.providers --write-cache`` (a test checks it is current).
+``data/providers.marshal`` holds the same data in :mod:`marshal` form, and each
+release's table already derived (marshalled on its own), only because loading and
+deriving cost more than a whole first call at 64 devices (``import json`` alone
+imports ``re``).  It carries the CRC-32 and size of the ``providers.json`` it was
+made from and is used only when they match; otherwise the JSON is parsed and the
+tables derived from it.  Regenerate it with ``tools/write_provider_cache.py``
+(a test checks it is current and that its tables are the derived ones).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .typing_light import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Optional, Union
+    from typing import Any, Callable, Optional, Union
 
 __all__ = [
     "Provider",
@@ -75,38 +77,182 @@ def _checked_pattern(pattern: bytes) -> bytes:
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 _JSON_PATH = os.path.join(_DATA_DIR, "providers.json")
 _CACHE_PATH = os.path.join(_DATA_DIR, "providers.marshal")
-_CACHE_TAG = "sysverbs-providers-cache-1"
+_CACHE_TAG = "sysverbs-providers-cache-2"
 _loaded: dict[str, Any] = {}
+
+if TYPE_CHECKING:
+    #: One provider of a release, as the cache stores it: the fields of :class:`Provider`,
+    #: with lists for the sets.
+    TableRow = tuple[str, str, int, int, list[bytes], tuple[bytes, ...], list[int]]
+
+
+def _table_rows(data: dict[str, Any], release: int) -> list[TableRow]:
+    """The providers of ``release`` (the pure derivation from the data)."""
+    rows: list[TableRow] = []
+    for raw in data["providers"]:
+        if not _alive(raw, release):
+            continue
+        min_abi, max_abi = int(raw["min_abi"]), int(raw["max_abi"])
+        for first, lo, hi in raw.get("abi_history", []):
+            if int(first) <= release:
+                min_abi, max_abi = int(lo), int(hi)
+        prefixes: list[bytes] = []
+        patterns: list[bytes] = []
+        driver_ids: list[int] = []
+        for e in raw["match"]:
+            if not _alive(e, release):
+                continue
+            kind = e["kind"]
+            if kind == "pci":
+                prefixes.append(b"pci:v%08Xd%08Xsv" % (int(e["vendor"], 16), int(e["device"], 16)))
+            elif kind == "driver_id":
+                driver_ids.append(int(e["value"]))
+            elif kind in ("modalias", "name"):
+                patterns.append(_checked_pattern(e["pattern"].encode()))
+            else:
+                raise ValueError(f"unknown match kind {kind!r}")
+        rows.append((raw["name"], raw["library"], min_abi, max_abi, prefixes,
+                     tuple(patterns), driver_ids))
+    return rows
+
+
+def _span_of(data: dict[str, Any]) -> tuple[int, int]:
+    return min(int(p["since"]) for p in data["providers"]), int(data["latest"])
+
+
+class _Cache(NamedTuple):
+    """A current ``providers.marshal``: its head, and where each part lies in the file."""
+
+    head: dict[str, Any]  # "span": (first, last release), "pabi": the PABI list
+    tables: dict[int, int]  # release -> the part that holds its marshalled table
+    spans: list[tuple[int, int]]  # (offset, size) of each part
 
 
 def _cache_blob(raw: bytes, data: dict[str, Any]) -> bytes:
-    import marshal
-    import zlib
+    """The cache of one providers.json (``raw``, parsed: ``data``).
 
-    return marshal.dumps((_CACHE_TAG, zlib.crc32(raw), len(raw), data))
+    Eight ASCII digits give the length of the marshalled head that follows: the tag,
+    the release span and PABI list, which part holds each release's table, and the
+    size of each part.  The parts follow: ``raw`` itself (the cache is used only while
+    providers.json is byte for byte the same), the marshalled table of each release
+    (each on its own, so that a first call loads just one; releases with the same
+    table share a part), and last the whole data, marshalled."""
+    import marshal
+
+    first, last = _span_of(data)
+    parts = [raw]
+    part_of: dict[bytes, int] = {}
+    tables: dict[int, int] = {}
+    for release in range(first, last + 1):
+        blob = marshal.dumps(_table_rows(data, release))
+        if blob not in part_of:
+            part_of[blob] = len(parts)
+            parts.append(blob)
+        tables[release] = part_of[blob]
+    parts.append(marshal.dumps(data))
+    head = marshal.dumps((_CACHE_TAG, {"span": (first, last), "pabi": data["pabi"]}, tables,
+                          [len(part) for part in parts]))
+    return b"%08d" % len(head) + head + b"".join(parts)
+
+
+def _read_file(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks: list[bytes] = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def _read_part(spans: list[tuple[int, int]], part: int) -> bytes:
+    """Part ``part`` of the cache file, read on its own."""
+    offset, size = spans[part]
+    fd = os.open(_CACHE_PATH, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        blob = os.pread(fd, size, offset)
+    finally:
+        os.close(fd)
+    if len(blob) != size:
+        raise ValueError("providers.marshal is cut short")
+    return blob
+
+
+def _cache() -> Optional[_Cache]:
+    """The cache when it was made from the providers.json beside it, else None (looked
+    at once).  Reads its head and its copy of providers.json, not the tables."""
+    if "cache" not in _loaded:
+        import marshal
+
+        found = None
+        try:
+            fd = os.open(_CACHE_PATH, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                start = os.pread(fd, 4096, 0)
+                end = 8 + int(start[:8])
+                if end > len(start):
+                    start = os.pread(fd, end, 0)
+            finally:
+                os.close(fd)
+            tag, head, tables, sizes = marshal.loads(start[8:end])
+            if tag == _CACHE_TAG:
+                spans = []
+                for size in sizes:
+                    spans.append((end, size))
+                    end += size
+                if _read_part(spans, 0) == _read_file(_JSON_PATH):
+                    found = _Cache(head, tables, spans)
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+        _loaded["cache"] = found
+    cache: Optional[_Cache] = _loaded["cache"]
+    return cache
+
+
+def _cached(part: Callable[[_Cache], Optional[int]]) -> Any:
+    """The unmarshalled cache part that ``part`` picks, or None (no current cache, no
+    such part, or it cannot be read)."""
+    import marshal
+
+    cache = _cache()
+    n = part(cache) if cache is not None else None
+    if cache is None or n is None:
+        return None
+    try:
+        return marshal.loads(_read_part(cache.spans, n))
+    except (OSError, ValueError, EOFError, TypeError, IndexError):
+        return None
 
 
 def _data() -> dict[str, Any]:
+    """The whole provider data: from the cache when it is current, else providers.json."""
     data: Optional[dict[str, Any]] = _loaded.get("data")
     if data is None:
-        import marshal
-        import zlib
-
-        with open(_JSON_PATH, "rb") as f:
-            raw = f.read()
-        try:
-            with open(_CACHE_PATH, "rb") as f:
-                tag, crc, size, cached = marshal.loads(f.read())
-            if (tag, crc, size) == (_CACHE_TAG, zlib.crc32(raw), len(raw)):
-                data = cached
-        except (OSError, ValueError, EOFError, TypeError):
-            pass
+        data = _cached(lambda cache: len(cache.spans) - 1)
         if data is None:  # no cache, or one made from another providers.json
             import json
 
-            data = json.loads(raw)
+            data = json.loads(_read_file(_JSON_PATH))
         _loaded["data"] = data
+    assert data is not None
     return data
+
+
+def _head() -> dict[str, Any]:
+    """The release span and the PABI list, without loading the whole data if possible."""
+    head: Optional[dict[str, Any]] = _loaded.get("head")
+    if head is None:
+        cache = _cache()
+        if cache is not None:
+            head = cache.head
+        else:
+            data = _data()
+            head = {"span": _span_of(data), "pabi": data["pabi"]}
+        _loaded["head"] = head
+    return head
 
 
 def write_cache() -> str:
@@ -122,7 +268,7 @@ def write_cache() -> str:
 
 def latest_release() -> int:
     """The newest rdma-core release the data covers."""
-    return int(_data()["latest"])
+    return _span()[1]
 
 
 def known_releases() -> list[int]:
@@ -133,11 +279,8 @@ def known_releases() -> list[int]:
 
 def _span() -> tuple[int, int]:
     """The first and last release of :func:`known_releases` (computed once)."""
-    span: Optional[tuple[int, int]] = _loaded.get("span")
-    if span is None:
-        first = min(int(p["since"]) for p in _data()["providers"])
-        span = _loaded["span"] = (first, latest_release())
-    return span
+    first, last = _head()["span"]
+    return int(first), int(last)
 
 
 def resolve_release(release: Release) -> int:
@@ -169,7 +312,7 @@ def resolve_release(release: Release) -> int:
 def pabi_for(release: int) -> int:
     """The provider ABI suffix (``lib<name>-rdmav<PABI>.so``) of a release."""
     pabi = 0
-    for first, value in _data()["pabi"]:
+    for first, value in _head()["pabi"]:
         if int(first) <= release:
             pabi = int(value)
     return pabi
@@ -212,41 +355,14 @@ def provider_table(release: int) -> tuple[Provider, ...]:
 
 
 def _derive_table(release: int) -> tuple[Provider, ...]:
-    result = []
-    for raw in _data()["providers"]:
-        if not _alive(raw, release):
-            continue
-        min_abi, max_abi = int(raw["min_abi"]), int(raw["max_abi"])
-        for first, lo, hi in raw.get("abi_history", []):
-            if int(first) <= release:
-                min_abi, max_abi = int(lo), int(hi)
-        prefixes: list[bytes] = []
-        patterns: list[bytes] = []
-        driver_ids: list[int] = []
-        for e in raw["match"]:
-            if not _alive(e, release):
-                continue
-            kind = e["kind"]
-            if kind == "pci":
-                prefixes.append(b"pci:v%08Xd%08Xsv" % (int(e["vendor"], 16), int(e["device"], 16)))
-            elif kind == "driver_id":
-                driver_ids.append(int(e["value"]))
-            elif kind in ("modalias", "name"):
-                patterns.append(_checked_pattern(e["pattern"].encode()))
-            else:
-                raise ValueError(f"unknown match kind {kind!r}")
-        result.append(
-            Provider(
-                name=raw["name"],
-                library=raw["library"],
-                min_abi=min_abi,
-                max_abi=max_abi,
-                pci_prefixes=frozenset(prefixes),
-                patterns=tuple(patterns),
-                driver_ids=frozenset(driver_ids),
-            )
-        )
-    return tuple(result)
+    rows: Optional[list[TableRow]] = _cached(lambda cache: cache.tables.get(release))
+    if rows is None:
+        rows = _table_rows(_data(), release)
+    return tuple(
+        Provider(name, library, min_abi, max_abi, frozenset(prefixes), patterns,
+                 frozenset(driver_ids))
+        for name, library, min_abi, max_abi, prefixes, patterns, driver_ids in rows
+    )
 
 
 def _lib_dirs() -> list[str]:

@@ -250,37 +250,73 @@ def test_spot_checks_pabi() -> None:
     assert {r: pabi(r) for r in expected} == expected
 
 
-def test_marshal_cache_is_current_and_used() -> None:
-    """``data/providers.marshal`` is providers.json (CRC, size and content), so the
-    fast load gives the same data; tools/write_provider_cache.py rewrites it."""
-    import marshal
-    import zlib
+def _fresh(monkeypatch: pytest.MonkeyPatch, cache: Optional[Path] = None) -> None:
+    """Forget what sysverbs.providers loaded (and use ``cache`` as the cache file)."""
+    from sysverbs import providers
+
+    if cache is not None:
+        monkeypatch.setattr(providers, "_CACHE_PATH", str(cache))
+    monkeypatch.setattr(providers, "_loaded", {})
+    monkeypatch.setattr(providers, "_tables", {})
+
+
+def test_marshal_cache_is_current_and_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``data/providers.marshal`` was made from this providers.json, holds the same data
+    and, for every release, the table derived from it; tools/write_provider_cache.py
+    rewrites it.  With it, a table and the release span load without the JSON parse."""
+    import json as json_module
 
     from sysverbs import providers
 
+    _fresh(monkeypatch)
     raw = Path(providers._JSON_PATH).read_bytes()
-    tag, crc, size, data = marshal.loads(Path(providers._CACHE_PATH).read_bytes())
-    assert (tag, crc, size) == (providers._CACHE_TAG, zlib.crc32(raw), len(raw)), (
+    cache = providers._cache()
+    assert cache is not None, "stale cache: run tools/write_provider_cache.py"
+    assert Path(providers._CACHE_PATH).read_bytes() == providers._cache_blob(raw, DATA), (
         "stale cache: run tools/write_provider_cache.py"
     )
-    assert data == json.loads(raw) == DATA
+    assert providers._data() == json_module.loads(raw) == DATA
+    derived = {r: providers._table_rows(DATA, r) for r in providers.known_releases()}
+
+    _fresh(monkeypatch)
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the JSON was parsed or a table derived although the cache is current")
+
+    monkeypatch.setattr(providers, "_table_rows", refuse)
+    monkeypatch.setattr(json_module, "loads", refuse)
+    for release, rows in derived.items():
+        table = providers.provider_table(release)
+        assert [(p.name, p.library, p.min_abi, p.max_abi, p.pci_prefixes, p.patterns,
+                 p.driver_ids) for p in table] == [
+            (n, lib, lo, hi, frozenset(pre), pats, frozenset(ids))
+            for n, lib, lo, hi, pre, pats, ids in rows]
+    assert "data" not in providers._loaded  # the whole data was never needed
+    assert (providers.latest_release(), providers.known_releases()[0]) == (
+        DATA["latest"], min(p["since"] for p in DATA["providers"]))
 
 
 def test_stale_or_broken_cache_falls_back_to_json(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """A cache made from another providers.json, a garbled, cut-short or missing one is
+    not used: the data and every table come from providers.json."""
     from sysverbs import providers
 
     raw = Path(providers._JSON_PATH).read_bytes()
+    good = Path(providers._CACHE_PATH).read_bytes()
+    expected = {r: providers.provider_table(r) for r in providers.known_releases()}
     changed = json.loads(raw)
-    changed["latest"] = 1  # a cache made from another providers.json must be ignored
+    changed["latest"] = 1
     stale = tmp_path / "stale.marshal"
     stale.write_bytes(providers._cache_blob(raw + b" ", changed))
     broken = tmp_path / "broken.marshal"
     broken.write_bytes(b"\x00garbage")
-    for cache in (stale, broken, tmp_path / "missing.marshal"):
-        monkeypatch.setattr(providers, "_CACHE_PATH", str(cache))
-        monkeypatch.setattr(providers, "_loaded", {})
+    short = tmp_path / "short.marshal"
+    short.write_bytes(good[: len(good) - 100])
+    for cache in (stale, broken, short, tmp_path / "missing.marshal"):
+        _fresh(monkeypatch, cache)
+        assert {r: providers.provider_table(r) for r in providers.known_releases()} == expected
         assert providers._data() == DATA
 
 
