@@ -105,45 +105,46 @@ def _may_start_with(pattern: bytes, head: bytes) -> bool:
 class Matcher:
     """``try_drivers`` over one driver list, indexed (see the module docstring)."""
 
-    __slots__ = ("driver_list", "_by_driver_id", "_by_prefix", "_patterns", "_tables", "_seen",
-                 "_name_patterns")
+    __slots__ = ("driver_list", "_by_driver_id", "_prefixes", "_with_prefixes", "_patterns",
+                 "_tables", "_seen", "_name_patterns")
 
     def __init__(self, driver_list: Sequence[Provider]) -> None:
         self.driver_list = driver_list
+        # Every PCI prefix of the list (a text whose first bytes are none of them
+        # matches no PCI entry), and the providers that have any.
+        self._prefixes: frozenset[bytes] = frozenset().union(
+            *[prov.pci_prefixes for prov in driver_list]
+        )
+        self._with_prefixes = tuple(i for i, prov in enumerate(driver_list) if prov.pci_prefixes)
         # (provider index, pattern, literal pieces) for each MODALIAS/NAME entry
-        self._patterns: list[tuple[int, bytes, tuple[bytes, ...]]] = []
-        tables: list[int] = []
+        self._patterns = [
+            (i, pattern, _literals(pattern))
+            for i, prov in enumerate(driver_list)
+            for pattern in prov.patterns
+        ]
+        self._tables = tuple(
+            i for i, prov in enumerate(driver_list) if prov.pci_prefixes or prov.patterns
+        )
         by_id: dict[int, list[int]] = {}
-        by_prefix: dict[bytes, set[int]] = {}
         for i, prov in enumerate(driver_list):
             for driver_id in prov.driver_ids:
                 by_id.setdefault(driver_id, []).append(i)
-            for prefix in prov.pci_prefixes:
-                by_prefix.setdefault(prefix, set()).add(i)
-            for pattern in prov.patterns:
-                self._patterns.append((i, pattern, _literals(pattern)))
-            if prov.pci_prefixes or prov.patterns:
-                tables.append(i)
-        self._by_driver_id: dict[int, tuple[int, ...]] = {
-            k: tuple(v) for k, v in by_id.items()
-        }
-        self._by_prefix: dict[bytes, frozenset[int]] = {
-            k: frozenset(v) for k, v in by_prefix.items()
-        }
-        self._tables = tuple(tables)
+        self._by_driver_id = {k: tuple(v) for k, v in by_id.items()}
         # modalias -> the indexes of the providers it matches, as a set and in order
         self._seen: dict[bytes, tuple[frozenset[int], tuple[int, ...]]] = {}
-        # The patterns a name text (rdma_device:N<name>) can match, or None when a PCI
-        # prefix could too (then names take the general path).
-        self._name_patterns: Optional[list[tuple[int, bytes, tuple[bytes, ...]]]] = [
+        # The patterns a name text (rdma_device:N<name>) can match.
+        self._name_patterns = [
             entry for entry in self._patterns if _may_start_with(entry[1], _NAME_HEAD)
         ]
-        if any(p.startswith(_NAME_HEAD[:_PCI_PREFIX_LEN]) for p in self._by_prefix):
-            self._name_patterns = None
 
     def _text_hits(self, text: bytes) -> frozenset[int]:
         """Indexes of the providers whose table matches ``text`` (``_table_hit``)."""
-        hits = self._by_prefix.get(text[:_PCI_PREFIX_LEN], frozenset())
+        head = text[:_PCI_PREFIX_LEN]
+        if head in self._prefixes:
+            drivers = self.driver_list
+            hits = frozenset(i for i in self._with_prefixes if head in drivers[i].pci_prefixes)
+        else:
+            hits = frozenset()
         more = None
         for i, pattern, pieces in self._patterns:
             if i in hits or (more is not None and i in more):
@@ -170,13 +171,14 @@ class Matcher:
         and the providers its table lists are the whole answer."""
         if rec.driver_id:
             return False
-        patterns = self._name_patterns
-        if patterns is None:
-            return False
         name = _NAME_HEAD + rec.ibdev_name
         if len(name) >= _NAME_BUF:
             return True
-        return not any(_pattern_matches(pattern, pieces, name) for _i, pattern, pieces in patterns)
+        if name[:_PCI_PREFIX_LEN] in self._prefixes:
+            return False
+        return not any(
+            _pattern_matches(pattern, pieces, name) for _i, pattern, pieces in self._name_patterns
+        )
 
     def attempts(self, rec: DeviceRecord) -> Iterator[tuple[Provider, Optional[str]]]:
         """``try_drivers``: each provider whose table matched the record, in the order
