@@ -61,6 +61,9 @@ def strtoul(data: bytes) -> int:
     """glibc ``strtoul(s, NULL, 10)`` on a 64-bit host (result in 0..2**64-1)."""
     if data.isdigit() and len(data) < 20:  # ASCII digits only, below 10**19: no clamp
         return int(data)
+    head, colon, _ = data.partition(b":")  # "1: CA" (node_type): digits up to a colon
+    if colon and head.isdigit() and len(head) < 20:
+        return int(head)
     s = cstr(data)
     i = _skip_space(s, 0)
     neg, i = _sign(s, i)

@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+from .cparse import strtoul
+from .node_types import UNKNOWN, node_type_number
+from .sysfs_read import ABI_SIZE, NODE_TYPE_SIZE, read_sysfs_file
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
-__all__ = ["DeviceRecord"]
+__all__ = ["DeviceRecord", "read_abi_version", "read_node_type", "abi_number"]
+
+
+def read_node_type(ibdev_path: bytes) -> int:
+    """``<ibdev_path>/node_type``: result ``<= 0`` is UNKNOWN, else strtoul as uint32
+    (a :mod:`sysverbs.node_types` number)."""
+    value = read_sysfs_file(ibdev_path + b"/node_type", NODE_TYPE_SIZE)
+    if not value:
+        return UNKNOWN
+    return node_type_number(strtoul(value) & 0xFFFFFFFF)
+
+
+def abi_number(value: Optional[bytes]) -> int:
+    """An ``abi_version`` read: strtoul as uint32, 0 when unreadable or empty."""
+    return strtoul(value) & 0xFFFFFFFF if value else 0
+
+
+def read_abi_version(entry_path: bytes) -> int:
+    """``<entry_path>/abi_version`` of a ``class/infiniband_verbs`` entry."""
+    return abi_number(read_sysfs_file(entry_path + b"/abi_version", ABI_SIZE))
 
 
 class DeviceRecord:
@@ -72,8 +95,6 @@ class DeviceRecord:
     def abi_ver(self) -> int:
         value = self._abi_ver
         if value is None:
-            from .sysfs_source import read_abi_version
-
             entry = self.sysfs_root + b"/class/infiniband_verbs/" + self.dev_name
             value = self._abi_ver = read_abi_version(entry)
         return value
@@ -86,8 +107,6 @@ class DeviceRecord:
     def node_type(self) -> int:
         value = self._node_type
         if value is None:
-            from .sysfs_source import read_node_type
-
             value = self._node_type = read_node_type(self.ibdev_path)
         return value
 

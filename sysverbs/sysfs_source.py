@@ -7,16 +7,14 @@ import os
 import stat
 import sys
 
-from .cparse import cstr, scan_u_u, strtol, strtoul, to_int32
-from .node_types import UNKNOWN, node_type_number
-from .records import DeviceRecord
+from .cparse import cstr, scan_u_u, strtol, to_int32
+from .records import DeviceRecord, abi_number, read_node_type
 from .sysfs_read import (
     ABI_SIZE,
     CLASS_ABI_SIZE,
     DEV_SIZE,
     IBDEV_SIZE,
     NAME_MAX_IBV,
-    NODE_TYPE_SIZE,
     PATH_MAX_IBV,
     read_sysfs_file,
 )
@@ -55,25 +53,6 @@ class Skipped(NamedTuple):
     dev_name: bytes
     reason: str
     ibdev_name: Optional[bytes] = None
-
-
-def read_node_type(ibdev_path: bytes) -> int:
-    """``<ibdev_path>/node_type``: result ``<= 0`` is UNKNOWN, else strtoul as uint32
-    (a :mod:`sysverbs.node_types` number)."""
-    value = read_sysfs_file(ibdev_path + b"/node_type", NODE_TYPE_SIZE)
-    if not value:
-        return UNKNOWN
-    return node_type_number(strtoul(value) & 0xFFFFFFFF)
-
-
-def _abi_number(value: Optional[bytes]) -> int:
-    """An ``abi_version`` read: strtoul as uint32, 0 when unreadable or empty."""
-    return strtoul(value) & 0xFFFFFFFF if value else 0
-
-
-def read_abi_version(entry_path: bytes) -> int:
-    """``<entry_path>/abi_version`` of a ``class/infiniband_verbs`` entry."""
-    return _abi_number(read_sysfs_file(entry_path + b"/abi_version", ABI_SIZE))
 
 
 class _Dirs:
@@ -141,7 +120,7 @@ def _scan_entry(
             return Skipped(name, "bad_dev", ibdev_name)
         abi_ver = None
         if not lazy:
-            abi_ver = _abi_number(read_sysfs_file(b"abi_version", ABI_SIZE, dir_fd=entry_fd))
+            abi_ver = abi_number(read_sysfs_file(b"abi_version", ABI_SIZE, dir_fd=entry_fd))
     finally:
         os.close(entry_fd)
     node_type = None if lazy else read_node_type(ibdev_path)

@@ -57,6 +57,10 @@ def c_scan_hx4(data: bytes) -> tuple[int, int, int, int] | None:
 @example(b"9223372036854775808")
 @example(b"999999999999999999")
 @example(b"0")
+@example(b"1: CA")  # node_type as sysfs holds it
+@example(b"9999999999999999999: x")
+@example(b"18446744073709551616:1")
+@example(b"12a:3")
 def test_strtoul_and_strtol(data: bytes) -> None:
     assert cparse.strtoul(data) == libc.strtoul(data, None, 10)
     assert cparse.strtol(data) == libc.strtol(data, None, 10)
