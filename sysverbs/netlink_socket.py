@@ -1,9 +1,7 @@
-"""The ``NETLINK_RDMA`` socket, apart from the rest of the netlink source.
+"""The ``NETLINK_RDMA`` transport: what libnl's socket calls do for libibverbs.
 
-``source="auto"`` tries netlink first, as libibverbs does; on a host without RDMA
-netlink (most containers, CI) opening the socket is all that happens, so it is
-kept out of :mod:`sysverbs.netlink_source`, whose import would cost more than
-the attempt.  Tests replace :class:`SocketTransport` here with a fake kernel.
+:func:`sysverbs.sources.open_netlink` creates the socket and wraps it in a
+:class:`SocketTransport`; tests put a fake kernel (any :class:`Transport`) there.
 """
 
 from __future__ import annotations
@@ -11,12 +9,11 @@ from __future__ import annotations
 import errno
 import os
 
-from .sources import SourceUnavailable
+from .sources import NETLINK_RDMA
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .devlist import LibraryKey
-    from .sources import Scan
+    from _socket import socket
 
 __all__ = [
     "NETLINK_RDMA",
@@ -26,11 +23,7 @@ __all__ = [
     "NetlinkFailure",
     "Transport",
     "SocketTransport",
-    "open_transport_or_unavailable",
-    "scan_netlink",
 ]
-
-NETLINK_RDMA = 20
 #: libnl's socket buffer sizes (``nl_socket_set_buffer_size(sk, 0, 0)``) and
 #: receive buffer (four pages).
 SOCKET_BUFFER = 32768
@@ -52,7 +45,10 @@ class NetlinkFailure(Exception):
 class Transport:
     """A connected netlink socket: what libnl's ``nl_send``/``nl_recv`` talk to.
 
-    Any object with these three methods will do (tests pass fakes)."""
+    Any object with these three methods and ``port`` will do (tests pass fakes)."""
+
+    #: The socket's netlink port id (libnl's local port), 0 when unknown.
+    port = 0
 
     def send(self, data: bytes) -> None:
         """Send one request; raises OSError."""
@@ -68,15 +64,12 @@ class Transport:
 
 
 class SocketTransport(Transport):
-    """The real ``NETLINK_RDMA`` socket, set up as ``rdmanl_socket_alloc`` does."""
+    """An open ``NETLINK_RDMA`` socket, set up as ``rdmanl_socket_alloc`` does
+    (closed again if that fails, with the OSError)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sock: socket) -> None:
         import _socket
 
-        af_netlink = getattr(_socket, "AF_NETLINK", None)
-        if af_netlink is None:
-            raise OSError(errno.EAFNOSUPPORT, "AF_NETLINK is not supported here")
-        sock = _socket.socket(af_netlink, _socket.SOCK_RAW, NETLINK_RDMA)
         try:
             sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDBUF, SOCKET_BUFFER)
             sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_RCVBUF, SOCKET_BUFFER)
@@ -101,32 +94,3 @@ class SocketTransport(Transport):
 
     def close(self) -> None:
         self._sock.close()
-
-
-def open_transport_or_unavailable() -> SocketTransport:
-    """A new :class:`SocketTransport`; :class:`SourceUnavailable` (with the socket's
-    errno) where libibverbs would fall back to sysfs."""
-    try:
-        # Looked up in the module at call time, so a test's fake kernel is used.
-        transport: SocketTransport = globals()["SocketTransport"]()
-    except OSError as e:
-        err = e.errno or errno.EPROTONOSUPPORT
-        raise SourceUnavailable(f"no RDMA netlink socket: {os.strerror(err)}", err) from None
-    return transport
-
-
-def scan_netlink(key: LibraryKey) -> Scan:
-    """Enumerate over RDMA netlink; raises SourceUnavailable where libibverbs falls back.
-
-    ``Scan.netlink`` is True when a ``GET_CHARDEV`` reply was accepted, which is
-    what forces libibverbs' global ABI to 6; otherwise the class ``abi_version``
-    is checked as in sysfs mode.  (:mod:`sysverbs.netlink_source` is imported only
-    once the socket is open.)
-    """
-    transport = open_transport_or_unavailable()
-    try:
-        from .netlink_source import scan_with
-
-        return scan_with(transport, key.sysfs_root, key.dev_dir, transport.port)
-    finally:
-        transport.close()

@@ -51,15 +51,9 @@ import os
 import struct
 import time
 
-from . import netlink_socket
+from . import sources
 from .cparse import scan_u_u, strtoul, to_int32
-from .netlink_socket import (
-    RECV_TIMEOUT,
-    NetlinkFailure,
-    SocketTransport,
-    Transport,
-    scan_netlink,
-)
+from .netlink_socket import RECV_TIMEOUT, NetlinkFailure, SocketTransport, Transport
 from .node_types import node_type_number
 from .records import DeviceRecord
 from .sources import Scan, SourceUnavailable
@@ -69,11 +63,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Optional
 
+    from .devlist import LibraryKey
+
 
     Callback = Callable[[bytes], int]
 
 __all__ = [
     "scan_netlink",
+    "scan_transport",
     "scan_with",
     "Transport",
     "SocketTransport",
@@ -520,13 +517,31 @@ def scan_with(
     return Scan(kept, netlink=state.abi_forced)
 
 
+def scan_transport(key: LibraryKey, transport: Transport) -> Scan:
+    """:func:`scan_with` for the options of a call; closes the transport."""
+    try:
+        return scan_with(transport, key.sysfs_root, key.dev_dir, transport.port)
+    finally:
+        transport.close()
+
+
+def scan_netlink(key: LibraryKey) -> Scan:
+    """Enumerate over RDMA netlink; raises SourceUnavailable where libibverbs falls back.
+
+    ``Scan.netlink`` is True when a ``GET_CHARDEV`` reply was accepted, which is
+    what forces libibverbs' global ABI to 6; otherwise the class ``abi_version``
+    is checked as in sysfs mode.
+    """
+    return scan_transport(key, sources.open_netlink())
+
+
 # -- the other two netlink questions rdma-core asks ----------------------------------------
 
 
-def _open_transport() -> Optional[SocketTransport]:
+def _open_transport() -> Optional[Transport]:
     try:
-        return netlink_socket.SocketTransport()
-    except OSError:
+        return sources.open_netlink()
+    except SourceUnavailable:
         return None
 
 

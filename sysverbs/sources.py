@@ -15,6 +15,7 @@ and the first that does not raise :class:`SourceUnavailable` is used.
 from __future__ import annotations
 
 import errno
+import os
 
 from .sysfs_source import scan_sysfs
 
@@ -23,11 +24,24 @@ if TYPE_CHECKING:
     from typing import Callable
 
     from .devlist import LibraryKey
+    from .netlink_socket import Transport
     from .records import DeviceRecord
 
     SourceFunc = Callable[["LibraryKey"], "Scan"]
 
-__all__ = ["Scan", "SourceUnavailable", "register", "scan", "names", "AUTO_ORDER"]
+__all__ = [
+    "Scan",
+    "SourceUnavailable",
+    "register",
+    "scan",
+    "names",
+    "open_netlink",
+    "AUTO_ORDER",
+    "NETLINK_RDMA",
+]
+
+#: The netlink protocol of the RDMA subsystem.
+NETLINK_RDMA = 20
 
 
 class Scan:
@@ -90,10 +104,36 @@ def _sysfs(key: LibraryKey) -> Scan:
     return Scan(scan_sysfs(key.sysfs_root, key.dev_dir, lazy=True))
 
 
-def _netlink(key: LibraryKey) -> Scan:
-    from .netlink_socket import scan_netlink
+def open_netlink() -> Transport:
+    """A ``NETLINK_RDMA`` socket set up as ``rdmanl_socket_alloc`` does (a
+    :class:`~sysverbs.netlink_socket.SocketTransport`), or :class:`SourceUnavailable`
+    with the socket's errno where libibverbs falls back to sysfs.
 
-    return scan_netlink(key)
+    On a host without RDMA netlink (most containers, CI) the ``socket()`` call is all
+    that happens: the netlink modules are imported only once it succeeded.  Tests
+    replace this function with a fake kernel.
+    """
+    import _socket
+
+    try:
+        family = getattr(_socket, "AF_NETLINK", None)
+        if family is None:
+            raise OSError(errno.EAFNOSUPPORT, "AF_NETLINK is not supported here")
+        sock = _socket.socket(family, _socket.SOCK_RAW, NETLINK_RDMA)
+        from .netlink_socket import SocketTransport
+
+        return SocketTransport(sock)
+    except OSError as e:
+        err = e.errno or errno.EPROTONOSUPPORT
+        raise SourceUnavailable(f"no RDMA netlink socket: {os.strerror(err)}", err) from None
+
+
+def _netlink(key: LibraryKey) -> Scan:
+    # Looked up at call time, so that a test's fake kernel is used.
+    transport = globals()["open_netlink"]()
+    from .netlink_source import scan_transport
+
+    return scan_transport(key, transport)
 
 
 def _udev(key: LibraryKey) -> Scan:

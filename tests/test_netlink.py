@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sysverbs
-from sysverbs import netlink_socket
 from sysverbs import netlink_source as nl
+from sysverbs import sources
 from sysverbs.devlist import LibraryKey
 from sysverbs.enums import NodeType
 from sysverbs.sources import SourceUnavailable
@@ -521,15 +521,28 @@ def test_chardev_reply_without_attributes_falls_back(host: tuple[Path, Path]) ->
     assert s.records == [] and s.netlink is False
 
 
-def test_no_socket_here_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail() -> FakeKernel:
-        raise OSError(errno.EPROTONOSUPPORT, "Protocol not supported")
+def _no_rdma_netlink(monkeypatch: pytest.MonkeyPatch, err: int = errno.EPROTONOSUPPORT) -> None:
+    """socket(AF_NETLINK, SOCK_RAW, NETLINK_RDMA) fails with ``err`` (as on a kernel
+    without RDMA netlink); other sockets are created as usual."""
+    import _socket
 
-    monkeypatch.setattr(netlink_socket, "SocketTransport", fail)
+    real = _socket.socket
+
+    def refuse(*args: Any, **kw: Any) -> Any:
+        if args[:3] == (_socket.AF_NETLINK, _socket.SOCK_RAW, sources.NETLINK_RDMA):
+            raise OSError(err, os.strerror(err))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(_socket, "socket", refuse)
+
+
+@pytest.mark.parametrize("err", [errno.EPROTONOSUPPORT, errno.EACCES])
+def test_no_socket_here_is_unavailable(monkeypatch: pytest.MonkeyPatch, err: int) -> None:
+    _no_rdma_netlink(monkeypatch, err)
     key = LibraryKey("netlink", b"/sys", b"/dev/infiniband", b"/etc/x", "builtin", 44)
     with pytest.raises(SourceUnavailable) as e:
         nl.scan_netlink(key)
-    assert e.value.errno == errno.EPROTONOSUPPORT
+    assert e.value.errno == err
 
 
 # -- copy-on-fork and the rdma_cm ABI ------------------------------------------------------------
@@ -583,10 +596,7 @@ def test_chardev_abi(reply: bytes, expect: int) -> None:
 
 
 def test_no_netlink_answers_for_fork_and_rdma_cm(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail() -> FakeKernel:
-        raise OSError(errno.EPROTONOSUPPORT, "Protocol not supported")
-
-    monkeypatch.setattr(netlink_socket, "SocketTransport", fail)
+    _no_rdma_netlink(monkeypatch)
     assert nl.query_copy_on_fork() is False
     assert nl.chardev_abi("rdma_cm") == -1
 
@@ -597,7 +607,7 @@ def test_no_netlink_answers_for_fork_and_rdma_cm(monkeypatch: pytest.MonkeyPatch
 @pytest.fixture
 def kernel(monkeypatch: pytest.MonkeyPatch) -> FakeKernel:
     k = FakeKernel([])
-    monkeypatch.setattr(netlink_socket, "SocketTransport", lambda: k)
+    monkeypatch.setattr(sources, "open_netlink", lambda: k)
     return k
 
 
@@ -670,8 +680,8 @@ def test_api_class_abi_checked_when_no_chardev_reply(
 def test_api_netlink_unavailable_here() -> None:
     # this test host has no RDMA netlink (as CI): asked by name, netlink is an OSError
     try:
-        nl.SocketTransport().close()
-    except OSError:
+        sources.open_netlink().close()
+    except sources.SourceUnavailable:
         pass
     else:
         pytest.skip("this host has RDMA netlink")
