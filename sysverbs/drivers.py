@@ -124,9 +124,10 @@ def _read_config(config_dir: bytes) -> tuple[list[bytes], list[Message]]:
         try:
             while True:
                 chunk = os.read(fd, 65536)
-                if not chunk:
+                if chunk:
+                    chunks.append(chunk)
+                if len(chunk) < 65536:  # a regular file: a short read is its end
                     break
-                chunks.append(chunk)
         except OSError:
             pass
         finally:

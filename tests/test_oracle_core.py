@@ -518,11 +518,14 @@ def test_config_dir_parsing(otmp: Path) -> None:
             "dangling.driver": Link("/nonexistent/x"),
             "subdir": Dir(),
             "spaces.driver": "   ",
+            # longer than one 64 KiB read: the lines after it count too
+            "long.driver": "# padding\n" * 8000 + "driver efa\nLate directive\n",
         },
     )
     real, _ = check(otmp, ALL_KINDS, config_dir=conf, env=SHOW)
     assert b"ignoring bad config directive 'Driver'" in real.stderr
     assert b"couldn't stat config file" in real.stderr
+    assert b"ignoring bad config directive 'Late'" in real.stderr
 
 
 def test_config_dir_unreadable_as_user(otmp: Path) -> None:
