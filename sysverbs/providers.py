@@ -191,19 +191,25 @@ def _cache() -> Optional[_Cache]:
         try:
             fd = os.open(_CACHE_PATH, os.O_RDONLY | os.O_CLOEXEC)
             try:
-                start = os.pread(fd, 4096, 0)
+                start = os.pread(fd, 65536, 0)  # the head and, usually, the JSON copy
                 end = 8 + int(start[:8])
-                if end > len(start):
-                    start = os.pread(fd, end, 0)
-            finally:
-                os.close(fd)
-            tag, head, tables, sizes = marshal.loads(start[8:end])
-            if tag == _CACHE_TAG:
+                tag, head, tables, sizes = marshal.loads(start[8:end])
                 spans = []
                 for size in sizes:
                     spans.append((end, size))
                     end += size
-                if _read_part(spans, 0) == _read_file(_JSON_PATH):
+                offset, size = spans[0]
+                copy = (start[offset:offset + size] if offset + size <= len(start)
+                        else os.pread(fd, size, offset))
+            finally:
+                os.close(fd)
+            if tag == _CACHE_TAG and len(copy) == size:
+                fd = os.open(_JSON_PATH, os.O_RDONLY | os.O_CLOEXEC)
+                try:  # one byte more than the copy: a longer file differs too
+                    same = os.read(fd, size + 1) == copy
+                finally:
+                    os.close(fd)
+                if same:
                     found = _Cache(head, tables, spans)
         except (OSError, ValueError, EOFError, TypeError):
             pass

@@ -58,7 +58,7 @@ _FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 def read_sysfs_file(path: PathArg, size: int, dir_fd: Optional[int] = None) -> Optional[bytes]:
     """Read ``path`` (relative to ``dir_fd`` when given) with libibverbs' rules."""
     try:
-        fd = os.open(path, _FLAGS, dir_fd=dir_fd)
+        fd = os.open(path, _FLAGS) if dir_fd is None else os.open(path, _FLAGS, dir_fd=dir_fd)
     except (OSError, ValueError):
         return None
     try:
