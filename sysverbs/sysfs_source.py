@@ -28,6 +28,8 @@ __all__ = ["scan_sysfs", "scan_sysfs_detailed", "read_class_abi", "ScanError", "
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+#: faccessat(..., AT_EACCESS) is available (it is with glibc and musl).
+_ACCESS_EFFECTIVE = os.access in os.supports_effective_ids and os.access in os.supports_dir_fd
 _FS_ENCODING = sys.getfilesystemencoding()
 _FS_ERRORS = sys.getfilesystemencodeerrors()
 
@@ -124,13 +126,18 @@ def _scan_entry(
     finally:
         os.close(entry_fd)
     node_type = None if lazy else read_node_type(ibdev_path)
-    try:  # the /dev node: stat(), as libibverbs (and what umockdev serves)
-        if dirs.dev_fd is not None:
-            os.stat(name, dir_fd=dirs.dev_fd)
-        else:
-            os.stat(dev_dir + b"/" + name)
-    except (OSError, ValueError):
-        return Skipped(name, "no_dev_node", ibdev_name)
+    # The /dev node must exist: libibverbs stat()s it.  Relative to the directory
+    # handle, faccessat(F_OK) with the effective ids answers the same (the same path
+    # lookup, with the same credentials) without building a stat result; a full path
+    # goes to stat() itself, which is what umockdev's LD_PRELOAD serves.
+    if dirs.dev_fd is not None and _ACCESS_EFFECTIVE:
+        if not os.access(name, os.F_OK, dir_fd=dirs.dev_fd, effective_ids=True):
+            return Skipped(name, "no_dev_node", ibdev_name)
+    else:
+        try:
+            os.stat(dev_dir + b"/" + name if dirs.dev_fd is None else name, dir_fd=dirs.dev_fd)
+        except (OSError, ValueError):
+            return Skipped(name, "no_dev_node", ibdev_name)
     return DeviceRecord(
         name, ibdev_name, ibdev_path, root, cdev, abi_ver, node_type, st.st_mtime_ns
     )
