@@ -191,8 +191,10 @@ def _cache() -> Optional[_Cache]:
         try:
             fd = os.open(_CACHE_PATH, os.O_RDONLY | os.O_CLOEXEC)
             try:
-                start = os.pread(fd, 65536, 0)  # the head and, usually, the JSON copy
+                start = os.pread(fd, 4096, 0)  # the head (a larger read costs more)
                 end = 8 + int(start[:8])
+                if end > len(start):
+                    start = os.pread(fd, end, 0)
                 tag, head, tables, sizes = marshal.loads(start[8:end])
                 spans = []
                 for size in sizes:
