@@ -12,8 +12,11 @@ the oracle tests do (``tests/oracle/harness.py``), in the system's ``python3 -I`
 (see :func:`interpreter`).  Measured:
 
 (a) the first call in a fresh process (time of the call only, printed by the
-    child; one unmeasured warm-up process per implementation, then A/B alternated);
+    child; one unmeasured warm-up round, then A/B alternated);
 (b) the same call repeated in one process (after one warm-up call);
+    (a) and (b) go round by round through every size, so that the machine's drift
+    over the run does not fall on one size: t(4096)/t(1024) compares samples taken
+    side by side;
 (c) ``import sysverbs`` (and ``import ctypes`` + ``CDLL("libibverbs.so.1")``) versus
     interpreter start alone;
 (d) wall time of ``python -m sysverbs devices`` versus ``ibv_devices`` (64 devices);
@@ -323,43 +326,66 @@ def unavailable() -> Optional[str]:
 # -- the measurements ----------------------------------------------------------------------
 
 
-def measure_first(b: Bench, tree: Path, n: int, samples: int) -> list[dict[str, Any]]:
-    calls: dict[str, list[float]] = {"libibverbs": [], "sysverbs": []}
-    totals: dict[str, list[float]] = {"libibverbs": [], "sysverbs": []}
-    results: dict[str, dict[str, Any]] = {}
-    for i in range(samples + 1):  # sample 0: unmeasured warm-up (page cache, pyc)
-        order = ("libibverbs", "sysverbs") if i % 2 == 0 else ("sysverbs", "libibverbs")
-        for impl in order:
-            r = b.child(tree, impl, "first")
-            results[impl] = r
-            if i:
-                calls[impl].append(r["call_ns"] / 1e6)
-                totals[impl].append((r["call_ns"] + r["load_ns"]) / 1e6)
-        log(f"N={n}: (a) fresh-process sample {i}/{samples}"
-            + (" (warm-up)" if i == 0 else ""))
-    check_same(n, "(a)", results["libibverbs"], results["sysverbs"])
-    return [
-        row("(a) first call, fresh process", n, calls["libibverbs"], calls["sysverbs"]),
-        row("(a') load/import + first call, fresh process", n, totals["libibverbs"],
-            totals["sysverbs"], "libibverbs: import ctypes + CDLL; sysverbs: import sysverbs"),
-    ]
+def measure_first(b: Bench, trees: dict[int, Path], samples: int
+                  ) -> dict[int, list[dict[str, Any]]]:
+    """Fresh processes, one call each.  Every round runs each size and each
+    implementation once (the order alternating), so that the machine's drift over the
+    run reaches every size and both sides alike: the ratios and t(4096)/t(1024) compare
+    samples taken side by side."""
+    impls = ("libibverbs", "sysverbs")
+    calls: dict[int, dict[str, list[float]]] = {n: {i: [] for i in impls} for n in trees}
+    totals: dict[int, dict[str, list[float]]] = {n: {i: [] for i in impls} for n in trees}
+    results: dict[int, dict[str, dict[str, Any]]] = {n: {} for n in trees}
+    for i in range(samples + 1):  # round 0: unmeasured warm-up (page cache, pyc)
+        order = impls if i % 2 == 0 else impls[::-1]
+        for n, tree in trees.items():
+            for impl in order:
+                r = b.child(tree, impl, "first")
+                results[n][impl] = r
+                if i:
+                    calls[n][impl].append(r["call_ns"] / 1e6)
+                    totals[n][impl].append((r["call_ns"] + r["load_ns"]) / 1e6)
+        log(f"(a) fresh processes, round {i}/{samples}" + (" (warm-up)" if i == 0 else ""))
+    rows = {}
+    for n in trees:
+        check_same(n, "(a)", results[n]["libibverbs"], results[n]["sysverbs"])
+        rows[n] = [
+            row("(a) first call, fresh process", n, calls[n]["libibverbs"],
+                calls[n]["sysverbs"]),
+            row("(a') load/import + first call, fresh process", n, totals[n]["libibverbs"],
+                totals[n]["sysverbs"],
+                "libibverbs: import ctypes + CDLL; sysverbs: import sysverbs"),
+        ]
+    return rows
 
 
-def measure_repeat(b: Bench, tree: Path, n: int, reps: int, rounds: int = 3) -> dict[str, Any]:
-    """In-process repeated calls, in ``rounds`` processes per implementation run in
-    alternation (A B B A A B ...), so that a noisy moment does not land on one side."""
+#: Processes per size and implementation for the repeated calls (each makes
+#: ``--repeats / REPEAT_ROUNDS`` measured calls after one warm-up call).
+REPEAT_ROUNDS = 5
+
+
+def measure_repeat(b: Bench, trees: dict[int, Path], reps: int, rounds: int = REPEAT_ROUNDS
+                   ) -> dict[int, dict[str, Any]]:
+    """In-process repeated calls: in each of ``rounds`` rounds one process per size and
+    implementation (A B, then B A, ...), so that a noisy moment lands on no one side
+    and no one size."""
+    impls = ("libibverbs", "sysverbs")
     per_round = max(1, -(-reps // rounds))
-    times: dict[str, list[int]] = {"libibverbs": [], "sysverbs": []}
-    got: dict[str, dict[str, Any]] = {}
+    times: dict[int, dict[str, list[int]]] = {n: {i: [] for i in impls} for n in trees}
+    got: dict[int, dict[str, dict[str, Any]]] = {n: {} for n in trees}
     for r in range(rounds):
-        order = ("libibverbs", "sysverbs") if r % 2 == 0 else ("sysverbs", "libibverbs")
-        for impl in order:
-            got[impl] = b.child(tree, impl, "repeat", per_round)
-            times[impl] += got[impl]["times_ns"]
-        log(f"N={n}: (b) repeated calls, round {r + 1}/{rounds}")
-    check_same(n, "(b)", got["libibverbs"], got["sysverbs"])
-    return row("(b) repeated call, in-process", n, ms(times["libibverbs"]),
-               ms(times["sysverbs"]))
+        order = impls if r % 2 == 0 else impls[::-1]
+        for n, tree in trees.items():
+            for impl in order:
+                got[n][impl] = b.child(tree, impl, "repeat", per_round)
+                times[n][impl] += got[n][impl]["times_ns"]
+        log(f"(b) repeated calls, round {r + 1}/{rounds}")
+    rows = {}
+    for n in trees:
+        check_same(n, "(b)", got[n]["libibverbs"], got[n]["sysverbs"])
+        rows[n] = row("(b) repeated call, in-process", n, ms(times[n]["libibverbs"]),
+                      ms(times[n]["sysverbs"]))
+    return rows
 
 
 def measure_import(b: Bench, tree: Path, samples: int) -> tuple[list[dict[str, Any]], Any]:
@@ -655,10 +681,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 log(f"N={n}: tree built in {time.monotonic() - t:.1f}s")
             return trees[n]
 
+        sized = {n: tree_for(n) for n in args.sizes}
+        first = measure_first(b, sized, args.samples)
+        repeated = measure_repeat(b, sized, args.repeats)
         for n in args.sizes:
-            tree = tree_for(n)
-            rows += measure_first(b, tree, n, args.samples)
-            rows.append(measure_repeat(b, tree, n, args.repeats))
+            rows += first[n]
+            rows.append(repeated[n])
         import_rows, importtime = measure_import(b, tree_for(args.sizes[0]), args.samples)
         rows += import_rows
         rows.append(measure_cli(b, tree_for(args.cli_size), args.cli_size, args.samples))
@@ -694,8 +722,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print()
     print(machine_line)
     print(f"Medians; (a)/(c)/(d): {args.samples} fresh processes each after one warm-up, "
-          f"A/B alternated; (b): {args.repeats} calls (3 alternated processes, each "
-          f"after one warm-up call).")
+          f"A/B alternated; (b): {args.repeats} calls ({REPEAT_ROUNDS} alternated processes, each "
+          f"after one warm-up call); (a) and (b) run every size in each round.")
     top = ", ".join(f"{e['module']} {e['self_us'] / 1000:.1f}"
                     for e in importtime["top_self_us"][:6])
     print(f"import sysverbs, -X importtime self ms (top): {top}")
