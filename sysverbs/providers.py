@@ -8,10 +8,11 @@ release is therefore a pure function of the data: :func:`provider_table`.
 ``data/providers.marshal`` holds the same data in :mod:`marshal` form, and each
 release's table already derived (marshalled on its own), only because loading and
 deriving cost more than a whole first call at 64 devices (``import json`` alone
-imports ``re``).  It carries the CRC-32 and size of the ``providers.json`` it was
-made from and is used only when they match; otherwise the JSON is parsed and the
-tables derived from it.  Regenerate it with ``tools/write_provider_cache.py``
-(a test checks it is current and that its tables are the derived ones).
+imports ``re``).  It carries a copy of the ``providers.json`` it was made from and
+is used only while that copy is byte for byte the file beside it; otherwise the JSON
+is parsed and the tables derived from it.  Regenerate it with
+``tools/write_provider_cache.py`` (a test checks it is current and that its tables
+are the derived ones).
 """
 
 from __future__ import annotations

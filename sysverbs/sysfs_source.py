@@ -60,9 +60,9 @@ class Skipped(NamedTuple):
 class _Dirs:
     """Descriptors one scan resolves its paths from: the class directory, and
     ``O_PATH`` handles on ``class/infiniband`` and the /dev directory (None where they
-    cannot be opened; then full paths are used).  ``stat("<ibdev_path>")`` and
-    ``stat(<dev_dir>/<name>)`` resolve the same way relative to them (an ``O_PATH``
-    handle needs no permission on the directory itself) with a shorter path walk."""
+    cannot be opened; then full paths are used).  ``<ibdev_path>`` and
+    ``<dev_dir>/<name>`` resolve the same way relative to them (an ``O_PATH`` handle
+    needs no permission on the directory itself) with a shorter path walk."""
 
     __slots__ = ("class_fd", "ib_fd", "dev_fd")
 
