@@ -13,7 +13,7 @@ the oracle tests do (``tests/oracle/harness.py``), in the system's ``python3 -I`
 
 (a) the first call in a fresh process (time of the call only, printed by the
     child; one unmeasured warm-up round, then A/B alternated);
-(b) the same call repeated in one process (after one warm-up call);
+(b) the same call repeated in one process (after three warm-up calls);
     (a) and (b) go round by round through every size, so that the machine's drift
     over the run does not fall on one size: t(4096)/t(1024) compares samples taken
     side by side;
@@ -99,7 +99,8 @@ if mode == "first":
     guids = call()
     out["call_ns"] = clock() - t2
 elif mode == "repeat":
-    guids = call()
+    for _ in range(3):  # warm-up: the calls right after the first are slower (GC, caches)
+        guids = call()
     times = []
     for _ in range(reps):
         t2 = clock()
@@ -257,15 +258,28 @@ def row(
     lib: Optional[Sequence[float]],
     ours: Optional[Sequence[float]],
     note: str = "",
+    rounds: Optional[tuple[Sequence[float], Sequence[float]]] = None,
 ) -> dict[str, Any]:
+    """One measurement.  With ``rounds`` (one value per round for libibverbs and for
+    sysverbs, taken side by side) the ratio is the median of the per-round ratios, which
+    the machine's drift between rounds does not move; otherwise the ratio of medians."""
     r: dict[str, Any] = {"measurement": measurement, "n": n, "note": note}
     r["libibverbs"] = summary(lib) if lib else None
     r["sysverbs"] = summary(ours) if ours else None
-    if lib and ours:
+    if rounds is not None:
+        r["rounds"] = {"libibverbs": list(rounds[0]), "sysverbs": list(rounds[1])}
+        r["ratio"] = paired_ratio(rounds[1], rounds[0])
+    elif lib and ours:
         r["ratio"] = statistics.median(ours) / statistics.median(lib)
     else:
         r["ratio"] = None
     return r
+
+
+def paired_ratio(top: Sequence[float], bottom: Sequence[float]) -> Optional[float]:
+    """The median of ``top[i] / bottom[i]`` (values of the same round)."""
+    pairs = [t / b for t, b in zip(top, bottom) if b > 0]
+    return statistics.median(pairs) if pairs else None
 
 
 def interpreter() -> tuple[str, list[str]]:
@@ -351,16 +365,17 @@ def measure_first(b: Bench, trees: dict[int, Path], samples: int
         check_same(n, "(a)", results[n]["libibverbs"], results[n]["sysverbs"])
         rows[n] = [
             row("(a) first call, fresh process", n, calls[n]["libibverbs"],
-                calls[n]["sysverbs"]),
+                calls[n]["sysverbs"], rounds=(calls[n]["libibverbs"], calls[n]["sysverbs"])),
             row("(a') load/import + first call, fresh process", n, totals[n]["libibverbs"],
                 totals[n]["sysverbs"],
-                "libibverbs: import ctypes + CDLL; sysverbs: import sysverbs"),
+                "libibverbs: import ctypes + CDLL; sysverbs: import sysverbs",
+                rounds=(totals[n]["libibverbs"], totals[n]["sysverbs"])),
         ]
     return rows
 
 
 #: Processes per size and implementation for the repeated calls (each makes
-#: ``--repeats / REPEAT_ROUNDS`` measured calls after one warm-up call).
+#: ``--repeats / REPEAT_ROUNDS`` measured calls after three warm-up calls).
 REPEAT_ROUNDS = 5
 
 
@@ -370,21 +385,25 @@ def measure_repeat(b: Bench, trees: dict[int, Path], reps: int, rounds: int = RE
     implementation (A B, then B A, ...), so that a noisy moment lands on no one side
     and no one size."""
     impls = ("libibverbs", "sysverbs")
-    per_round = max(1, -(-reps // rounds))
+    calls = max(1, -(-reps // rounds))
     times: dict[int, dict[str, list[int]]] = {n: {i: [] for i in impls} for n in trees}
+    # the median of each process's calls, round by round
+    per_round: dict[int, dict[str, list[float]]] = {n: {i: [] for i in impls} for n in trees}
     got: dict[int, dict[str, dict[str, Any]]] = {n: {} for n in trees}
     for r in range(rounds):
         order = impls if r % 2 == 0 else impls[::-1]
         for n, tree in trees.items():
             for impl in order:
-                got[n][impl] = b.child(tree, impl, "repeat", per_round)
+                got[n][impl] = b.child(tree, impl, "repeat", calls)
                 times[n][impl] += got[n][impl]["times_ns"]
+                per_round[n][impl].append(statistics.median(ms(got[n][impl]["times_ns"])))
         log(f"(b) repeated calls, round {r + 1}/{rounds}")
     rows = {}
     for n in trees:
         check_same(n, "(b)", got[n]["libibverbs"], got[n]["sysverbs"])
         rows[n] = row("(b) repeated call, in-process", n, ms(times[n]["libibverbs"]),
-                      ms(times[n]["sysverbs"]))
+                      ms(times[n]["sysverbs"]),
+                      rounds=(per_round[n]["libibverbs"], per_round[n]["sysverbs"]))
     return rows
 
 
@@ -555,13 +574,20 @@ def syscall_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def _median(rows: Sequence[dict[str, Any]], measurement: str, n: Optional[int],
-            impl: str) -> Optional[float]:
-    for r in rows:
-        if r["measurement"].startswith(measurement) and r["n"] == n and r[impl]:
-            value: float = r[impl]["median_ms"]
-            return value
-    return None
+def _scaling(rows: Sequence[dict[str, Any]], kind: str, impl: str) -> Optional[float]:
+    """t(4096)/t(1024): the median of the per-round ratios (both sizes run in every
+    round), else the ratio of the medians."""
+    def find(n: int) -> Optional[dict[str, Any]]:
+        return next((r for r in rows if r["measurement"].startswith(kind) and r["n"] == n
+                     and r[impl]), None)
+
+    big, base = find(4096), find(1024)
+    if big is None or base is None:
+        return None
+    if "rounds" in big and "rounds" in base:
+        return paired_ratio(big["rounds"][impl], base["rounds"][impl])
+    value: float = big[impl]["median_ms"] / base[impl]["median_ms"]
+    return value
 
 
 def targets(rows: Sequence[dict[str, Any]], sys_rows: Sequence[dict[str, Any]]) -> str:
@@ -583,8 +609,7 @@ def targets(rows: Sequence[dict[str, Any]], sys_rows: Sequence[dict[str, Any]]) 
             check("repeated call <= 1.0x libibverbs at N=1024", r["ratio"], 1.0)
     for kind, label in (("(a) first", "first call"), ("(b)", "repeated call")):
         for impl in ("sysverbs", "libibverbs"):
-            big, base = _median(rows, kind, 4096, impl), _median(rows, kind, 1024, impl)
-            ratio = big / base if big and base else None
+            ratio = _scaling(rows, kind, impl)
             if impl == "sysverbs":
                 check(f"{label} t(4096)/t(1024), sysverbs", ratio, 4.5, "")
             elif ratio is not None:
@@ -640,7 +665,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--samples", type=int, default=7,
                    help="fresh processes per implementation for (a), (c), (d) (default 7)")
     p.add_argument("--repeats", type=int, default=20,
-                   help="in-process calls for (b), after one warm-up call (default 20)")
+                   help="in-process calls for (b), after three warm-up calls (default 20)")
     p.add_argument("--cli-size", type=int, default=64,
                    help="device count of the tree for (d) (default 64)")
     p.add_argument("--json", type=Path, default=HERE / "results.json",
@@ -723,7 +748,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(machine_line)
     print(f"Medians; (a)/(c)/(d): {args.samples} fresh processes each after one warm-up, "
           f"A/B alternated; (b): {args.repeats} calls ({REPEAT_ROUNDS} alternated processes, each "
-          f"after one warm-up call); (a) and (b) run every size in each round.")
+          f"after three warm-up calls); (a) and (b) run every size in each round, and "
+          f"their ratios (and t(4096)/t(1024)) are medians of the per-round ratios.")
     top = ", ".join(f"{e['module']} {e['self_us'] / 1000:.1f}"
                     for e in importtime["top_self_us"][:6])
     print(f"import sysverbs, -X importtime self ms (top): {top}")
