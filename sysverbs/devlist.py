@@ -84,13 +84,12 @@ class Library:
             if prov is None:
                 remaining.append(rec)
                 continue
-            dev_path = rec.sysfs_root + b"/class/infiniband_verbs/" + rec.dev_name
             node_type = rec.node_type
             matched.append(
                 Device(
                     name=rec.ibdev_name,
                     dev_name=rec.dev_name,
-                    dev_path=dev_path,
+                    dev_path=rec.dev_path,
                     ibdev_path=rec.ibdev_path,
                     node_type=node_type,
                     transport_type=transport_number(node_type),

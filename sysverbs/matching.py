@@ -44,8 +44,6 @@ _NAME_BUF = 100
 #: Length of the PCI part of a modalias a ``VERBS_PCI_MATCH`` entry compares:
 #: ``pci:v%08Xd%08Xsv``.
 _PCI_PREFIX_LEN = 24
-#: len(b"/class/infiniband_verbs/"): the dev path is <S> + that + the uverbs name.
-_VERBS_DIR_LEN = 24
 #: Distinct modalias texts remembered per matcher before the memory is cleared.
 _MODALIAS_MEMORY = 4096
 
@@ -69,8 +67,7 @@ def _abi_and_path(prov: Provider, rec: DeviceRecord) -> Optional[str]:
     abi = rec.abi_ver
     if abi < prov.min_abi or abi > prov.max_abi:
         return PROVIDER_ABI
-    dev_path_len = len(rec.sysfs_root) + _VERBS_DIR_LEN + len(rec.dev_name)
-    return None if dev_path_len < PATH_MAX_IBV else DEV_PATH_TOO_LONG
+    return None if len(rec.dev_path) < PATH_MAX_IBV else DEV_PATH_TOO_LONG
 
 
 def _literals(pattern: bytes) -> tuple[bytes, ...]:

@@ -92,11 +92,16 @@ class DeviceRecord:
         self.modalias_read = modalias_read
 
     @property
+    def dev_path(self) -> bytes:
+        """``<S>/class/infiniband_verbs/<dev_name>``: libibverbs' ``sysfs_path`` of the
+        device (``ibv_device.dev_path``)."""
+        return self.sysfs_root + b"/class/infiniband_verbs/" + self.dev_name
+
+    @property
     def abi_ver(self) -> int:
         value = self._abi_ver
         if value is None:
-            entry = self.sysfs_root + b"/class/infiniband_verbs/" + self.dev_name
-            value = self._abi_ver = read_abi_version(entry)
+            value = self._abi_ver = read_abi_version(self.dev_path)
         return value
 
     @abi_ver.setter

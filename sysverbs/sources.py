@@ -129,8 +129,7 @@ def open_netlink() -> Transport:
 
 
 def _netlink(key: LibraryKey) -> Scan:
-    # Looked up at call time, so that a test's fake kernel is used.
-    transport = globals()["open_netlink"]()
+    transport = open_netlink()  # a global looked up at each call: tests replace it
     from .netlink_source import scan_transport
 
     return scan_transport(key, transport)
