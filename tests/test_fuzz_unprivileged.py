@@ -20,8 +20,9 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given, seed
 
-from tests.fuzz.model import Case, Dir, Entry, Link
+from tests.fuzz.model import Case, Dir, Entry
 from tests.fuzz.profiles import PROFILE, SEED, Progress, check, fuzz_settings
+from tests.fuzz.regressions import rxe_entries
 from tests.fuzz.runner import Runner
 from tests.fuzz.strategies import unprivileged_cases
 
@@ -57,19 +58,7 @@ def _tree() -> dict[str, Entry]:
         "sys/class/infiniband_verbs/abi_version": b"6\n",
     }
     for n, name in enumerate(["rxe0", "rxe1", "rxe2"]):
-        base = f"sys/devices/d{n}"
-        tree.update(
-            {
-                f"{base}/uv/ibdev": f"{name}\n".encode(),
-                f"{base}/uv/dev": f"231:{n}\n".encode(),
-                f"{base}/uv/abi_version": b"2\n",
-                f"{base}/ib/node_type": b"1: CA\n",
-                f"{base}/ib/node_guid": b"0002:c903:0000:%04x\n" % n,
-                f"sys/class/infiniband_verbs/uverbs{n}": Link(f"../../devices/d{n}/uv"),
-                f"sys/class/infiniband/{name}": Link(f"../../devices/d{n}/ib"),
-                f"dev/infiniband/uverbs{n}": b"",
-            }
-        )
+        tree.update(rxe_entries(n, name))
     return tree
 
 

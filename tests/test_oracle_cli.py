@@ -46,15 +46,21 @@ def tools_ready() -> None:
     )
 
 
-@pytest.mark.parametrize("tool", sorted(TOOLS))
-@pytest.mark.parametrize("tree", sorted(TREES))
-def test_tool_output_is_identical(otmp: Path, tools_ready: None, tool: str, tree: str) -> None:
-    real_argv, ours_argv = TOOLS[tool]
+def _materialize(otmp: Path, tree: str) -> tuple[Path, Path, Path]:
+    """TREES[tree] for the real tool and for sysverbs (``no-class``: without ``sys``)."""
     t: Any = TREES[tree]
     real_src, ours_src, dst = harness.materialize_pair(otmp, lambda r: trees.build(r, t))
     if tree == "no-class":
         for src in (real_src, ours_src):
             shutil.rmtree(src / "sys")
+    return real_src, ours_src, dst
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+@pytest.mark.parametrize("tree", sorted(TREES))
+def test_tool_output_is_identical(otmp: Path, tools_ready: None, tool: str, tree: str) -> None:
+    real_argv, ours_argv = TOOLS[tool]
+    real_src, ours_src, dst = _materialize(otmp, tree)
     env = {"IBV_SHOW_WARNINGS": "1"}
     real = harness.run_in_ns(real_src, dst, real_argv, env=env)
     ours = harness.run_in_ns(ours_src, dst, [sys.executable, "-m", "sysverbs", *ours_argv], env=env)
@@ -103,11 +109,7 @@ DEVINFO_PATHS = {
 @pytest.mark.parametrize("case", sorted(DEVINFO_PATHS))
 def test_devinfo_error_paths(otmp: Path, tools_ready: None, case: str) -> None:
     tree, argv = DEVINFO_PATHS[case]
-    t: Any = TREES[tree]
-    real_src, ours_src, dst = harness.materialize_pair(otmp, lambda r: trees.build(r, t))
-    if tree == "no-class":
-        for src in (real_src, ours_src):
-            shutil.rmtree(src / "sys")
+    real_src, ours_src, dst = _materialize(otmp, tree)
     real = harness.run_in_ns(real_src, dst, ["ibv_devinfo", *argv])
     ours = harness.run_in_ns(ours_src, dst,
                              [sys.executable, "-m", "sysverbs", "devinfo", *argv])

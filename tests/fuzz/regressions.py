@@ -14,10 +14,11 @@ from typing import Any
 
 from tests.fuzz.model import Case, Dir, Entry, Link
 
-__all__ = ["REGRESSIONS", "EXPECT"]
+__all__ = ["REGRESSIONS", "EXPECT", "rxe_entries"]
 
 
-def _rxe(n: int, name: str) -> dict[str, Entry]:
+def rxe_entries(n: int, name: str) -> dict[str, Entry]:
+    """The files of one rxe device ``name`` with uverbs entry ``n`` (a tree fragment)."""
     base = f"sys/devices/d{n}"
     return {
         f"{base}/uv/ibdev": f"{name}\n".encode(),
@@ -48,7 +49,7 @@ _BASE: dict[str, Entry] = {
     "sys/class/infiniband_verbs": Dir(),
     "sys/class/infiniband": Dir(),
     "sys/class/infiniband_verbs/abi_version": b"6\n",
-    **_rxe(0, "rxe0"),
+    **rxe_entries(0, "rxe0"),
 }
 
 REGRESSIONS: dict[str, Case] = {
@@ -84,16 +85,16 @@ REGRESSIONS: dict[str, Case] = {
     # Labels now retires a label once its device is provably freed; the label logic
     # itself is tested by test_probe_labels_retire_freed_devices.
     "freed_device_address_reused_by_a_new_device": Case(
-        tree={**_BASE, **_rxe(1, "rxe1")},
+        tree={**_BASE, **rxe_entries(1, "rxe1")},
         steps=[
             {"op": "list"},
             {"op": "remove", "path": "dev/infiniband/uverbs1"},
             {"op": "free", "list": 0},
-            *_add_steps(_rxe(2, "rxe2")),
+            *_add_steps(rxe_entries(2, "rxe2")),
             {"op": "list"},
             {"op": "free", "list": 1},
             {"op": "remove", "path": "sys/class/infiniband_verbs/uverbs2"},
-            *_add_steps(_rxe(3, "rxe3")),
+            *_add_steps(rxe_entries(3, "rxe3")),
             {"op": "list"},
         ],
     ),
@@ -115,7 +116,7 @@ REGRESSIONS: dict[str, Case] = {
     "ibdev_renamed_after_its_list_was_freed": Case(
         tree={
             **_BASE,
-            **_rxe(1, "rxe1"),
+            **rxe_entries(1, "rxe1"),
             "sys/devices/d9/ib/node_type": b"7\n",
             "sys/class/infiniband/rxe9": Link("../../devices/d9/ib"),
         },
@@ -134,8 +135,8 @@ REGRESSIONS: dict[str, Case] = {
     "open_with_device_numbers_over_int_max": Case(
         tree={
             **_BASE,
-            **_rxe(1, "rxe1"),
-            **_rxe(2, "rxe2"),
+            **rxe_entries(1, "rxe1"),
+            **rxe_entries(2, "rxe2"),
             "sys/devices/d0/uv/dev": b"-1:5\n",
             "sys/devices/d1/uv/dev": b"4294967295:4294967295\n",
             "sys/devices/d2/uv/dev": b"2147483648:1\n",
@@ -155,7 +156,7 @@ REGRESSIONS: dict[str, Case] = {
     "open_with_dev_0_0_leaves_errno_unset": Case(
         tree={
             **_BASE,
-            **_rxe(1, "rxe1"),
+            **rxe_entries(1, "rxe1"),
             "sys/devices/d0/uv/dev": b"0:0\n",
             "sys/devices/d1/uv/dev": b"0:0\n",
             "dev/infiniband/uverbs1": Dir(),
