@@ -102,6 +102,22 @@ but must not be absolute (umockdev would quietly make both relative), and every
 file, directory and link is created only after checking, with symlinks resolved,
 that it lies inside ``root/sys`` (attributes and links) or ``root/dev`` (nodes).
 Anything else raises ``ValueError`` naming the record's line.
+
+Files in ``/proc``: a proc root
+===============================
+
+Placement reads ``/proc/driver/nvidia/gpus/<bdf>/information`` and hwloc reads
+``/proc/cpuinfo``, both under an alternate root (``proc_path``, ``HWLOC_FSROOT``).
+A recording carries such a file the way it carries the class files: as an attribute
+whose name climbs one level further, out of ``/sys`` into the root beside it
+(:func:`proc_file`).  :func:`materialize` writes it to ``root/proc/...`` (the one
+exception to "attributes land inside ``root/sys``": inside ``root/proc`` is allowed
+too, for files only).  umockdev accepts the same line and writes the file into its
+testbed directory, but its preload library redirects only ``/sys`` and ``/dev``, so
+under ``umockdev-run`` the real ``/proc`` stays visible.  ``/sys/devices/system``
+(CPUs and NUMA nodes) needs nothing special: its ``cpuN`` and ``nodeN`` directories
+are devices (of the ``cpu`` and ``node`` buses) and their parents' files
+(``/sys/devices/system/cpu/online``) are ``..`` attributes of ``cpu0``/``node0``.
 """
 
 from __future__ import annotations
@@ -128,6 +144,7 @@ __all__ = [
     "load",
     "materialize",
     "parse",
+    "proc_file",
     "umockdev_run_command",
     "unescape",
 ]
@@ -331,6 +348,11 @@ class Host:
     sysfs: Path
     dev: Path
     dev_nodes: tuple[str, ...]
+
+    @property
+    def proc(self) -> Path:
+        """``root/proc``: what stands for ``/proc`` (see :func:`proc_file`)."""
+        return self.root / "proc"
 
 
 # ------------------------------------------------------------------------ escaping
@@ -593,6 +615,27 @@ def class_file(record_path: str, target: str, value: bytes | str) -> Attribute:
     return Attribute("../" * depth + rel, data)
 
 
+def proc_file(record_path: str, target: str, value: bytes | str) -> Attribute:
+    """An attribute for the record at ``record_path`` that writes ``/proc`` file ``target``.
+
+    Like :func:`class_file`, one level higher: the name climbs out of ``/sys`` into the
+    root beside it (``/proc/driver/nvidia/gpus/0000:07:00.0/information``), which
+    :func:`materialize` writes to ``root/proc/...`` (a proc root for tools that take one,
+    such as hwloc's ``HWLOC_FSROOT``).  umockdev writes the same file into its testbed
+    directory but redirects only ``/sys`` and ``/dev``, so under ``umockdev-run`` the
+    file is not seen at ``/proc``::
+
+        proc_file("/devices/pci0000:00/0000:00:01.0/0000:07:00.0", "/proc/cpuinfo", "...")
+        -> Attribute("../../../../../proc/cpuinfo", ...)
+    """
+    depth = len([p for p in ("/sys" + record_path).split("/") if p])
+    parts = [p for p in target.split("/") if p]
+    if len(parts) < 2 or parts[0] != "proc" or ".." in parts or "." in parts:
+        raise ValueError(f"invalid /proc target {target!r}")
+    data = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+    return Attribute("../" * depth + "/".join(parts), data)
+
+
 # --------------------------------------------------------------------- materialize
 
 
@@ -604,9 +647,14 @@ class _Tree:
         self.real_root = os.path.realpath(root)
         self.sys = os.path.join(self.real_root, "sys")
         self.dev = os.path.join(self.real_root, "dev")
+        self.proc = os.path.join(self.real_root, "proc")
 
     def _inside(self, real: str, area: str) -> bool:
         return real == area or real.startswith(area + os.sep)
+
+    def inside(self, path: str, area: str) -> bool:
+        """Whether the normalized path ``path`` lies inside ``area``."""
+        return self._inside(path, area)
 
     def _check(self, path: str, area: str, lineno: int) -> str:
         """The real directory ``dirname(path)`` resolves to; it must be inside area."""
@@ -767,12 +815,20 @@ def _materialize_record(tree: _Tree, rec: Record, ib_dir: str) -> list[str]:
             raise _err(aline, f"invalid attribute name {attr.name!r} (must be a relative path)")
         path = dev_dir + "/" + attr.name
         parent = os.path.dirname(path)
+        # An attribute climbing out of /sys into root/proc is a /proc file (proc_file()).
+        area = tree.sys
+        if attr.link is None and tree.inside(os.path.normpath(path), tree.proc):
+            area = tree.proc
+            if not os.path.isdir(tree.proc):
+                if os.path.lexists(tree.proc):
+                    raise _err(aline, f"cannot create {tree.proc}: something else is there")
+                os.mkdir(tree.proc)
         if "/" in attr.name:
-            tree.mkdirs(parent, tree.sys, aline)
+            tree.mkdirs(parent, area, aline)
         if attr.link is not None:
             tree.symlink(path, attr.link, tree.sys, aline)
             continue
-        tree.write(path, attr.value, tree.sys, aline)
+        tree.write(path, attr.value, area, aline)
         if attr.name == "dev" and devname is not None and devname.startswith("/dev/"):
             majmin = attr.value.decode("utf-8", "surrogateescape").strip()
             kind = "block" if "/block/" in "/sys/" + rel_devpath else "char"
