@@ -157,6 +157,8 @@ GPU_MODELS: Mapping[str, GpuModel] = {
                      "96.00.74.00.0B", ("32.0 GT/s PCIe", 16)),
     "h100-pcie": GpuModel(0x10DE, 0x2331, 0x1626, 0x030200, "nvidia", "NVIDIA H100 PCIe",
                           "96.00.30.00.01", ("32.0 GT/s PCIe", 16)),
+    "h200": GpuModel(0x10DE, 0x2335, 0x18BE, 0x030200, "nvidia", "NVIDIA H200",
+                     "96.00.99.00.01", ("32.0 GT/s PCIe", 16)),
     "b200": GpuModel(0x10DE, 0x2901, 0x1999, 0x030200, "nvidia", "NVIDIA B200",
                      "97.00.4B.00.01", ("32.0 GT/s PCIe", 16)),
     "l40s": GpuModel(0x10DE, 0x26B9, 0x1851, 0x030200, "nvidia", "NVIDIA L40S",
@@ -1229,7 +1231,7 @@ class HostBuilder:
         """What depends on the whole host: bridge bus numbers, local CPUs, links added
         to earlier records, /proc files, and the CPU/NUMA records."""
         if not (self._bridges or self._tree_functions or self._proc_files or self._extra_links
-                or self._cpu is not None):
+                or self._cpu is not None or self._host_bridges):
             return list(records)
         pci_buses: dict[str, tuple[int, int]] = {}
         for rec in records:
@@ -1256,7 +1258,9 @@ class HostBuilder:
                     rec, bus, secondary, subordinate, _PORT_TYPES[port], link), binary=True))
                 extra += [Attribute("secondary_bus_number", _value(secondary) or b""),
                           Attribute("subordinate_bus_number", _value(subordinate) or b"")]
-            if rec.path in self._tree_functions and ncpus:
+            if ncpus and rec.path in pci_buses and (
+                    rec.path in self._tree_functions
+                    or any(rec.path.startswith(hb + "/") for hb in self._host_bridges)):
                 raw = rec.value("numa_node")
                 numa = int(raw) if raw is not None else -1
                 cpus = node_cpus.get(numa, all_cpus)

@@ -401,7 +401,9 @@ def test_materialize_dotdot_inside_sys_is_allowed(tmp_path: Path) -> None:
 
 EXPECTED_FIXTURES = {
     "azure-vf", "bluefield3", "bnxt_re", "cxgb4", "dgx-a100", "dgx-demo", "efa", "empty",
-    "erdma", "hfi1", "hns", "ionic", "irdma", "mana", "mlx4", "mlx5-cx6", "mlx5-cx7",
+    "erdma", "gpu-cloud-vm", "gpu-dgx-a100", "gpu-dgx-b200", "gpu-hgx-h100", "gpu-mi300x",
+    "gpu-pcie-2socket", "gpu-sriov-sf",
+    "hfi1", "hns", "ionic", "irdma", "mana", "mlx4", "mlx5-cx6", "mlx5-cx7",
     "mlx5-sf", "mlx5-sriov", "mthca", "ocrdma", "qedr", "qib", "rxe", "siw", "smi", "usnic",
     "vmw_pvrdma",
 }
@@ -604,6 +606,7 @@ def test_umockdev_equivalence(name: str, tmp_path: Path) -> None:
 # no usnic provider, and an mlx5 sub-function's parent (an auxiliary device) has no
 # modalias.  Everything else with a uverbs device must be listed.
 UNMATCHED = {"ionic": {"ionic_0"}, "mana": {"mana_0"}, "mlx5-sf": {"mlx5_2"},
+             "gpu-sriov-sf": {"mlx5_5", "mlx5_6"},
              "siw": {"siw0"}, "usnic": {"usnic_0"}}
 
 

@@ -398,6 +398,12 @@ HOSTNAMES = {
     "smi": "xdr-vm",
     "azure-vf": "hbv2vm2",
     "mlx5-sf": "bf3-arm",
+    "gpu-dgx-a100": "dgx-a100",
+    "gpu-dgx-b200": "dgx-b200",
+    "gpu-hgx-h100": "hgx-h100",
+    "gpu-mi300x": "mi300x",
+    "gpu-pcie-2socket": "esc8000a",
+    "gpu-cloud-vm": "h200-vm",
 }
 
 
@@ -607,45 +613,50 @@ def fx_dgx_demo() -> Fixture:
     return fx
 
 
-def fx_dgx_a100() -> Fixture:
-    """DGX A100 (udev capture): ten ConnectX-6 (15b3:101b sub 0007), eight behind PCIe
-    switches and one dual-port card at e1:00.0/.1; mixed Ethernet (class 020000, with
-    mlx5_core.eth.N and enpXs0np0 netdevs, MACs from the capture) and InfiniBand
-    (class 020700).  Firmware strings and IB GUIDs are stand-ins."""
-    fx = Fixture("dgx-a100")
+# DGX A100 (udev capture): (path, netdev, MAC, NUMA node of the dgx-a100 fixture) of
+# mlx5_0..7, the eight ConnectX-6 behind the PCIe switches.
+A100_NICS = [
+    ("/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:04.0/0000:0a:00.0/0000:0b:00.0/"
+     "0000:0c:00.0", "enp12s0np0", "0c:42:a1:20:68:e6", 0),
+    ("/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:08.0/0000:10:00.0/0000:11:10.0/"
+     "0000:12:00.0", "enp18s0np0", "0c:42:a1:22:ae:16", 0),
+    ("/devices/pci0000:40/0000:40:01.1/0000:41:00.0/0000:42:04.0/0000:49:00.0/0000:4a:00.0/"
+     "0000:4b:00.0", None, None, 1),
+    ("/devices/pci0000:40/0000:40:01.1/0000:41:00.0/0000:42:08.0/0000:50:00.0/0000:51:10.0/"
+     "0000:54:00.0", "enp84s0np0", "0c:42:a1:0b:cb:2a", 1),
+    ("/devices/pci0000:80/0000:80:01.1/0000:81:00.0/0000:82:04.0/0000:8b:00.0/0000:8c:00.0/"
+     "0000:8d:00.0", "enp141s0np0", "0c:42:a1:0b:cb:3a", 2),
+    ("/devices/pci0000:80/0000:80:01.1/0000:81:00.0/0000:82:08.0/0000:92:00.0/0000:93:10.0/"
+     "0000:94:00.0", "enp148s0np0", "0c:42:a1:20:66:fa", 2),
+    ("/devices/pci0000:b0/0000:b0:01.1/0000:b1:00.0/0000:b2:04.0/0000:b8:00.0/0000:b9:00.0/"
+     "0000:ba:00.0", None, None, 3),
+    ("/devices/pci0000:b0/0000:b0:01.1/0000:b1:00.0/0000:b2:08.0/0000:be:00.0/0000:bf:10.0/"
+     "0000:cc:00.0", "enp204s0np0", "0c:42:a1:0b:cb:1e", 3),
+]
+
+
+def a100_nics(fx: Fixture, numa_of: dict[str, int] | None = None) -> None:
+    """mlx5_0..9 of the DGX A100 capture; ``numa_of``: NUMA node by host bridge
+    (default: the dgx-a100 fixture's stand-in nodes)."""
     cx6 = dict(fw_ver="20.39.1002", hca_type="MT4123", board_id="MT_0000000223")
-    devs = [
-        ("/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:04.0/0000:0a:00.0/0000:0b:00.0/"
-         "0000:0c:00.0", "enp12s0np0", "0c:42:a1:20:68:e6", 0),
-        ("/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:08.0/0000:10:00.0/0000:11:10.0/"
-         "0000:12:00.0", "enp18s0np0", "0c:42:a1:22:ae:16", 0),
-        ("/devices/pci0000:40/0000:40:01.1/0000:41:00.0/0000:42:04.0/0000:49:00.0/0000:4a:00.0/"
-         "0000:4b:00.0", None, None, 1),
-        ("/devices/pci0000:40/0000:40:01.1/0000:41:00.0/0000:42:08.0/0000:50:00.0/0000:51:10.0/"
-         "0000:54:00.0", "enp84s0np0", "0c:42:a1:0b:cb:2a", 1),
-        ("/devices/pci0000:80/0000:80:01.1/0000:81:00.0/0000:82:04.0/0000:8b:00.0/0000:8c:00.0/"
-         "0000:8d:00.0", "enp141s0np0", "0c:42:a1:0b:cb:3a", 2),
-        ("/devices/pci0000:80/0000:80:01.1/0000:81:00.0/0000:82:08.0/0000:92:00.0/0000:93:10.0/"
-         "0000:94:00.0", "enp148s0np0", "0c:42:a1:20:66:fa", 2),
-        ("/devices/pci0000:b0/0000:b0:01.1/0000:b1:00.0/0000:b2:04.0/0000:b8:00.0/0000:b9:00.0/"
-         "0000:ba:00.0", None, None, 3),
-        ("/devices/pci0000:b0/0000:b0:01.1/0000:b1:00.0/0000:b2:08.0/0000:be:00.0/0000:bf:10.0/"
-         "0000:cc:00.0", "enp204s0np0", "0c:42:a1:0b:cb:1e", 3),
-    ]
+
+    def node(path: str, default: int) -> int:
+        return default if numa_of is None else numa_of[path.split("/")[2]]
+
     ifindex = 3
-    for index, (path, netdev, mac, numa) in enumerate(devs):
+    for index, (path, netdev, mac, numa) in enumerate(A100_NICS):
         if mac:
             assert netdev is not None
             port = roce_port(mac, netdev, "200 Gb/sec (4X HDR)")
             guid = mlx_guid(mac)
             mlx5_function(fx, path, 0x101B, 0x0007, index=index, uverbs=index, node_guid=guid,
-                          sys_image_guid=guid, port=port, numa=numa, netdev=netdev,
+                          sys_image_guid=guid, port=port, numa=node(path, numa), netdev=netdev,
                           ifindex=ifindex, mac=mac, **cx6)
             ifindex += 1
         else:
             guid = guid_fmt(0x1C34DA0300B8A000 + 0x10 * index)
             mlx5_function(fx, path, 0x101B, 0x0007, index=index, uverbs=index, node_guid=guid,
-                          sys_image_guid=guid, numa=numa,
+                          sys_image_guid=guid, numa=node(path, numa),
                           port=ib_port(guid, hex(0x100 + index), "0x1", "200 Gb/sec (4X HDR)"),
                           **cx6)
     # The dual-port card on the root complex (storage network), Ethernet.
@@ -653,12 +664,21 @@ def fx_dgx_a100() -> Fixture:
         index = 8 + fn
         path = f"/devices/pci0000:e0/0000:e0:03.1/0000:e1:00.{fn}"
         netdev = f"enp225s0f{fn}np{fn}"
-        mlx5_function(fx, path, 0x101B, 0x0007, index=index, uverbs=index,
-                      node_guid=mlx_guid("b8:ce:f6:cc:9e:dc"),
+        mlx5_function(fx, path, 0x101B, 0x0009 if numa_of else 0x0007, index=index,
+                      uverbs=index, node_guid=mlx_guid("b8:ce:f6:cc:9e:dc"),
                       sys_image_guid=mlx_guid("b8:ce:f6:cc:9e:dc"),
-                      port=roce_port(mac, netdev, "200 Gb/sec (4X HDR)"), numa=7,
+                      port=roce_port(mac, netdev, "200 Gb/sec (4X HDR)"), numa=node(path, 7),
                       netdev=netdev, ifindex=ifindex, mac=mac, **cx6)
         ifindex += 1
+
+
+def fx_dgx_a100() -> Fixture:
+    """DGX A100 (udev capture): ten ConnectX-6 (15b3:101b sub 0007), eight behind PCIe
+    switches and one dual-port card at e1:00.0/.1; mixed Ethernet (class 020000, with
+    mlx5_core.eth.N and enpXs0np0 netdevs, MACs from the capture) and InfiniBand
+    (class 020700).  Firmware strings and IB GUIDs are stand-ins."""
+    fx = Fixture("dgx-a100")
+    a100_nics(fx)
     return fx
 
 
@@ -1148,6 +1168,568 @@ def fx_mlx5_sf() -> Fixture:
     return fx
 
 
+# ----------------------------------------------------------------- GPU hosts (placement)
+#
+# PROVENANCE of the GPU fixture hosts (gpu-*): what is real and what is filled in.
+#
+# gpu-dgx-a100: the complete PCI tree below the five root ports that lead to GPUs,
+#   NICs and NVSwitches (129 functions: AMD root ports, Broadcom PEX88096 switch
+#   ports 1000:c010, the GPU baseboard's switch ports 10de:13b8 and PLX 10b5:8725,
+#   eight A100 SXM4 40GB 10de:20b0, six NVSwitches 10de:1af1, NVMe, switch
+#   management endpoints) is copied from `udevadm info --export-db` of a real DGX
+#   A100, canonical/checkbox checkbox-ng/checkbox_ng/support/parsers/tests/
+#   udevadm_data/NVIDIA_DGXA100.txt (the same capture as the dgx-a100 fixture): paths,
+#   classes, vendor/device and subsystem ids, drivers.  The capture has 256 CPUs and
+#   8 NUMA nodes; 2x EPYC 7742 NPS4 numbering and the NUMA node of the GPUs' host
+#   bridges (pci0000:00 -> 3, 40 -> 1, 80 -> 7, b0 -> 5) and the CPU affinity are from
+#   a published `nvidia-smi topo -m` of a DGX A100 (oyanghd/gpu-compress-decompress,
+#   docs/project_description_EN.md); the other host bridges' nodes (20 -> 2, 60 -> 0,
+#   a0 -> 6, e0 -> 4) follow that pattern (filled in; e0 is on none of the GPUs'
+#   nodes, as the matrix's SYS for NIC8/NIC9 says).  Filled in: the nvidia driver
+#   binding and /proc/driver/nvidia (the capture had no driver bound), memory
+#   sizes, the NICs' RDMA values (as in the dgx-a100 fixture).
+# gpu-dgx-b200: the same for a real DGX B200 (canonical/checkbox .../udevadm_data/
+#   DISK_SAMSUNG_KIOXIA.txt, the capture of the dgx-demo fixture): 122 functions,
+#   eight B200 10de:2901 behind ConnectX-7 PCIe bridges 15b3:1979, the quad-function
+#   ConnectX-7 on a root port, two BlueField-3 and NVMe behind Broadcom PEX890xx
+#   1000:c030, the E810 with irdma; 224 CPUs and 2 NUMA nodes as in the capture
+#   (2 sockets x 56 cores x 2 threads, as the published HGX B200 matrix of
+#   NVIDIA/nccl-tests#333 shows: 0-55,112-167 / 56-111,168-223), host bridges below
+#   0x80 on node 0.  Filled in as for the A100.
+# gpu-hgx-h100: constructed after a published 8x H100 NCCL topology dump
+#   (aliyun/SimAI#128: each H100 10de:2330 and a ConnectX-7 15b3:1021 on one
+#   Broadcom PEX890xx switch 1000:c030, e.g. switch d7:00.0 with GPU d9:00.0 and NIC
+#   da:00.0, GPU b8:00.0; NVSwitches 05..08:00.0 class 0x0680) and the published
+#   matrix of sgl-project/sglang#30401 (GPUi-NICi PIX, NODE within a socket, SYS
+#   across; CPUs 0-47,96-143 / 48-95,144-191).  The other bus numbers, the root
+#   ports and the NVSwitches' switch are filled in.
+# gpu-pcie-2socket: the ASUS ESC8000A-E12 of luigifcruz/stelline (its published
+#   `lspci -tv`, `numactl --hardware` and `nvidia-smi topo -m`): 2x EPYC Genoa, 32
+#   CPUs per node, four RTX 6000 Ada (10de:26b1, VGA class, each with its HD audio
+#   function 10de:22ba) on root ports of host bridges 00, 40 (node 0), c0, e0
+#   (node 1), the dual-port ConnectX-7 on 20:03.1.  The second ConnectX-7 (81:00.x)
+#   is left out, so that socket 1's GPUs reach a NIC only across the sockets (SYS).
+#   Filled in: root port ids, the NVMe switches are left out.
+# gpu-cloud-vm: the KVM guest of NVIDIA/nccl-tests#256 (its `lspci -tvv`: QEMU q35,
+#   every device on a root port 1b36:000c of pci0000:00: eight H200 10de:2335 on
+#   01.4-02.3, ConnectX-7 on the following ports) with numa_node -1 everywhere, as
+#   in the KVM guest matrix of sgl-project/sglang#24413 (GPU0-NIC0 PHB, NUMA 0).
+#   Filled in: the number of NICs (4), vCPUs (1 socket x 48 x 2), memory.
+# gpu-mi300x: constructed (no published tree found): 2 sockets x 96 cores (EPYC
+#   9654 class), eight AMD Instinct MI300X (1002:74a1, class 0x1200 processing
+#   accelerator, amdgpu) each behind its own bridge pair and one Broadcom PEX89xxx
+#   switch shared with a ConnectX-7, as on OAM MI300X platforms.
+# gpu-sriov-sf: constructed, for the NIC kinds placement must place: one L40S and a
+#   ConnectX-7 PF with four SR-IOV VFs (physfn links) and two SFs (auxiliary
+#   mlx5_core.sf.N with their own ib devices) on one switch, a bonded dual-port
+#   ConnectX-7 (RoCE LAG, mlx5_bond_0), an E810 with irdma, and an NVMe behind an
+#   Intel VMD domain (pci10000:e0 below the VMD endpoint 0000:00:0e.0).
+
+
+def tree_entries(table: str) -> list[tuple[str, str, int, int, int, int, int, str | None]]:
+    """A tree table's lines: (parent, BDF, class, vendor, device, sub vendor, sub
+    device, driver); parent is another line's BDF or ``pciDDDD:BB``."""
+    out = []
+    for line in table.splitlines():
+        parent, bdf, cls, ids, sub = line.split()[:5]
+        drv = line.split()[5]
+        if parent.startswith("pci") and ":" not in parent:
+            parent = f"pci0000:{parent[3:]}"
+        elif not parent.startswith("pci"):
+            parent = "0000:" + parent
+        v, d = (int(x, 16) for x in ids.split(":"))
+        sv, sd = (int(x, 16) for x in sub.split(":"))
+        out.append((parent, "0000:" + bdf, int(cls, 16), v, d, sv, sd,
+                    None if drv == "-" else drv))
+    return out
+
+
+def lay_out_tree(fx: Fixture, table: str, numa_of: dict[str, int], *, gpu_model: str,
+                 skip: Iterable[str] = ()) -> dict[str, str]:
+    """Lay out a tree table with the testing kit: host bridges with their NUMA
+    nodes, bridges (root port at depth 1, then upstream/downstream ports
+    alternating), GPUs (with the nvidia driver and its /proc file), any other
+    function as it is; functions in ``skip`` (the NICs, added with their RDMA
+    devices by the caller) are only given a path.  Returns {BDF: path}."""
+    host = fx.host
+    paths: dict[str, str] = {}
+    depth: dict[str, int] = {}
+    skipped = set(skip)
+    for parent, bdf, cls, vendor, device, sv, sd, drv in tree_entries(table):
+        if parent.startswith("pci"):
+            base = host.host_bridge(parent, numa_node=numa_of[parent])
+            d = 1
+        else:
+            base = paths[parent]
+            d = depth[parent] + 1
+        path = paths[bdf] = f"{base}/{bdf}"
+        depth[bdf] = d
+        if bdf in skipped:
+            continue
+        if cls == 0x060400:
+            port = "root" if d == 1 else ("upstream" if d % 2 == 0 else "downstream")
+            host.pci_bridge(path, port=port, vendor=vendor, device=device, sub_vendor=sv,
+                            sub_device=sd, driver=drv)
+        elif vendor == 0x10DE and cls >> 8 in (0x0300, 0x0302):
+            host.gpu(path, model=gpu_model)
+        else:
+            host.pci_device(path, vendor=vendor, device=device, pci_class=cls, driver=drv,
+                            sub_vendor=sv, sub_device=sd)
+    return paths
+
+
+DGX_A100_TREE = """\
+pci00      00:01.1 060400 1022:1483 1022:1453 pcieport
+00:01.1    01:00.0 060400 1000:c010 1000:a096 pcieport
+01:00.0    02:00.0 060400 1000:c010 1000:a096 pcieport
+02:00.0    03:00.0 060400 1000:c010 1000:a096 pcieport
+03:00.0    04:00.0 060400 1000:c010 1000:a096 pcieport
+04:00.0    05:00.0 060400 1000:c010 10de:13b8 pcieport
+05:00.0    06:00.0 060400 1000:c010 10de:13b8 pcieport
+06:00.0    07:00.0 030200 10de:20b0 10de:134f -
+03:00.0    04:10.0 060400 1000:c010 1000:a096 pcieport
+03:00.0    04:14.0 060400 1000:c010 1000:a096 pcieport
+04:14.0    09:00.0 010802 144d:a824 144d:a801 nvme
+01:00.0    02:04.0 060400 1000:c010 1000:a096 pcieport
+02:04.0    0a:00.0 060400 1000:c010 1000:a096 pcieport
+0a:00.0    0b:00.0 060400 1000:c010 1000:a096 pcieport
+0b:00.0    0c:00.0 020000 15b3:101b 15b3:0007 mlx5_core
+0a:00.0    0b:10.0 060400 1000:c010 1000:a096 pcieport
+0b:10.0    0d:00.0 060400 1000:c010 10de:13b8 pcieport
+0d:00.0    0e:00.0 060400 1000:c010 10de:13b8 pcieport
+0e:00.0    0f:00.0 030200 10de:20b0 10de:134f -
+01:00.0    02:08.0 060400 1000:c010 1000:a096 pcieport
+02:08.0    10:00.0 060400 1000:c010 1000:a096 pcieport
+10:00.0    11:10.0 060400 1000:c010 1000:a096 pcieport
+11:10.0    12:00.0 020000 15b3:101b 15b3:0007 mlx5_core
+01:00.0    02:1c.0 060400 1000:c010 1000:a096 pcieport
+02:1c.0    13:00.0 018000 1000:c010 1000:00b2 -
+pci40      40:01.1 060400 1022:1483 1022:1453 pcieport
+40:01.1    41:00.0 060400 1000:c010 1000:a096 pcieport
+41:00.0    42:00.0 060400 1000:c010 1000:a096 pcieport
+42:00.0    43:00.0 060400 1000:c010 1000:a096 pcieport
+43:00.0    44:00.0 060400 1000:c010 1000:a096 pcieport
+44:00.0    45:00.0 060400 1000:c010 10de:13b8 pcieport
+45:00.0    46:00.0 060400 1000:c010 10de:13b8 pcieport
+46:00.0    47:00.0 030200 10de:20b0 10de:134f -
+45:00.0    46:1f.0 060400 1000:c010 10de:13b8 pcieport
+46:1f.0    48:00.0 010700 1000:00b2 10de:13b8 mpt3sas
+41:00.0    42:04.0 060400 1000:c010 1000:a096 pcieport
+42:04.0    49:00.0 060400 1000:c010 1000:a096 pcieport
+49:00.0    4a:00.0 060400 1000:c010 1000:a096 pcieport
+4a:00.0    4b:00.0 020700 15b3:101b 15b3:0007 mlx5_core
+49:00.0    4a:10.0 060400 1000:c010 1000:a096 pcieport
+4a:10.0    4c:00.0 060400 1000:c010 10de:13b8 pcieport
+4c:00.0    4d:00.0 060400 1000:c010 10de:13b8 pcieport
+4d:00.0    4e:00.0 030200 10de:20b0 10de:134f -
+4c:00.0    4d:1f.0 060400 1000:c010 10de:13b8 pcieport
+4d:1f.0    4f:00.0 010700 1000:00b2 10de:13b8 mpt3sas
+41:00.0    42:08.0 060400 1000:c010 1000:a096 pcieport
+42:08.0    50:00.0 060400 1000:c010 1000:a096 pcieport
+50:00.0    51:00.0 060400 1000:c010 1000:a096 pcieport
+51:00.0    52:00.0 010802 144d:a824 144d:a801 nvme
+50:00.0    51:04.0 060400 1000:c010 1000:a096 pcieport
+50:00.0    51:10.0 060400 1000:c010 1000:a096 pcieport
+51:10.0    54:00.0 020000 15b3:101b 15b3:0007 mlx5_core
+41:00.0    42:1c.0 060400 1000:c010 1000:a096 pcieport
+42:1c.0    55:00.0 018000 1000:c010 1000:00b2 -
+pci80      80:01.1 060400 1022:1483 1022:1453 pcieport
+80:01.1    81:00.0 060400 1000:c010 1000:a096 pcieport
+81:00.0    82:00.0 060400 1000:c010 1000:a096 pcieport
+82:00.0    83:00.0 060400 1000:c010 1000:a096 pcieport
+83:00.0    84:00.0 060400 1000:c010 1000:a096 pcieport
+84:00.0    85:00.0 060400 1000:c010 10de:13b8 pcieport
+85:00.0    86:00.0 060400 1000:c010 10de:13b8 pcieport
+86:00.0    87:00.0 030200 10de:20b0 10de:134f -
+85:00.0    86:1f.0 060400 1000:c010 10de:13b8 pcieport
+86:1f.0    88:00.0 010700 1000:00b2 10de:13b8 mpt3sas
+83:00.0    84:10.0 060400 1000:c010 1000:a096 pcieport
+83:00.0    84:14.0 060400 1000:c010 1000:a096 pcieport
+84:14.0    8a:00.0 010802 144d:a824 144d:a801 nvme
+81:00.0    82:04.0 060400 1000:c010 1000:a096 pcieport
+82:04.0    8b:00.0 060400 1000:c010 1000:a096 pcieport
+8b:00.0    8c:00.0 060400 1000:c010 1000:a096 pcieport
+8c:00.0    8d:00.0 020000 15b3:101b 15b3:0007 mlx5_core
+8b:00.0    8c:10.0 060400 1000:c010 1000:a096 pcieport
+8c:10.0    8e:00.0 060400 1000:c010 10de:13b8 pcieport
+8e:00.0    8f:00.0 060400 1000:c010 10de:13b8 pcieport
+8f:00.0    90:00.0 030200 10de:20b0 10de:134f -
+8e:00.0    8f:1f.0 060400 1000:c010 10de:13b8 pcieport
+8f:1f.0    91:00.0 010700 1000:00b2 10de:13b8 mpt3sas
+81:00.0    82:08.0 060400 1000:c010 1000:a096 pcieport
+82:08.0    92:00.0 060400 1000:c010 1000:a096 pcieport
+92:00.0    93:10.0 060400 1000:c010 1000:a096 pcieport
+93:10.0    94:00.0 020000 15b3:101b 15b3:0007 mlx5_core
+81:00.0    82:1c.0 060400 1000:c010 1000:a096 pcieport
+82:1c.0    95:00.0 018000 1000:c010 1000:00b2 -
+pcib0      b0:01.1 060400 1022:1483 1022:1453 pcieport
+b0:01.1    b1:00.0 060400 1000:c010 1000:a096 pcieport
+b1:00.0    b2:00.0 060400 1000:c010 1000:a096 pcieport
+b2:00.0    b3:00.0 060400 1000:c010 1000:a096 pcieport
+b3:00.0    b4:00.0 060400 1000:c010 1000:a096 pcieport
+b4:00.0    b5:00.0 060400 1000:c010 10de:13b8 pcieport
+b5:00.0    b6:00.0 060400 1000:c010 10de:13b8 pcieport
+b6:00.0    b7:00.0 030200 10de:20b0 10de:134f -
+b1:00.0    b2:04.0 060400 1000:c010 1000:a096 pcieport
+b2:04.0    b8:00.0 060400 1000:c010 1000:a096 pcieport
+b8:00.0    b9:00.0 060400 1000:c010 1000:a096 pcieport
+b9:00.0    ba:00.0 020700 15b3:101b 15b3:0007 mlx5_core
+b8:00.0    b9:10.0 060400 1000:c010 1000:a096 pcieport
+b9:10.0    bb:00.0 060400 1000:c010 10de:13b8 pcieport
+bb:00.0    bc:00.0 060400 1000:c010 10de:13b8 pcieport
+bc:00.0    bd:00.0 030200 10de:20b0 10de:134f -
+b1:00.0    b2:08.0 060400 1000:c010 1000:a096 pcieport
+b2:08.0    be:00.0 060400 1000:c010 1000:a096 pcieport
+be:00.0    bf:00.0 060400 1000:c010 1000:a096 pcieport
+bf:00.0    c0:00.0 060400 1000:c010 10de:13b8 pcieport
+c0:00.0    c1:00.0 060400 1000:c010 10de:13b8 pcieport
+c1:00.0    c2:00.0 060400 10b5:8725 10de:13b8 pcieport
+c2:00.0    c3:01.0 060400 10b5:8725 10de:13b8 pcieport
+c3:01.0    c4:00.0 068000 10de:1af1 10de:13b8 -
+c2:00.0    c3:02.0 060400 10b5:8725 10de:13b8 pcieport
+c3:02.0    c5:00.0 068000 10de:1af1 10de:13b8 -
+c2:00.0    c3:03.0 060400 10b5:8725 10de:13b8 pcieport
+c3:03.0    c6:00.0 068000 10de:1af1 10de:13b8 -
+c2:00.0    c3:04.0 060400 10b5:8725 10de:13b8 pcieport
+c3:04.0    c7:00.0 068000 10de:1af1 10de:13b8 -
+c2:00.0    c3:0b.0 060400 10b5:8725 10de:13b8 pcieport
+c3:0b.0    c8:00.0 068000 10de:1af1 10de:13b8 -
+c2:00.0    c3:0c.0 060400 10b5:8725 10de:13b8 pcieport
+c3:0c.0    c9:00.0 068000 10de:1af1 10de:13b8 -
+be:00.0    bf:04.0 060400 1000:c010 1000:a096 pcieport
+bf:04.0    ca:00.0 010802 144d:a824 144d:a801 nvme
+be:00.0    bf:08.0 060400 1000:c010 1000:a096 pcieport
+be:00.0    bf:10.0 060400 1000:c010 1000:a096 pcieport
+bf:10.0    cc:00.0 020000 15b3:101b 15b3:0007 mlx5_core
+b1:00.0    b2:1c.0 060400 1000:c010 1000:a096 pcieport
+b2:1c.0    cd:00.0 018000 1000:c010 1000:00b2 -
+pcie0      e0:03.1 060400 1022:1483 1022:1453 pcieport
+e0:03.1    e1:00.0 020000 15b3:101b 15b3:0009 mlx5_core
+e0:03.1    e1:00.1 020000 15b3:101b 15b3:0009 mlx5_core
+"""
+
+DGX_B200_TREE = """\
+pci00      00:0d.0 060400 8086:1bbd 8086:7270 pcieport
+00:0d.0    05:00.0 020700 15b3:1021 15b3:0087 mlx5_core
+00:0d.0    05:00.1 020700 15b3:1021 15b3:0087 mlx5_core
+00:0d.0    05:00.2 020700 15b3:1021 15b3:0087 mlx5_core
+00:0d.0    05:00.3 020700 15b3:1021 15b3:0087 mlx5_core
+pci15      15:01.0 060400 8086:352a 8086:0000 pcieport
+15:01.0    16:00.0 060400 15b3:1979 0000:0000 pcieport
+16:00.0    17:00.0 060400 15b3:1979 0000:0000 pcieport
+17:00.0    18:00.0 020700 15b3:1021 15b3:0050 mlx5_core
+16:00.0    17:02.0 060400 15b3:1979 0000:0000 pcieport
+17:02.0    19:00.0 060400 15b3:1979 0000:0000 pcieport
+19:00.0    1a:00.0 060400 15b3:1979 0000:0000 pcieport
+1a:00.0    1b:00.0 030200 10de:2901 10de:1999 -
+pci24      24:01.0 060400 8086:352a 8086:0000 pcieport
+24:01.0    25:00.0 060400 1000:c030 1000:0072 pcieport
+25:00.0    26:00.0 060400 1000:c030 1000:1003 pcieport
+26:00.0    27:00.0 060400 1000:c030 1000:1003 pcieport
+27:00.0    28:00.0 060400 1000:c030 1000:0072 pcieport
+28:00.0    29:00.0 020700 15b3:a2dc 15b3:0008 mlx5_core
+28:00.0    29:00.1 020000 15b3:a2dc 15b3:0008 mlx5_core
+28:00.0    29:00.2 080100 15b3:c2d5 15b3:0008 -
+27:00.0    28:10.0 060400 1000:c030 1000:0072 pcieport
+28:10.0    2a:00.0 010802 1e0f:0013 1e0f:004a nvme
+27:00.0    28:14.0 060400 1000:c030 1000:0072 pcieport
+28:14.0    2b:00.0 010802 1e0f:0013 1e0f:004a nvme
+27:00.0    28:18.0 060400 1000:c030 1000:0072 pcieport
+28:18.0    2c:00.0 010802 1e0f:0013 1e0f:004a nvme
+27:00.0    28:1c.0 060400 1000:c030 1000:0072 pcieport
+28:1c.0    2d:00.0 010802 1e0f:0013 1e0f:004a nvme
+25:00.0    26:08.0 060400 1000:c030 1000:1003 -
+26:08.0    2e:00.0 060400 1000:c030 1000:1003 pcieport
+2e:00.0    2f:10.0 060400 1000:c030 1000:0072 pcieport
+25:00.0    26:0c.0 060400 1000:c030 1000:1003 -
+26:0c.0    31:00.0 060400 1000:c030 1000:1003 pcieport
+25:00.0    26:10.0 060400 1000:c030 1000:1003 -
+26:10.0    33:00.0 060400 1000:c030 1000:1003 pcieport
+33:00.0    34:00.0 060400 1000:c030 1000:0072 pcieport
+pci3d      3d:01.0 060400 8086:352a 8086:0000 pcieport
+3d:01.0    3e:00.0 060400 15b3:1979 0000:0000 pcieport
+3e:00.0    3f:00.0 060400 15b3:1979 0000:0000 pcieport
+3f:00.0    40:00.0 020700 15b3:1021 15b3:0050 mlx5_core
+3e:00.0    3f:02.0 060400 15b3:1979 0000:0000 pcieport
+3f:02.0    41:00.0 060400 15b3:1979 0000:0000 pcieport
+41:00.0    42:00.0 060400 15b3:1979 0000:0000 pcieport
+42:00.0    43:00.0 030200 10de:2901 10de:1999 -
+pci4c      4c:01.0 060400 8086:352a 8086:0000 pcieport
+4c:01.0    4d:00.0 060400 15b3:1979 0000:0000 pcieport
+4d:00.0    4e:00.0 060400 15b3:1979 0000:0000 pcieport
+4e:00.0    4f:00.0 020700 15b3:1021 15b3:0050 mlx5_core
+4d:00.0    4e:02.0 060400 15b3:1979 0000:0000 pcieport
+4e:02.0    50:00.0 060400 15b3:1979 0000:0000 pcieport
+50:00.0    51:00.0 060400 15b3:1979 0000:0000 pcieport
+51:00.0    52:00.0 030200 10de:2901 10de:1999 -
+pci5b      5b:01.0 060400 8086:352a 8086:0000 pcieport
+5b:01.0    5c:00.0 060400 15b3:1979 0000:0000 pcieport
+5c:00.0    5d:00.0 060400 15b3:1979 0000:0000 pcieport
+5d:00.0    5e:00.0 020700 15b3:1021 15b3:0050 mlx5_core
+5c:00.0    5d:02.0 060400 15b3:1979 0000:0000 pcieport
+5d:02.0    5f:00.0 060400 15b3:1979 0000:0000 pcieport
+5f:00.0    60:00.0 060400 15b3:1979 0000:0000 pcieport
+60:00.0    61:00.0 030200 10de:2901 10de:1999 -
+pci80      80:05.0 060400 8086:352c 8086:0000 pcieport
+80:05.0    82:00.0 020000 8086:1592 8086:0002 ice
+80:05.0    82:00.1 020000 8086:1592 8086:0002 ice
+pci97      97:01.0 060400 8086:352a 8086:0000 pcieport
+97:01.0    98:00.0 060400 15b3:1979 0000:0000 pcieport
+98:00.0    99:00.0 060400 15b3:1979 0000:0000 pcieport
+99:00.0    9a:00.0 020700 15b3:1021 15b3:0050 mlx5_core
+98:00.0    99:02.0 060400 15b3:1979 0000:0000 pcieport
+99:02.0    9b:00.0 060400 15b3:1979 0000:0000 pcieport
+9b:00.0    9c:00.0 060400 15b3:1979 0000:0000 pcieport
+9c:00.0    9d:00.0 030200 10de:2901 10de:1999 -
+pcia5      a5:01.0 060400 8086:352a 8086:0000 pcieport
+a5:01.0    a6:00.0 060400 1000:c030 1000:0072 pcieport
+a6:00.0    a7:00.0 060400 1000:c030 1000:1003 pcieport
+a7:00.0    a8:00.0 060400 1000:c030 1000:1003 pcieport
+a8:00.0    a9:00.0 060400 1000:c030 1000:0072 pcieport
+a9:00.0    aa:00.0 020700 15b3:a2dc 15b3:0008 mlx5_core
+a9:00.0    aa:00.1 020000 15b3:a2dc 15b3:0008 mlx5_core
+a9:00.0    aa:00.2 080100 15b3:c2d5 15b3:0008 -
+a8:00.0    a9:10.0 060400 1000:c030 1000:0072 pcieport
+a9:10.0    ab:00.0 010802 1e0f:0013 1e0f:004a nvme
+a8:00.0    a9:14.0 060400 1000:c030 1000:0072 pcieport
+a9:14.0    ac:00.0 010802 1e0f:0013 1e0f:004a nvme
+a8:00.0    a9:18.0 060400 1000:c030 1000:0072 pcieport
+a9:18.0    ad:00.0 010802 1e0f:0013 1e0f:004a nvme
+a8:00.0    a9:1c.0 060400 1000:c030 1000:0072 pcieport
+a9:1c.0    ae:00.0 010802 1e0f:0013 1e0f:004a nvme
+a6:00.0    a7:08.0 060400 1000:c030 1000:1003 -
+a7:08.0    af:00.0 060400 1000:c030 1000:1003 pcieport
+af:00.0    b0:10.0 060400 1000:c030 1000:0072 pcieport
+a6:00.0    a7:0c.0 060400 1000:c030 1000:1003 -
+a7:0c.0    b2:00.0 060400 1000:c030 1000:1003 pcieport
+a6:00.0    a7:10.0 060400 1000:c030 1000:1003 -
+a7:10.0    b4:00.0 060400 1000:c030 1000:1003 pcieport
+b4:00.0    b5:00.0 060400 1000:c030 1000:0072 pcieport
+pcibd      bd:01.0 060400 8086:352a 8086:0000 pcieport
+bd:01.0    be:00.0 060400 15b3:1979 0000:0000 pcieport
+be:00.0    bf:00.0 060400 15b3:1979 0000:0000 pcieport
+bf:00.0    c0:00.0 020700 15b3:1021 15b3:0050 mlx5_core
+be:00.0    bf:02.0 060400 15b3:1979 0000:0000 pcieport
+bf:02.0    c1:00.0 060400 15b3:1979 0000:0000 pcieport
+c1:00.0    c2:00.0 060400 15b3:1979 0000:0000 pcieport
+c2:00.0    c3:00.0 030200 10de:2901 10de:1999 -
+pcicb      cb:01.0 060400 8086:352a 8086:0000 pcieport
+cb:01.0    cc:00.0 060400 15b3:1979 0000:0000 pcieport
+cc:00.0    cd:00.0 060400 15b3:1979 0000:0000 pcieport
+cd:00.0    ce:00.0 020700 15b3:1021 15b3:0050 mlx5_core
+cc:00.0    cd:02.0 060400 15b3:1979 0000:0000 pcieport
+cd:02.0    cf:00.0 060400 15b3:1979 0000:0000 pcieport
+cf:00.0    d0:00.0 060400 15b3:1979 0000:0000 pcieport
+d0:00.0    d1:00.0 030200 10de:2901 10de:1999 -
+pcid9      d9:01.0 060400 8086:352a 8086:0000 pcieport
+d9:01.0    da:00.0 060400 15b3:1979 0000:0000 pcieport
+da:00.0    db:00.0 060400 15b3:1979 0000:0000 pcieport
+db:00.0    dc:00.0 020700 15b3:1021 15b3:0050 mlx5_core
+da:00.0    db:02.0 060400 15b3:1979 0000:0000 pcieport
+db:02.0    dd:00.0 060400 15b3:1979 0000:0000 pcieport
+dd:00.0    de:00.0 060400 15b3:1979 0000:0000 pcieport
+de:00.0    df:00.0 030200 10de:2901 10de:1999 -
+"""
+
+# EPYC 7742 NPS4: NUMA node of each root complex (see PROVENANCE above).
+A100_NUMA = {"pci0000:00": 3, "pci0000:20": 2, "pci0000:40": 1, "pci0000:60": 0,
+             "pci0000:80": 7, "pci0000:a0": 6, "pci0000:b0": 5, "pci0000:e0": 4}
+
+
+def fx_gpu_dgx_a100() -> Fixture:
+    """DGX A100 with its GPUs, PCIe switches, NVSwitches and CPUs (see PROVENANCE)."""
+    fx = Fixture("gpu-dgx-a100")
+    fx.host.cpu_topology(sockets=2, cores_per_socket=64, threads_per_core=2,
+                         nodes_per_socket=4, mem_per_node_kb=131_000_000)
+    nics = [p.rsplit("/", 1)[1] for p, *_ in A100_NICS] + ["0000:e1:00.0", "0000:e1:00.1"]
+    lay_out_tree(fx, DGX_A100_TREE, A100_NUMA, gpu_model="a100", skip=nics)
+    a100_nics(fx, A100_NUMA)
+    return fx
+
+
+def fx_gpu_dgx_b200() -> Fixture:
+    """DGX B200 with its GPUs, bridges, 16 mlx5 and 2 irdma devices (see PROVENANCE)."""
+    fx = Fixture("gpu-dgx-b200")
+    fx.host.cpu_topology(sockets=2, cores_per_socket=56, threads_per_core=2,
+                         mem_per_node_kb=1_056_000_000)
+    hbs = {e[0] for e in tree_entries(DGX_B200_TREE) if e[0].startswith("pci")}
+    numa = {hb: 0 if int(hb[-2:], 16) < 0x80 else 1 for hb in hbs}
+    nics = [e[0].rsplit("/", 1)[1] for e in B200_MLX5] + ["0000:82:00.0", "0000:82:00.1"]
+    lay_out_tree(fx, DGX_B200_TREE, numa, gpu_model="b200", skip=nics)
+    ifindex = 4
+    for entry in B200_MLX5:
+        b200_function(fx, entry, ifindex=ifindex, mad=False)
+        if entry[5]:
+            ifindex += 1
+    e810(fx, "/devices/pci0000:80/0000:80:05.0/0000:82:00.0", "irdma0", 16, aux_index=1,
+         ifname="ens6f0np0", mac="6c:fe:54:9c:5c:48", ifindex=ifindex, numa=1, sub=0x0002)
+    e810(fx, "/devices/pci0000:80/0000:80:05.0/0000:82:00.1", "irdma1", 17, aux_index=2,
+         ifname="ens6f1np1", mac="6c:fe:54:9c:5c:49", ifindex=ifindex + 1, numa=1,
+         sub=0x0002, port_state=("1: DOWN", "3: Disabled"))
+    return fx
+
+
+def switch_pair(fx: Fixture, usp_bus: int, numa: int, *, gpu_model: str, nic_index: int,
+                root: tuple[int, int] = (0x8086, 0x352A),
+                switch: tuple[int, int] = (0x1000, 0xC030),
+                gpu_bridges: tuple[int, int] | None = None) -> tuple[str, str]:
+    """A host bridge pci0000:<usp_bus-1> with one root port, a PCIe switch (upstream
+    port on usp_bus), a GPU on its first downstream port (behind the GPU's own
+    bridge pair ``gpu_bridges`` = (upstream, downstream) device ids, if any) and a
+    ConnectX-7 (mlx5_<nic_index>) on the second.  Returns (GPU path, NIC path)."""
+    host = fx.host
+    hb_bus = usp_bus - 1
+    hb = host.host_bridge(f"pci0000:{hb_bus:02x}", numa_node=numa)
+    rp = host.pci_bridge(f"{hb}/0000:{hb_bus:02x}:01.0", port="root", vendor=root[0],
+                         device=root[1], sub_vendor=root[0], sub_device=0)
+    usp = host.pci_bridge(f"{rp}/0000:{usp_bus:02x}:00.0", port="upstream",
+                          vendor=switch[0], device=switch[1])
+    dsp_bus = usp_bus + 1
+    dsp_gpu = host.pci_bridge(f"{usp}/0000:{dsp_bus:02x}:00.0", vendor=switch[0],
+                              device=switch[1])
+    dsp_nic = host.pci_bridge(f"{usp}/0000:{dsp_bus:02x}:01.0", vendor=switch[0],
+                              device=switch[1])
+    gpu_parent, gpu_bus = dsp_gpu, dsp_bus + 1
+    if gpu_bridges is not None:
+        up = host.pci_bridge(f"{dsp_gpu}/0000:{gpu_bus:02x}:00.0", port="upstream",
+                             vendor=0x1002, device=gpu_bridges[0])
+        gpu_parent = host.pci_bridge(f"{up}/0000:{gpu_bus + 1:02x}:00.0", vendor=0x1002,
+                                     device=gpu_bridges[1])
+        gpu_bus += 2
+    gpu = host.gpu(f"{gpu_parent}/0000:{gpu_bus:02x}:00.0", model=gpu_model)
+    nic_bus = gpu_bus + 1
+    nic = f"{dsp_nic}/0000:{nic_bus:02x}:00.0"
+    guid = guid_fmt(0xA088C20300E40000 + 0x100 * nic_index)
+    mlx5_function(fx, nic, 0x1021, 0x0023, index=nic_index, uverbs=nic_index, node_guid=guid,
+                  sys_image_guid=guid, numa=numa,
+                  port=ib_port(guid, hex(0x21 + nic_index), "0x1", NDR),
+                  netdev=f"ibp{nic_bus}s0", ifindex=4 + nic_index, **CX7)
+    return gpu, nic
+
+
+def fx_gpu_hgx_h100() -> Fixture:
+    """HGX H100: eight GPU/ConnectX-7 pairs, each on one PCIe switch of its own host
+    bridge, four per socket, and four NVSwitches (see PROVENANCE)."""
+    fx = Fixture("gpu-hgx-h100")
+    fx.host.cpu_topology(sockets=2, cores_per_socket=48, threads_per_core=2,
+                         mem_per_node_kb=1_056_000_000)
+    host = fx.host
+    hb = host.host_bridge("pci0000:00", numa_node=0)
+    rp = host.pci_bridge(f"{hb}/0000:00:01.0", port="root", vendor=0x8086, device=0x352A)
+    usp = host.pci_bridge(f"{rp}/0000:03:00.0", port="upstream", vendor=0x1000,
+                          device=0xC030)
+    for n in range(4):
+        dsp = host.pci_bridge(f"{usp}/0000:04:{n:02x}.0", vendor=0x1000, device=0xC030)
+        host.pci_device(f"{dsp}/0000:{5 + n:02x}:00.0", vendor=0x10DE, device=0x22A3,
+                        pci_class=0x068000, driver="nvidia", sub_vendor=0x10DE,
+                        sub_device=0x1796)
+    for i, usp_bus in enumerate((0x17, 0x37, 0x47, 0x57, 0x97, 0xB6, 0xC7, 0xD7)):
+        switch_pair(fx, usp_bus, 0 if i < 4 else 1, gpu_model="h100", nic_index=i)
+    return fx
+
+
+def fx_gpu_mi300x() -> Fixture:
+    """Eight AMD Instinct MI300X, each behind its bridge pair on a PCIe switch shared
+    with a ConnectX-7, four per socket (constructed, see PROVENANCE)."""
+    fx = Fixture("gpu-mi300x")
+    fx.host.cpu_topology(sockets=2, cores_per_socket=96, threads_per_core=1,
+                         mem_per_node_kb=1_150_000_000)
+    for i, usp_bus in enumerate((0x05, 0x15, 0x25, 0x35, 0x85, 0x95, 0xA5, 0xB5)):
+        switch_pair(fx, usp_bus, 0 if i < 4 else 1, gpu_model="mi300x", nic_index=i,
+                    root=(0x1022, 0x14AB), gpu_bridges=(0x14A0, 0x14A1))
+    return fx
+
+
+def fx_gpu_pcie_2socket() -> Fixture:
+    """A 2-socket PCIe server: four RTX 6000 Ada (with their audio functions) on
+    both sockets, one dual-port ConnectX-7 on socket 0 (see PROVENANCE)."""
+    fx = Fixture("gpu-pcie-2socket")
+    host = fx.host
+    host.cpu_topology(sockets=2, cores_per_socket=32, threads_per_core=1,
+                      mem_per_node_kb=197_000_000, distances=[[10, 32], [32, 10]])
+    for bus, numa in ((0x00, 0), (0x40, 0), (0xC0, 1), (0xE0, 1)):
+        hb = host.host_bridge(f"pci0000:{bus:02x}", numa_node=numa)
+        rp = host.pci_bridge(f"{hb}/0000:{bus:02x}:01.1", port="root", vendor=0x1022,
+                             device=0x14AB, sub_vendor=0x1022, sub_device=0x1453)
+        gpu = host.gpu(f"{rp}/0000:{bus + 1:02x}:00.0", model="rtx6000ada")
+        host.pci_device(gpu[:-1] + "1", vendor=0x10DE, device=0x22BA, pci_class=0x040300,
+                        driver="snd_hda_intel", sub_vendor=0x10DE, sub_device=0x16A1)
+    hb = host.host_bridge("pci0000:20", numa_node=0)
+    rp = host.pci_bridge(f"{hb}/0000:20:03.1", port="root", vendor=0x1022, device=0x14AB,
+                         sub_vendor=0x1022, sub_device=0x1453)
+    for fn in range(2):
+        mac = f"94:6d:ae:8c:4e:{0x40 + fn:02x}"
+        netdev = f"enp33s0f{fn}np{fn}"
+        mlx5_function(fx, f"{rp}/0000:21:00.{fn}", 0x1021, 0x0041, index=fn, uverbs=fn,
+                      node_guid=mlx_guid(mac), sys_image_guid=mlx_guid(mac.replace("41", "40")),
+                      port=roce_port(mac, netdev, "200 Gb/sec (2X NDR)"), numa=0,
+                      netdev=netdev, ifindex=4 + fn, mac=mac, **CX7)
+    return fx
+
+
+def fx_gpu_cloud_vm() -> Fixture:
+    """A KVM guest: every device on a root port of pci0000:00, numa_node -1, eight
+    H200 and four ConnectX-7 (see PROVENANCE)."""
+    fx = Fixture("gpu-cloud-vm")
+    host = fx.host
+    host.cpu_topology(sockets=1, cores_per_socket=48, threads_per_core=2,
+                      mem_per_node_kb=1_500_000_000)
+    hb = host.host_bridge("pci0000:00", numa_node=-1)
+    ports = [(1, f) for f in range(8)] + [(2, f) for f in range(8)]
+    for n, (dev, fn) in enumerate(ports[:16]):
+        bus = n + 1
+        rp = host.pci_bridge(f"{hb}/0000:00:{dev:02x}.{fn}", port="root", vendor=0x1B36,
+                             device=0x000C, sub_vendor=0x1B36, sub_device=0x0000,
+                             revision=0)
+        path = f"{rp}/0000:{bus:02x}:00.0"
+        if n == 0:
+            host.pci_device(path, vendor=0x1AF4, device=0x1041, pci_class=0x020000,
+                            driver="virtio-pci", sub_vendor=0x1AF4, sub_device=0x1100)
+        elif n in (1, 2, 3):
+            cls, dv = ((0x0C0330, 0x000D), (0x078000, 0x1043), (0x010000, 0x1042))[n - 1]
+            host.pci_device(path, vendor=0x1B36 if n == 1 else 0x1AF4, device=dv,
+                            pci_class=cls, driver="xhci_hcd" if n == 1 else "virtio-pci")
+        elif n < 12:
+            host.gpu(path, model="h200")
+        else:
+            index = n - 12
+            guid = guid_fmt(0xA088C20300E50000 + 0x100 * index)
+            mlx5_function(fx, path, 0x1021, 0x0023, index=index, uverbs=index,
+                          node_guid=guid, sys_image_guid=guid, numa=-1,
+                          port=ib_port(guid, hex(0x31 + index), "0x1", NDR),
+                          netdev=f"ibp{bus}s0", ifindex=4 + index, **CX7)
+    return fx
+
+
+def fx_gpu_sriov_sf() -> Fixture:
+    """VFs, SFs, a bond, irdma and VMD on one host with a GPU (constructed, see
+    PROVENANCE)."""
+    fx = Fixture("gpu-sriov-sf")
+    host = fx.host
+    host.cpu_topology(sockets=1, cores_per_socket=16, threads_per_core=2,
+                      mem_per_node_kb=257_000_000)
+    hb = host.host_bridge("pci0000:00", numa_node=0)
+    rp = host.pci_bridge(f"{hb}/0000:00:01.0", port="root", vendor=0x8086, device=0x352A)
+    usp = host.pci_bridge(f"{rp}/0000:01:00.0", port="upstream")
+    dsp_gpu = host.pci_bridge(f"{usp}/0000:02:00.0")
+    dsp_nic = host.pci_bridge(f"{usp}/0000:02:01.0")
+    host.gpu(f"{dsp_gpu}/0000:03:00.0", model="l40s")
+    host.mlx5(path=f"{dsp_nic}/0000:04:00.0", model="cx7", vfs=4, sfs=2,
+              link_layer="Ethernet", netdev="enp4s0f0np0")
+    host.mlx5(path=f"{dsp_nic}/0000:04:00.1", model="cx7", link_layer="Ethernet")
+    rp2 = host.pci_bridge(f"{hb}/0000:00:02.0", port="root", vendor=0x8086, device=0x352A)
+    host.mlx5_bond([f"{rp2}/0000:05:00.0", f"{rp2}/0000:05:00.1"])
+    rp3 = host.pci_bridge(f"{hb}/0000:00:03.0", port="root", vendor=0x8086, device=0x352A)
+    host.irdma(path=f"{rp3}/0000:06:00.0")
+    vmd = host.pci_device(f"{hb}/0000:00:0e.0", vendor=0x8086, device=0x28C0,
+                          pci_class=0x010400, driver="vmd")
+    vhb = host.host_bridge("pci10000:e0", numa_node=0, parent=vmd)
+    vrp = host.pci_bridge(f"{vhb}/10000:e0:1d.0", port="root", vendor=0x8086, device=0x352B)
+    host.pci_device(f"{vrp}/10000:e1:00.0", vendor=0x144D, device=0xA80A, pci_class=0x010802,
+                    driver="nvme", sub_vendor=0x144D, sub_device=0xA801)
+    return fx
+
+
 def fx_empty() -> Fixture:
     """ib_uverbs loaded, no RDMA device: only /sys/class/infiniband_verbs/abi_version."""
     return Fixture("empty")
@@ -1163,6 +1745,13 @@ FIXTURES = {
     "efa": fx_efa,
     "empty": fx_empty,
     "erdma": fx_erdma,
+    "gpu-cloud-vm": fx_gpu_cloud_vm,
+    "gpu-dgx-a100": fx_gpu_dgx_a100,
+    "gpu-dgx-b200": fx_gpu_dgx_b200,
+    "gpu-hgx-h100": fx_gpu_hgx_h100,
+    "gpu-mi300x": fx_gpu_mi300x,
+    "gpu-pcie-2socket": fx_gpu_pcie_2socket,
+    "gpu-sriov-sf": fx_gpu_sriov_sf,
     "hfi1": fx_hfi1,
     "hns": fx_hns,
     "ionic": fx_ionic,
