@@ -1,0 +1,225 @@
+"""The placement model against hwloc (Debian's ``hwloc``, ``lstopo-no-graphics
+--whole-io --of xml`` with ``HWLOC_FSROOT``), on every GPU fixture and on generated
+PCI trees: for every PCI function hwloc reports, the chain of bridges up to the host
+bridge, the host bridge, the local CPUs and the NUMA node must be hwloc's; the GPUs
+and RDMA devices must be the ones hwloc finds, at the same functions; and every
+GPU/NIC pair's class must be the class nvidia-smi's legend gives on hwloc's tree
+(``tests/oracle/hwloc.py``, written without the library).
+
+The oracle's classification is itself checked against cells of real published
+``nvidia-smi topo -m`` matrices of the same machine types (DGX A100, HGX B200).
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+from hypothesis import given
+
+from sysverbs import recording
+from tests.conftest import require
+from tests.fuzz.pci_trees import TreeSpec, pci_trees, render
+from tests.fuzz.profiles import fuzz_settings
+from tests.oracle import hwloc
+
+GPU_FIXTURES = [n for n in recording.fixture_names() if n.startswith("gpu-")]
+
+
+@pytest.fixture(scope="session")
+def hwloc_ready() -> None:
+    require(hwloc.unavailable_reason(), "hwloc (lstopo-no-graphics)")
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory, hwloc_ready: None
+          ) -> dict[str, tuple[recording.Host, hwloc.HwlocTopology]]:
+    out = {}
+    for name in GPU_FIXTURES:
+        host = recording.materialize(recording.fixture_path(name),
+                                     tmp_path_factory.mktemp(name))
+        out[name] = (host, hwloc.topology(host.root))
+    return out
+
+
+def _pci_records(rec: recording.Recording) -> dict[str, recording.Record]:
+    return {r.name: r for r in rec if r.subsystem == "pci"}
+
+
+def _wide_domain(bdf: str) -> bool:
+    return len(bdf.split(":")[0]) > 4
+
+
+# ---------------------------------------------------------------- the fixtures vs hwloc
+
+
+def test_gpu_fixtures_exist() -> None:
+    assert set(GPU_FIXTURES) >= {"gpu-dgx-a100", "gpu-dgx-b200", "gpu-hgx-h100",
+                                 "gpu-mi300x", "gpu-pcie-2socket", "gpu-cloud-vm",
+                                 "gpu-sriov-sf"}
+
+
+@pytest.mark.parametrize("name", GPU_FIXTURES)
+def test_hwloc_reads_the_fixture(name: str, hosts: Any) -> None:
+    """hwloc sees every PCI function of the fixture (but bridges with nothing below
+    them, whose bus numbers are unassigned, and devices in a domain above 0xffff,
+    which Debian's build ignores, saying so), every NUMA node with its CPUs, and
+    every RDMA device."""
+    host, topo = hosts[name]
+    rec = recording.load(recording.fixture_path(name))
+    pci = _pci_records(rec)
+    empty = {n for n, r in pci.items()
+             if r.value("secondary_bus_number") == b"0\n"}
+    wide = {n for n in pci if _wide_domain(n)}
+    assert set(topo.devices) == set(pci) - empty - wide
+    if wide:
+        assert "non-16bit domain" in topo.stderr
+    nodes = {int(r.name[4:]): r.value("cpulist") for r in rec if r.subsystem == "node"}
+    assert set(topo.numa_nodes) == set(nodes)
+    for n, cpulist in nodes.items():
+        assert cpulist is not None
+        assert hwloc.parse_cpulist(cpulist.decode()) == topo.numa_nodes[n]
+    ib = {r.name for r in rec if r.subsystem == "infiniband"}
+    assert set(topo.rdma) == ib
+
+
+# Cells of real published matrices, checked on the oracle's classification of the
+# fixture built from the same machine type (see tools/make_fixtures.py PROVENANCE).
+REAL_CELLS = {
+    # oyanghd/gpu-compress-decompress docs/project_description_EN.md (DGX A100):
+    # GPU0 07:00.0, GPU2 47:00.0, GPU7 bd:00.0; NIC0 0c, NIC1 12, NIC2 4b, NIC8/9 e1.
+    "gpu-dgx-a100": [
+        ("0000:07:00.0", "0000:0c:00.0", "PXB"), ("0000:07:00.0", "0000:12:00.0", "PXB"),
+        ("0000:07:00.0", "0000:4b:00.0", "SYS"), ("0000:47:00.0", "0000:4b:00.0", "PXB"),
+        ("0000:bd:00.0", "0000:cc:00.0", "PXB"), ("0000:0c:00.0", "0000:12:00.0", "PXB"),
+        ("0000:e1:00.0", "0000:e1:00.1", "PIX"), ("0000:07:00.0", "0000:e1:00.0", "SYS"),
+    ],
+    # NVIDIA/nccl-tests#333 (HGX B200, 16 mlx5): GPU0-NIC4 PXB, NIC0..3 PIX among
+    # themselves (the quad-function card), GPU0-NIC0 NODE, NIC5-NIC6 PIX (a BF3's two
+    # functions), GPU0-NIC10 SYS; here GPU0 1b:00.0, mlx5_0..3 05:00.x, mlx5_4
+    # 18:00.0, mlx5_5/6 29:00.0/.1, mlx5_10 9a:00.0.
+    "gpu-dgx-b200": [
+        ("0000:1b:00.0", "0000:18:00.0", "PXB"), ("0000:05:00.0", "0000:05:00.3", "PIX"),
+        ("0000:1b:00.0", "0000:05:00.0", "NODE"), ("0000:29:00.0", "0000:29:00.1", "PIX"),
+        ("0000:1b:00.0", "0000:9a:00.0", "SYS"), ("0000:9d:00.0", "0000:9a:00.0", "PXB"),
+    ],
+    # sgl-project/sglang#30401 (HGX H100): GPUi-NICi PIX, NODE on a socket, SYS across.
+    "gpu-hgx-h100": [
+        ("0000:19:00.0", "0000:1a:00.0", "PIX"), ("0000:19:00.0", "0000:3a:00.0", "NODE"),
+        ("0000:19:00.0", "0000:99:00.0", "SYS"),
+    ],
+    # luigifcruz/stelline (ESC8000A-E12): GPU0-NIC0 NODE, NIC0-NIC1 PIX, GPU2-NIC0 SYS.
+    "gpu-pcie-2socket": [
+        ("0000:01:00.0", "0000:21:00.0", "NODE"), ("0000:21:00.0", "0000:21:00.1", "PIX"),
+        ("0000:c1:00.0", "0000:21:00.0", "SYS"), ("0000:01:00.0", "0000:41:00.0", "NODE"),
+    ],
+    # sgl-project/sglang#24413 (KVM guest): GPU0-NIC0 PHB.
+    "gpu-cloud-vm": [("0000:05:00.0", "0000:0d:00.0", "PHB")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_CELLS))
+def test_oracle_classes_match_real_matrices(name: str, hosts: Any) -> None:
+    _, topo = hosts[name]
+    got = [(a, b, hwloc.smi_class(topo, a, b)) for a, b, _ in REAL_CELLS[name]]
+    assert got == REAL_CELLS[name]
+
+
+# ------------------------------------------------------------------ the model vs hwloc
+
+
+def _placement() -> Any:
+    return pytest.importorskip("sysverbs.placement", reason="the placement library")
+
+
+def _endpoints(topo: hwloc.HwlocTopology) -> list[str]:
+    """GPUs (NVIDIA 3D/VGA, AMD processing accelerators) and RDMA functions, by hwloc."""
+    gpus = [b for b, d in topo.devices.items()
+            if (d.vendor == 0x10DE and d.pci_class in (0x0300, 0x0302))
+            or (d.vendor == 0x1002 and d.pci_class >> 8 == 0x12)]
+    return sorted(set(gpus) | set(topo.rdma.values()))
+
+
+def compare(host: Any, topo: hwloc.HwlocTopology) -> None:
+    """Everything the model and hwloc both say must agree."""
+    assert dict(host.numa_nodes) == topo.numa_nodes
+    for busid, dev in topo.devices.items():
+        mine = host.pci[busid]
+        assert mine.bridges == dev.bridges, busid
+        assert mine.host_bridge == dev.host_bridge, busid
+        assert mine.local_cpus == dev.cpuset, busid
+        if mine.numa_node is not None:
+            assert dev.nodeset == {mine.numa_node}, busid
+    for busid, mine in host.pci.items():  # what hwloc cannot see: a wide (VMD) domain
+        if busid not in topo.devices and not mine.is_bridge:
+            assert _wide_domain(busid) and mine.vmd is not None, busid
+    gpus = [b for b in _endpoints(topo) if b not in topo.rdma.values()]
+    assert sorted(g.address for g in host.gpus) == gpus
+    placed = {n.name: n.address for n in host.nics if n.address is not None}
+    assert {k: v for k, v in placed.items() if not _wide_domain(v)} == topo.rdma
+    ends = _endpoints(topo)
+    for a, b in itertools.combinations_with_replacement(ends, 2):
+        assert host.smi_class(a, b) == hwloc.smi_class(topo, a, b), (a, b)
+
+
+@pytest.mark.parametrize("name", GPU_FIXTURES)
+def test_model_matches_hwloc(name: str, hosts: Any) -> None:
+    placement = _placement()
+    host_dir, topo = hosts[name]
+    host = placement.read_host(host_dir.sysfs, proc_path=host_dir.proc, dev_dir=host_dir.dev)
+    compare(host, topo)
+    # the driver's /proc file was read under the proc root
+    nvidia = [g for g in host.gpus if g.vendor == "nvidia"]
+    assert all(g.uuid and g.uuid.startswith("GPU-") for g in nvidia)
+    assert sorted(g.minor for g in nvidia) == list(range(len(nvidia)))
+
+
+@pytest.fixture
+def scratch(hwloc_ready: None) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="sv-hwloc-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@fuzz_settings(ci=30, deep=300)
+@given(spec=pci_trees())
+def test_generated_trees_match_hwloc(spec: TreeSpec) -> None:
+    require(hwloc.unavailable_reason(), "hwloc (lstopo-no-graphics)")
+    placement = _placement()
+    root = Path(tempfile.mkdtemp(prefix="sv-hwloc-"))
+    try:
+        fake = render(spec).materialize(root)
+        topo = hwloc.topology(fake.root)
+        host = placement.read_host(fake.sysfs, proc_path=fake.root / "proc", dev_dir=fake.dev)
+        compare(host, topo)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_generated_tree_layout(hwloc_ready: None, scratch: Path) -> None:
+    """The strategy's rendering, read by hwloc: a two-level switch tree gives PIX on a
+    switch, PXB across its levels, PHB across root ports, NODE/SYS across host bridges."""
+    from tests.fuzz.pci_trees import Leaf, Switch
+
+    spec = TreeSpec(2, 1, 1, (
+        (0, (Switch((Leaf("gpu"), Leaf("nic"), Switch((Leaf("gpu"),)))), Leaf("nic"))),
+        (0, (Leaf("gpu"),)),
+        (1, (Leaf("nic"),)),
+    ))
+    fake = render(spec).materialize(scratch)
+    topo = hwloc.topology(fake.root)
+    gpu_a, nic_a, gpu_b = "0000:03:00.0", "0000:04:00.0", "0000:07:00.0"
+    nic_rp, gpu_hb2, nic_hb3 = "0000:08:00.0", "0000:0a:00.0", "0000:0c:00.0"
+    assert set(topo.rdma.values()) == {nic_a, nic_rp, nic_hb3}
+    cells: dict[tuple[str, str], Optional[str]] = {
+        (gpu_a, nic_a): "PIX", (gpu_b, nic_a): "PXB", (gpu_a, nic_rp): "PHB",
+        (gpu_hb2, nic_a): "NODE", (nic_hb3, gpu_a): "SYS", (gpu_a, gpu_a): "X",
+    }
+    assert {k: hwloc.smi_class(topo, *k) for k in cells} == cells
