@@ -1286,7 +1286,8 @@ class HostBuilder:
 
 @dataclass(frozen=True)
 class FakeHost:
-    """A host written to disk: ``sysfs`` stands for /sys, ``dev`` for /dev/infiniband.
+    """A host written to disk: ``sysfs`` stands for /sys, ``dev`` for /dev/infiniband,
+    :attr:`proc` for /proc.
 
     ``get_device_list()`` lists it with sysverbs (``providers="builtin"`` unless you
     say otherwise, so the test machine's rdma-core does not matter).
@@ -1297,6 +1298,12 @@ class FakeHost:
     dev: Path
     dev_nodes: tuple[str, ...]
     recording: Recording = field(repr=False)
+
+    @property
+    def proc(self) -> Path:
+        """``root/proc``: what stands for ``/proc`` (the NVIDIA driver's GPU files of
+        :meth:`HostBuilder.gpu`, any :meth:`HostBuilder.proc_file`)."""
+        return self.root / "proc"
 
     def options(self, **overrides: Any) -> dict[str, Any]:
         """Keyword arguments for :func:`sysverbs.get_device_list` on this host."""
