@@ -223,3 +223,23 @@ def test_generated_tree_layout(hwloc_ready: None, scratch: Path) -> None:
         (gpu_hb2, nic_a): "NODE", (nic_hb3, gpu_a): "SYS", (gpu_a, gpu_a): "X",
     }
     assert {k: hwloc.smi_class(topo, *k) for k in cells} == cells
+
+
+@pytest.mark.parametrize("name", recording.fixture_names())
+def test_every_fixture_rdma_placement_matches_hwloc(name: str, hwloc_ready: None,
+                                                    tmp_path: Path) -> None:
+    """On every bundled fixture (most have no CPU topology and no bridges: hwloc then
+    reads the PCI functions and RDMA devices only), the PCI functions are hwloc's and
+    every RDMA device hwloc places sits at the same PCI function in the model; the
+    ones hwloc does not place are software devices or unplaced."""
+    placement = _placement()
+    fake = recording.materialize(recording.fixture_path(name), tmp_path)
+    topo = hwloc.topology(fake.root)
+    host = placement.read_host(fake.sysfs, proc_path=fake.proc, dev_dir=fake.dev)
+    listed = {b for b, d in host.pci.items() if d.listed and not d.is_bridge
+              and not _wide_domain(b)}
+    assert {b for b, d in topo.devices.items() if not d.is_bridge} == listed
+    placed = {n.name: n for n in host.nics}
+    assert {k: placed[k].address for k in topo.rdma} == topo.rdma
+    assert all(n.kind in ("soft", "unplaced") or _wide_domain(n.address or "")
+               for n in host.nics if n.name not in topo.rdma)
