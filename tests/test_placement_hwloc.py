@@ -243,3 +243,22 @@ def test_every_fixture_rdma_placement_matches_hwloc(name: str, hwloc_ready: None
     assert {k: placed[k].address for k in topo.rdma} == topo.rdma
     assert all(n.kind in ("soft", "unplaced") or _wide_domain(n.address or "")
                for n in host.nics if n.name not in topo.rdma)
+
+
+def test_unknown_numa_across_host_bridges_is_undecided(hwloc_ready: None,
+                                                       scratch: Path) -> None:
+    """Two GPUs on different host bridges with ``numa_node`` -1 on a two-node host:
+    their ``local_cpus`` are all CPUs (the kernel's answer for an unknown node), hwloc
+    hangs both below the Machine, so which NUMA node each is on, and NODE vs SYS, is
+    not known (found by the generated-tree test, deep profile)."""
+    from tests.fuzz.pci_trees import Leaf
+
+    placement = _placement()
+    spec = TreeSpec(2, 1, 1, ((-1, (Leaf("gpu"),)), (0, (Leaf("gpu"),)),
+                              (-1, (Leaf("gpu"),))))
+    fake = render(spec).materialize(scratch)
+    topo = hwloc.topology(fake.root)
+    assert topo.devices["0000:01:00.0"].at_root and topo.devices["0000:05:00.0"].at_root
+    assert hwloc.smi_class(topo, "0000:01:00.0", "0000:05:00.0") is None
+    host = placement.read_host(fake.sysfs, proc_path=fake.proc, dev_dir=fake.dev)
+    compare(host, topo)
