@@ -1388,7 +1388,10 @@ class Limits:
 
 
 #: Files of a PCI device never read: config space, ROM, VPD and BARs (reads can be slow,
-#: have side effects or map device memory) and the triggers (write-only anyway).
+#: have side effects or map device memory) and the triggers (write-only anyway).  A
+#: PCI-to-PCI bridge's config space is the exception: its standard header (bus numbers,
+#: header type, PCIe port type) is what hwloc builds the PCI tree from, and reading it
+#: has no side effects.
 _PCI_SKIP = frozenset({"config", "rom", "vpd", "remove", "rescan", "reset"})
 _PCI_SKIP_RE = re.compile(r"resource\d+(_wc)?")
 _RDMA_CLASSES = ("infiniband", "infiniband_verbs", "infiniband_mad")
@@ -1589,7 +1592,8 @@ class _Recorder:
                 self._walk(base, name + "/", depth + 1, files, links)
             elif entry.is_file(follow_symlinks=False):
                 if not prefix and (entry.name == "uevent" or pci and (
-                        entry.name in _PCI_SKIP or _PCI_SKIP_RE.fullmatch(entry.name))):
+                        entry.name in _PCI_SKIP or _PCI_SKIP_RE.fullmatch(entry.name))
+                        and not (entry.name == "config" and self._is_bridge(base))):
                     continue  # uevent: recorded as E: lines
                 try:
                     mode = entry.stat(follow_symlinks=False).st_mode
@@ -1599,7 +1603,44 @@ class _Recorder:
                     continue  # write-only
                 value = self.read(entry.path)
                 if value is not None:
-                    files.append(Attribute(name, value))
+                    files.append(Attribute(name, value, binary=name == "config"))
+
+    def _is_bridge(self, path: str) -> bool:
+        value = self.read(os.path.join(path, "class"))
+        return value is not None and value.strip().lower().startswith(b"0x0604")
+
+    def parent_files(self, device: str) -> list[Attribute]:
+        """The regular files of the directory above ``device`` (``/sys/devices/system/
+        cpu/online`` for ``cpu0``) as ``../`` attributes of it."""
+        out: list[Attribute] = []
+        parent = os.path.dirname(device)
+        for name in self._listdir(parent):
+            path = os.path.join(parent, name)
+            if name == "uevent" or name.startswith(".") or "=" in name or "\n" in name \
+                    or os.path.islink(path) or not os.path.isfile(path):
+                continue
+            value = self.read(path)
+            if value is not None:
+                out.append(Attribute("../" + name, value))
+        return out
+
+    def proc_files(self, proc_root: str, records: Sequence[Record]
+                   ) -> list[tuple[int, Attribute]]:
+        """The NVIDIA driver's ``gpus/<bdf>/information`` files below ``proc_root``, as
+        (index of the GPU's record, :func:`recording.proc_file` attribute)."""
+        out: list[tuple[int, Attribute]] = []
+        gpus = os.path.join(proc_root, "driver", "nvidia", "gpus")
+        by_name = {r.name: i for i, r in enumerate(records) if r.subsystem == "pci"}
+        for bdf in self._listdir(gpus):
+            path = os.path.join(gpus, bdf, "information")
+            if bdf not in by_name or os.path.islink(path) or not os.path.isfile(path):
+                continue
+            value = self.read(path)
+            if value is not None:
+                index = by_name[bdf]
+                target = f"/proc/driver/nvidia/gpus/{bdf}/information"
+                out.append((index, recording.proc_file(records[index].path, target, value)))
+        return out
 
     def dev_links(self, top: Iterable[str]) -> dict[str, list[str]]:
         """Symlinks below ``dev_root/<top>`` (three levels), by the node they name."""
@@ -1645,6 +1686,7 @@ def record_host(
     dev_root: Union[str, os.PathLike[str], None] = None,
     devices: str = "rdma",
     limits: Limits = Limits(),
+    proc_root: Union[str, os.PathLike[str], None] = None,
 ) -> Recording:
     """Record a host's sysfs (and which ``/dev`` nodes exist) as a :class:`Recording`.
 
@@ -1657,7 +1699,15 @@ def record_host(
       network interfaces of those parents and of rxe/siw devices, and the loopback
       interface (which carries the class files, as in the bundled fixtures);
       ``"all"``: every device below ``/sys/devices`` (for small or fake trees);
-    * ``limits``: see :class:`Limits`.
+    * ``limits``: see :class:`Limits`;
+    * ``proc_root``: the ``/proc`` of that host (default: ``/proc`` for ``/sys``, else
+      ``proc`` beside the sysfs root), whose NVIDIA driver files
+      ``driver/nvidia/gpus/<bdf>/information`` of recorded PCI functions are kept
+      (:func:`recording.proc_file`).
+
+    With ``devices="all"``, the files beside ``cpu0`` and ``node0`` (``/sys/devices/
+    system/cpu/online``...) are kept as their ``../`` attributes, and a PCI bridge's
+    config space is recorded (see ``_PCI_SKIP``): what hwloc needs of the host.
 
     Nothing outside the sysfs root is read or recorded: class entries and ``device``
     links that resolve outside ``<sysfs_root>/devices`` are ignored, links are
@@ -1688,6 +1738,19 @@ def record_host(
         raise RecordLimitError(f"more than {limits.max_devices} devices")
     links = rec.dev_links(["infiniband"])
     records = [r for r in (rec.record(p, links) for p in ordered) if r is not None]
+    if devices == "all":
+        for i, r in enumerate(records):
+            if (r.subsystem, r.name) in (("cpu", "cpu0"), ("node", "node0")):
+                above = rec.parent_files(os.path.join(root, r.path.lstrip("/")))
+                records[i] = replace(r, attributes=tuple(above) + r.attributes)
+    if proc_root is None:
+        guess = "/proc" if root == "/sys" else os.path.join(os.path.dirname(root), "proc")
+        proc = guess if os.path.isdir(guess) else None
+    else:
+        proc = os.fspath(proc_root)
+    if proc is not None:
+        for i, attr in rec.proc_files(proc, records):
+            records[i] = replace(records[i], attributes=records[i].attributes + (attr,))
     classes = _RDMA_CLASSES if devices == "rdma" else rec._listdir(os.path.join(root, "class"))
     class_files = rec.class_files(classes)
     if class_files:
