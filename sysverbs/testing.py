@@ -1630,11 +1630,13 @@ class _Recorder:
         (index of the GPU's record, :func:`recording.proc_file` attribute)."""
         out: list[tuple[int, Attribute]] = []
         gpus = os.path.join(proc_root, "driver", "nvidia", "gpus")
+        real_proc = os.path.realpath(proc_root)
         by_name = {r.name: i for i, r in enumerate(records) if r.subsystem == "pci"}
         for bdf in self._listdir(gpus):
             path = os.path.join(gpus, bdf, "information")
-            if bdf not in by_name or os.path.islink(path) or not os.path.isfile(path):
-                continue
+            if bdf not in by_name or os.path.islink(path) or not os.path.isfile(path) \
+                    or not self.inside(os.path.realpath(path), real_proc):
+                continue  # never follow a link out of the proc root
             value = self.read(path)
             if value is not None:
                 index = by_name[bdf]

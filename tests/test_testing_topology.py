@@ -132,3 +132,26 @@ def test_bad_topology_arguments() -> None:
         hb.cpu_topology(sockets=2, distances=[[10]])
     with pytest.raises(ValueError):
         hb.mlx5_bond([f"{root}/0000:00:06.0"])
+
+
+def test_record_host_keeps_what_hwloc_needs(tmp_path: Path) -> None:
+    from sysverbs.testing import record_host
+
+    hb, _ = _host(tmp_path)
+    hb.gpu(hb.host_bridge("pci0000:80", numa_node=0) + "/0000:80:00.0", model="h100")
+    host = hb.materialize(tmp_path / "a")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "information").write_text("SECRET\n")
+    gpus = host.proc / "driver/nvidia/gpus"
+    os.symlink(str(outside), gpus / "0000:03:00.0")  # a recorded PCI function's name
+    rec = record_host(host.sysfs, devices="all")
+    assert "SECRET" not in recording.dumps(rec)
+    by_name = {r.name: r for r in rec}
+    assert by_name["0000:01:00.0"].attribute("config") is not None  # a bridge
+    assert by_name["0000:03:00.0"].attribute("config") is None  # not a bridge
+    assert by_name["cpu0"].value("../online") == b"0-15\n"
+    assert by_name["node0"].value("../possible") == b"0-1\n"
+    copy = recording.materialize(rec, tmp_path / "b")
+    info = "driver/nvidia/gpus/0000:80:00.0/information"
+    assert (copy.proc / info).read_bytes() == (host.proc / info).read_bytes()
