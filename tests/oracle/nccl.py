@@ -82,7 +82,10 @@ class Netns:
             "[ -e $f ] && echo 1 > $f; done; "
             'ip link add name "$1" type veth peer name "$2" && '
             'ip addr add 127.1.0.1/32 dev "$1" && ip link set dev "$2" up && '
-            'ip link set dev "$1" up'
+            'ip link set dev "$1" up && '
+            # IFF_RUNNING follows the carrier, which the kernel's linkwatch sets later
+            'for i in $(seq 500); do ip -o link show dev "$1" | grep -q " state UP " '
+            "&& exit 0; sleep 0.01; done; exit 1"
         )
         res = subprocess.run(["nsenter", f"--net={self.path}", "sh", "-c", script, "sh",
                               name, peer], capture_output=True, text=True)
