@@ -80,6 +80,9 @@ _V_STRTOK_PARSER = (2, 30, 7)  # parseStringList: strtok_r/strsep, rail and plan
 _V_MERGED_IN_INIT = ((2, 20, 0), (2, 24, 0))  # ncclIbInit merges ports: "[0]={...}"
 _V_PCI_ORDER = (2, 29, 7)  # NCCL_IB_DEVICE_PCI_ORDER: devices sorted by PCI path
 _V_NO_DEVICE_USING = (2, 24, 0)  # "Using" printed even when no device was found
+_V_CONF_FILE_ENV = (2, 23, 0)  # NCCL_CONF_FILE replaces ~/.nccl.conf
+_V_CONF_COMMENTS = (2, 26, 2)  # "#" lines skipped in config files
+_V_CONF_FGETS = (2, 30, 3)  # fgets(4096) instead of getline, "\r" removed
 
 _C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
 
@@ -323,28 +326,38 @@ def socket_interface(interfaces: Iterable[str], value: Optional[str] = None, *,
 # ----------------------------------------------------------------------------- config files
 
 
-def read_conf_file(data: bytes) -> list[tuple[str, str]]:
+def read_conf_file(data: bytes, *, nccl_version: VersionArg = None) -> list[tuple[str, str]]:
     """``setEnvFile`` (src/misc/param.cc): the ``(name, value)`` pairs of a config file.
 
-    Read with ``fgets`` into 4096 bytes (a longer line is read as several lines);
-    one ``\\n`` then one ``\\r`` is removed; a line starting with ``#`` or without
-    ``=`` is skipped; the name is what precedes the first ``=`` (at most 1023 bytes)
-    and the value the rest (at most 1023 bytes).  Nothing is trimmed: ``A = b`` sets
-    ``"A "`` to ``" b"``.  (A NUL byte ends a line there, as ``strlen`` does.)
+    Since 2.30.3 lines are read with ``fgets`` into 4096 bytes (a longer line is read
+    as several lines) and one ``\\n`` then one ``\\r`` is removed; before, ``getline``
+    read whole lines and only the ``\\n`` was removed.  Since 2.26.2 a line starting
+    with ``#`` is skipped.  A line without ``=`` is skipped; the name is what precedes
+    the first ``=`` (at most 1023 bytes) and the value the rest (at most 1023 bytes).
+    Nothing is trimmed: ``A = b`` sets ``"A "`` to ``" b"``.  (A NUL byte ends a line
+    there, as ``strlen`` does.)
+
+    >>> read_conf_file(b"NCCL_DEBUG=WARN\\nNCCL_SOCKET_IFNAME==ens1f0\\n# x=1\\nA = b\\r\\n")
+    [('NCCL_DEBUG', 'WARN'), ('NCCL_SOCKET_IFNAME', '=ens1f0'), ('A ', ' b')]
     """
+    version = parse_version(nccl_version)
+    fgets = version >= _V_CONF_FGETS
     pairs: list[tuple[str, str]] = []
     pos = 0
     n = len(data)
     while pos < n:
-        end = data.find(b"\n", pos, pos + 4095)
-        chunk = data[pos:end + 1] if end >= 0 else data[pos:pos + 4095]
+        limit = pos + 4095 if fgets else n
+        end = data.find(b"\n", pos, limit)
+        chunk = data[pos:end + 1] if end >= 0 else data[pos:limit]
         pos += len(chunk)
+        if not fgets and chunk.startswith(b"#") and version >= _V_CONF_COMMENTS:
+            continue
         line = chunk.split(b"\0", 1)[0]
         if line.endswith(b"\n"):
             line = line[:-1]
-        if line.endswith(b"\r"):
+        if fgets and line.endswith(b"\r"):
             line = line[:-1]
-        if line.startswith(b"#"):
+        if fgets and line.startswith(b"#"):
             continue
         s = line.find(b"=")
         if s < 0:
@@ -361,21 +374,23 @@ def _reroot(root: Optional[str], path: str) -> str:
     return os.path.join(root, path.lstrip("/"))
 
 
-def nccl_environment(env: Optional[Mapping[str, str]] = None, *,
-                     root: Optional[str] = None) -> tuple[dict[str, str], dict[str, str]]:
+def nccl_environment(env: Optional[Mapping[str, str]] = None, *, root: Optional[str] = None,
+                     nccl_version: VersionArg = None) -> tuple[dict[str, str], dict[str, str]]:
     """The environment NCCL reads after ``initEnvFunc`` (src/misc/param.cc), and where
     each value came from.
 
-    NCCL reads ``$NCCL_CONF_FILE`` when set and non-empty, else ``$HOME/.nccl.conf``,
-    then ``/etc/nccl.conf``, setting each variable with ``setenv(name, value, 0)``:
-    the environment wins over both files and the first file over ``/etc/nccl.conf``.
+    NCCL reads ``$NCCL_CONF_FILE`` when set and non-empty (since 2.23), else
+    ``$HOME/.nccl.conf``, then ``/etc/nccl.conf`` (:func:`read_conf_file`), setting
+    each variable with ``setenv(name, value, 0)``: the environment wins over both
+    files and the first file over ``/etc/nccl.conf``.
     ``root`` is an alternate root for the three paths.  Returns ``(environment,
     sources)`` where ``sources`` maps each variable a file set to that file's path.
     """
+    version = parse_version(nccl_version)
     base = dict(os.environ if env is None else env)
     result = dict(base)
     sources: dict[str, str] = {}
-    user = base.get("NCCL_CONF_FILE")
+    user = base.get("NCCL_CONF_FILE") if version >= _V_CONF_FILE_ENV else None
     files: list[str] = []
     if user:
         files.append(user[:1023])
@@ -388,7 +403,7 @@ def nccl_environment(env: Optional[Mapping[str, str]] = None, *,
                 data = fh.read()
         except OSError:
             continue
-        for name, value in read_conf_file(data):
+        for name, value in read_conf_file(data, nccl_version=version):
             if not name or "=" in name or name in result:
                 continue  # setenv fails on "" (EINVAL); an existing value is kept
             result[name] = value
@@ -699,7 +714,7 @@ def predict_ib(env: Optional[Mapping[str, str]] = None, *, sysfs_path: Optional[
                nccl_version: VersionArg = None) -> IbSelection:
     """:func:`select_ib` on this host (or a sysfs tree), with the environment NCCL would
     see after reading its config files (:func:`nccl_environment`)."""
-    full_env, _ = nccl_environment(env, root=conf_root)
+    full_env, _ = nccl_environment(env, root=conf_root, nccl_version=nccl_version)
     ports = host_ports(sysfs_path=sysfs_path, dev_dir=dev_dir, source=source,
                        providers=providers)
     return select_ib(ports, full_env, nccl_version=nccl_version)
