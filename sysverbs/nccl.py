@@ -53,6 +53,7 @@ __all__ = [
     "LintResult",
     "parse_hca",
     "parse_version",
+    "max_ib_devs",
     "socket_interface",
     "nccl_environment",
     "read_conf_file",
@@ -83,13 +84,32 @@ _V_NO_DEVICE_USING = (2, 24, 0)  # "Using" printed even when no device was found
 _V_CONF_FILE_ENV = (2, 23, 0)  # NCCL_CONF_FILE replaces ~/.nccl.conf
 _V_CONF_COMMENTS = (2, 26, 2)  # "#" lines skipped in config files
 _V_CONF_FGETS = (2, 30, 3)  # fgets(4096) instead of getline, "\r" removed
+_V_OLDEST = (2, 5, 6)  # "=" exists and the device table is capped: the oldest modelled
+_V_32_DEVS = (2, 18, 5)  # MAX_IB_DEVS 16 -> 32
+_V_RO = (2, 12, 7)  # "NET/IB : Using%s %s; OOB" ([RO]); before: "Using%s ; OOB"
+_V_LINE_2048 = (2, 20, 0)  # the Using line's buffer: 1024 -> 2048 bytes
 
 _C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
 
 
 def parse_version(version: VersionArg) -> Version:
     """``"2.30.4"``, ``"2.30.4-1"``, ``(2, 30, 4)`` or NCCL_VERSION_CODE ``23004``; None
-    is the newest (:data:`LATEST`)."""
+    is the newest (:data:`LATEST`).  Releases before 2.5.6 (no ``=``, an uncapped
+    device table) are not modelled: ValueError."""
+    v = _parse_version(version)
+    if v < _V_OLDEST:
+        raise ValueError(f"NCCL {v[0]}.{v[1]}.{v[2]} is older than 2.5.6, the oldest "
+                         "release modelled")
+    return v
+
+
+def max_ib_devs(nccl_version: VersionArg = None) -> int:
+    """``MAX_IB_DEVS``: 32 since 2.18.5, 16 before (entries read from NCCL_IB_HCA and
+    device ports kept)."""
+    return MAX_IB_DEVS if parse_version(nccl_version) >= _V_32_DEVS else 16
+
+
+def _parse_version(version: VersionArg) -> Version:
     if version is None:
         return LATEST
     if isinstance(version, int):
@@ -249,7 +269,7 @@ class HcaFilter:
 
 
 def parse_hca(value: Optional[str], *, nccl_version: VersionArg = None,
-              max_entries: int = MAX_IB_DEVS) -> HcaFilter:
+              max_entries: Optional[int] = None) -> HcaFilter:
     """Parse a device list as NCCL does (``ncclIbInitDevices`` in
     src/transport/net_ib/init.cc for NCCL_IB_HCA, ``ncclOsFindInterfaces`` in
     src/os/linux.cc for NCCL_SOCKET_IFNAME, ``parseStringList`` in src/misc/utils.cc).
@@ -261,8 +281,9 @@ def parse_hca(value: Optional[str], *, nccl_version: VersionArg = None,
     * an entry is ``name[:port[:rail[:plane]]]``, each number read by ``atoi``; since
       2.30.7 an empty field is -1 (any), before it ``mlx5_0:`` read port 0 and rail
       and plane did not exist;
-    * names are cut at 63 bytes; only the first ``max_entries`` entries are read (32
-      for NCCL_IB_HCA, :data:`MAX_IFS` = 16 for NCCL_SOCKET_IFNAME);
+    * names are cut at 63 bytes; only the first ``max_entries`` entries are read
+      (default :func:`max_ib_devs`, 32 since 2.18.5, for NCCL_IB_HCA; pass
+      :data:`MAX_IFS` = 16 for NCCL_SOCKET_IFNAME);
     * None (unset) and ``""`` mean every device.
 
     >>> f = parse_hca("^=mlx5_0:1,mlx5_3")
@@ -272,6 +293,8 @@ def parse_hca(value: Optional[str], *, nccl_version: VersionArg = None,
     (False, True, True)
     """
     version = parse_version(nccl_version)
+    if max_entries is None:
+        max_entries = max_ib_devs(version)
     text = value or ""
     negate = text.startswith("^")
     if negate:
@@ -523,8 +546,17 @@ class IbSelection:
                     parts.append(f" [{d.slot}]{d.device}:{d.port}/{d.link}")
         else:
             parts = [" " + d.label() for d in self.devices]
+        line = "".join(parts)
+        # snprintf(line + strlen(line), size - strlen(line), ...) into char line[1024]
+        # (2048 since 2.20; before 2.24 the size passed is one less)
+        room = 1023 if self.version < _V_LINE_2048 else 2047
+        if self.version < _V_MERGED_IN_INIT[1]:
+            room -= 1
+        line = line.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "surrogateescape")
+        if self.version < _V_RO:
+            return f"NET/IB : Using{line} ; OOB {oob or '?'}"
         ro = "[RO]" if relaxed_ordering else ""
-        return f"NET/IB : Using{''.join(parts)} {ro}; OOB {oob or '?'}"
+        return f"NET/IB : Using{line} {ro}; OOB {oob or '?'}"
 
     def lines(self, oob: Optional[str] = None, relaxed_ordering: bool = True) -> list[str]:
         """The lines NCCL prints: ``No device found.`` (then, since 2.24, the Using
@@ -584,8 +616,8 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
 
     For each device that opens (``Unable to open device`` otherwise), each port
     1..phys_port_cnt that is ACTIVE with an InfiniBand or Ethernet link layer and that
-    NCCL_IB_HCA selects, until 32 (MAX_IB_DEVS) are kept.  Since 2.29.7 the table is
-    sorted by PCI path (NCCL_IB_DEVICE_PCI_ORDER, default 1; devices without one
+    NCCL_IB_HCA selects, until MAX_IB_DEVS (:func:`max_ib_devs`) are kept.  Since
+    2.29.7 the table is sorted by PCI path (NCCL_IB_DEVICE_PCI_ORDER, default 1; devices without one
     last; ports of a device keep their order, as glibc's merge sort does).
     ``merged`` groups the ports of one NIC (same PCI path up to the function digit,
     and VFs with NCCL_IB_MERGE_VFS=1; from 2.20 to 2.23 also the same
@@ -614,9 +646,10 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
             seen_devices.append(p.device)
             by_device[p.device] = []
         by_device[p.device].append(p)
+    cap = max_ib_devs(version)
     for dev in seen_devices:
-        if len(rows) >= MAX_IB_DEVS:
-            notes.append(f"{dev}: not read, NCCL keeps at most {MAX_IB_DEVS} device ports")
+        if len(rows) >= cap:
+            notes.append(f"{dev}: not read, NCCL keeps at most {cap} device ports")
             continue
         dev_ports = sorted(by_device[dev], key=lambda q: q.port)
         if not all(q.opens for q in dev_ports):
@@ -628,10 +661,10 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
             if not filt.matches(q.device, q.port):
                 continue
             rows.append((q, filt.match_index(q.device, q.port) if not filt.negate else -1))
-    if len(rows) > MAX_IB_DEVS:
-        notes.append(f"the last device's ports go past NCCL's {MAX_IB_DEVS}-entry table "
+    if len(rows) > cap:
+        notes.append(f"the last device's ports go past NCCL's {cap}-entry table "
                      "(ncclIbDevs overflows)")
-        rows = rows[:MAX_IB_DEVS]
+        rows = rows[:cap]
     if version >= _V_PCI_ORDER and _param(env, "NCCL_IB_DEVICE_PCI_ORDER", 1):
         rows.sort(key=lambda r: (r[0].full_pci_path == "", _pci_key(r[0].full_pci_path)))
     new_fields = version >= _V_STRTOK_PARSER
@@ -826,8 +859,8 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
     if filt.dropped:
         warns.append(LintWarning(
             "too-many", ",".join(filt.dropped),
-            f"NCCL reads only the first {MAX_IB_DEVS} entries; these are ignored",
-            rebuilt(raw_entries[:MAX_IB_DEVS])))
+            f"NCCL reads only the first {filt.max_entries} entries; these are ignored",
+            rebuilt(raw_entries[:filt.max_entries])))
     for ent in filt.entries:
         fields = ent.text.split(":")
         if len(fields) > 1:
