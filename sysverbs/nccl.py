@@ -707,9 +707,15 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
 
 def host_ports(*, sysfs_path: Optional[str] = None, dev_dir: Optional[str] = None,
                source: str = "auto", providers: Optional[str] = None,
-               open_devices: bool = True) -> list[IbPort]:
+               open_devices: Optional[bool] = None) -> list[IbPort]:
     """The ports of this host's RDMA devices (or a sysfs tree's), in libibverbs'
-    device order, with what :func:`select_ib` needs."""
+    device order, with what :func:`select_ib` needs.
+
+    ``open_devices``: whether to try ``ibv_open_device`` on each device (NCCL skips
+    those that fail); default: only on this host (``sysfs_path`` None), since the
+    nodes of a recorded tree are not the devices NCCL would open."""
+    if open_devices is None:
+        open_devices = sysfs_path is None
     from . import api
     from .attributes import device_attributes
     from .device import open_device
@@ -749,7 +755,7 @@ def predict_ib(env: Optional[Mapping[str, str]] = None, *, sysfs_path: Optional[
     see after reading its config files (:func:`nccl_environment`)."""
     full_env, _ = nccl_environment(env, root=conf_root, nccl_version=nccl_version)
     ports = host_ports(sysfs_path=sysfs_path, dev_dir=dev_dir, source=source,
-                       providers=providers)
+                       providers=providers, open_devices=sysfs_path is None)
     return select_ib(ports, full_env, nccl_version=nccl_version)
 
 
@@ -789,6 +795,14 @@ def _exact_entries(filt: HcaFilter, names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _some(names: Sequence[str], limit: int = 8) -> str:
+    uniq = list(dict.fromkeys(names))
+    if not uniq:
+        return "it has none"
+    more = f", ... ({len(uniq)} in all)" if len(uniq) > limit else ""
+    return ", ".join(uniq[:limit]) + more
+
+
 def _split_entries(text: str) -> list[str]:
     return [e for e in text.split(",") if e]
 
@@ -806,7 +820,8 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
     2.30.7), ``no-port``/``port-inactive`` (the port does not exist, or is not ACTIVE
     or not IB/Ethernet), ``collision`` (a prefix that also matches other devices:
     use ``=``), ``no-match`` (an entry that matches no device) and ``selects-none``
-    (NCCL would use no IB device).
+    (NCCL would use no IB device).  ``fix`` is the whole value to use instead ("" when
+    there is no better value, e.g. an entry that matches nothing on this host).
 
     >>> ports = [IbPort(f"mlx5_{i}", 1, True, "InfiniBand", "") for i in (0, 1, 10, 11)]
     >>> [w.code for w in lint_hca("mlx5_1,mlx5_7", ports).warnings]
@@ -828,6 +843,11 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
     def rebuilt(entries: Iterable[str], exact: Optional[bool] = None) -> str:
         h = ("^" if filt.negate else "") + ("=" if (filt.exact if exact is None else exact) else "")
         return h + ",".join(entries)
+
+    def replaced(entry: str, new: Optional[str]) -> str:
+        """The whole value with ``entry`` replaced by ``new`` (None: dropped)."""
+        out = [x for x in (x if x != entry else new for x in raw_entries) if x]
+        return rebuilt(out) if out else ""
 
     if any(c in _C_SPACE for c in text):
         cleaned = [e for e in (x.strip(_C_SPACE) for x in _split_entries(
@@ -855,7 +875,8 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
                                      "drops it", rebuilt(x for x in raw_entries if x != e)))
         if len(name.encode("utf-8", "surrogateescape")) > NAME_MAX:
             warns.append(LintWarning("too-long", e, f"the name is cut at {NAME_MAX} "
-                                     f"characters to '{_cut(name)}'", _cut(name)))
+                                     f"characters to '{_cut(name)}'",
+                                     replaced(e, _cut(name) + e[len(name):])))
     if filt.dropped:
         warns.append(LintWarning(
             "too-many", ",".join(filt.dropped),
@@ -868,25 +889,26 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
             if version < _V_STRTOK_PARSER and ptext == "":
                 warns.append(LintWarning(
                     "bad-port", ent.text, "before NCCL 2.30.7 an empty port reads as port "
-                    "0, which matches no port", ent.text.rstrip(":")))
+                    "0, which matches no port", replaced(ent.text, ent.prefix)))
             elif ptext and not ptext.strip(_C_SPACE).lstrip("+-").isdigit():
                 warns.append(LintWarning(
                     "bad-port", ent.text, f"port '{ptext}' is read by atoi as {ent.port}",
-                    ent.prefix if ent.port <= 0 else f"{ent.prefix}:{ent.port}"))
+                    replaced(ent.text, ent.prefix if ent.port <= 0
+                             else f"{ent.prefix}:{ent.port}")))
         matching = [p for p in ports if (p.device == ent.prefix if filt.exact
                                          else p.device.startswith(ent.prefix))]
         dev_names = sorted({p.device for p in matching}, key=names.index)
         if not matching:
             warns.append(LintWarning(
                 "no-match", ent.text, f"'{ent.prefix}' matches no device on this host "
-                f"({', '.join(dict.fromkeys(names)) or 'none'})", ""))
+                f"({_some(names)})", replaced(ent.text, None)))
             continue
         if ent.port != -1:
             at_port = [p for p in matching if p.port == ent.port]
             if not at_port:
                 warns.append(LintWarning(
                     "no-port", ent.text, f"no device matching '{ent.prefix}' has port "
-                    f"{ent.port}", ent.prefix))
+                    f"{ent.port}", replaced(ent.text, ent.prefix)))
             else:
                 bad = [p for p in at_port if not p.active
                        or p.link_layer not in ("InfiniBand", "Ethernet")]
@@ -895,8 +917,8 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
                            else f"has link layer {p.link_layer}")
                     warns.append(LintWarning(
                         "port-inactive", ent.text, f"{p.device} port {p.port} {why}: "
-                        "NCCL skips it", ""))
-        if not filt.exact and (len(dev_names) > 1 or dev_names[0] != ent.prefix):
+                        "NCCL skips it", replaced(ent.text, None)))
+        if not filt.exact and ent.prefix in dev_names and len(dev_names) > 1:
             others = [d for d in dev_names if d != ent.prefix]
             fix = rebuilt(_exact_entries(filt, names), exact=True)
             warns.append(LintWarning(
@@ -906,5 +928,5 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
         warns.append(LintWarning(
             "selects-none", text, "NCCL would use no IB device (it prints 'NET/IB : No "
             "device found.' and falls back to sockets)",
-            "" if not filt.negate or filt.entries else "leave NCCL_IB_HCA unset"))
+            ""))
     return LintResult(text, sel, tuple(warns))
