@@ -9,6 +9,7 @@ Each namespace holds one interface, so one answer decides one (pattern, name) pa
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -213,3 +214,26 @@ def test_differential_config_files(host: _Host, tmp_path_factory: pytest.TempPat
         files[f"{_HOME}/.nccl.conf"] = "\n".join(user)
     real = host.picks("mlx5_10", None, env, files)
     assert _predict(tmp_path_factory.mktemp("conf"), "mlx5_10", env, files) == real
+
+
+# ----------------------------------------------------------------------------- NCCL's docs
+
+_DOCS = json.loads((Path(__file__).parent / "data/nccl/env-rst-examples.json").read_text())
+
+
+@pytest.mark.parametrize("example", _DOCS["NCCL_SOCKET_IFNAME"]["examples"],
+                         ids=lambda e: e["value"])
+def test_env_rst_socket_examples(host: _Host, example: dict[str, object]) -> None:
+    """env.rst's NCCL_SOCKET_IFNAME examples, on each interface of the list alone."""
+    for name in _DOCS["NCCL_SOCKET_IFNAME"]["interfaces"]:
+        value = str(example["value"])
+        expected = name if name in example["matches"] else None  # type: ignore
+        assert host.picks(name, value) == expected, (value, name)
+        assert _model(name, value) == expected
+
+
+@pytest.mark.parametrize("name,picked", [("ens1f0", "ens1f0"), ("ens1f01", None)])
+def test_env_rst_config_file_example(host: _Host, name: str, picked: Optional[str]) -> None:
+    """env.rst's /etc/nccl.conf example (NCCL_SOCKET_IFNAME==ens1f0: '=' is the value's)."""
+    files = {"/etc/nccl.conf": _DOCS["config_file"]["text"]}
+    assert host.picks(name, None, files=files) == picked
