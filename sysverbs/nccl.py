@@ -705,6 +705,22 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
                        notes=tuple(notes))
 
 
+def _realpath(path: str) -> str:
+    """``realpath(3)``, "" when the path does not resolve: the kernel's answer for an
+    ``O_PATH`` descriptor (three system calls, where os.path.realpath lstat()s every
+    component), else os.path.realpath."""
+    try:
+        fd = os.open(path, getattr(os, "O_PATH", os.O_RDONLY) | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    finally:
+        os.close(fd)
+
+
 def host_ports(*, sysfs_path: Optional[str] = None, dev_dir: Optional[str] = None,
                source: str = "auto", providers: Optional[str] = None,
                open_devices: Optional[bool] = None) -> list[IbPort]:
@@ -717,7 +733,7 @@ def host_ports(*, sysfs_path: Optional[str] = None, dev_dir: Optional[str] = Non
     if open_devices is None:
         open_devices = sysfs_path is None
     from . import api
-    from .attributes import device_attributes
+    from .attributes import _numbered, numbered_entries, parse_guid, read_text
     from .device import open_device
     from .options import resolve
 
@@ -727,21 +743,22 @@ def host_ports(*, sysfs_path: Optional[str] = None, dev_dir: Optional[str] = Non
     out: list[IbPort] = []
     try:
         for dev in devices:
-            attrs = device_attributes(dev, sysfs_path=sysfs)
-            link = os.path.join(sysfs, "class", "infiniband", dev.name, "device")
-            full = os.path.realpath(link) if os.path.exists(link) else ""
+            # only what ncclIbInitDevices reads: not the GID tables (attributes does)
+            ibdev = os.fsencode(os.path.join(sysfs, "class", "infiniband", dev.name))
+            full = _realpath(os.path.join(sysfs, "class", "infiniband", dev.name, "device"))
+            guid = parse_guid(read_text(ibdev + b"/sys_image_guid")) or 0
             opens = True
             if open_devices:
                 try:
                     open_device(dev).close()
                 except OSError:
                     opens = False
-            for p in attrs.ports:
-                state = p.raw.get("state") or ""
-                out.append(IbPort(
-                    dev.name, p.port, p.state is not None and int(p.state) == 4,
-                    p.raw.get("link_layer"), full, attrs.sys_image_guid or 0, opens,
-                    state.strip()))
+            for num in numbered_entries(ibdev + b"/ports"):
+                base = ibdev + b"/ports/%d/" % num
+                state = read_text(base + b"state") or ""
+                out.append(IbPort(dev.name, num, _numbered(state) == 4,
+                                  read_text(base + b"link_layer"), full, guid, opens,
+                                  state.strip()))
     finally:
         api.free_device_list(devices)
     return out
