@@ -40,7 +40,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         "'=', ports that do not exist or are not ACTIVE, too many entries or too long names, "
         "a value that selects no device.",
         epilog="exit status: 0 no warning; 1 warnings; 2 usage error, or the device list "
-        "cannot be read.")
+        "cannot be read (a host without RDMA support has no device: exit 1).")
     c.add_argument("value", nargs="?", metavar="VALUE",
                    help="the NCCL_IB_HCA value to check (default: as NCCL would read it)")
     c.add_argument("--nccl-version", metavar="X.Y.Z",
@@ -58,7 +58,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 def live_interfaces() -> list[tuple[str, str]]:
     """``(name, address)`` of this host's running interfaces with an IPv4 or IPv6
     address, as NCCL's ``ncclOsFindInterfaces`` walks ``getifaddrs``: IPv4 addresses by
-    interface index, then IPv6 ones (``/proc/net/if_inet6``, loopback excluded).  The
+    interface index, then IPv6 ones (``/proc/net/if_inet6``, loopback excluded) by
+    interface index and, as the kernel keeps each interface's list, wider scopes first.  The
     address is as ``ncclSocketToString`` prints it, with port 0: ``10.0.0.1<0>``."""
     import fcntl
     import ipaddress
@@ -92,8 +93,10 @@ def live_interfaces() -> list[tuple[str, str]]:
             rows = [line.split() for line in fh]
     except OSError:
         rows = []
+    rows = [r for r in rows if len(r) >= 6]
+    rows.sort(key=lambda r: (int(r[1], 16), int(r[3], 16)))  # ifindex, then scope
     for row in rows:
-        if len(row) < 6 or not running.get(row[5]):
+        if not running.get(row[5]):
             continue
         addr = ipaddress.IPv6Address(int(row[0], 16))
         if addr.is_loopback:
@@ -136,9 +139,11 @@ def _doc(result: LintResult, sel: IbSelection, source: str, lines: list[str],
 
 
 def check(args: argparse.Namespace) -> int:
+    import errno
     import json
     import os
     import sys
+    from dataclasses import replace
 
     from . import nccl
     from .cli import _options
@@ -157,16 +162,22 @@ def check(args: argparse.Namespace) -> int:
         value = env.get("NCCL_IB_HCA")
         source = sources.get("NCCL_IB_HCA", "environment" if value is not None else "unset")
     live = args.fixture is None and args.sysfs_path is None
+    extra: list[str] = []
     with _options(args) as opts:
         try:
             ports = nccl.host_ports(sysfs_path=opts["sysfs_path"], dev_dir=opts["dev_dir"],
                                     source=opts["source"], providers=opts["providers"],
                                     open_devices=live)
         except OSError as e:
-            sys.stderr.write(f"sysverbs nccl check: cannot read the device list: {e}\n")
-            return EXIT_ERROR
+            if e.errno not in (errno.ENOSYS, errno.ENOENT):
+                sys.stderr.write(f"sysverbs nccl check: cannot read the device list: {e}\n")
+                return EXIT_ERROR
+            ports = []  # ibv_get_device_list returns NULL: NCCL counts no device
+            extra.append(nccl.no_device_list_note(e))
     result = nccl.lint_hca(value, ports, env, nccl_version=version)
     sel = result.selection
+    if extra:
+        sel = replace(sel, notes=(*sel.notes, *extra))
     lines = sel.lines(_oob(args, env, live))
     vtext = ".".join(map(str, version))
     if args.json:

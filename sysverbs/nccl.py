@@ -35,7 +35,7 @@ False
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
 if TYPE_CHECKING:
@@ -771,9 +771,21 @@ def predict_ib(env: Optional[Mapping[str, str]] = None, *, sysfs_path: Optional[
     """:func:`select_ib` on this host (or a sysfs tree), with the environment NCCL would
     see after reading its config files (:func:`nccl_environment`)."""
     full_env, _ = nccl_environment(env, root=conf_root, nccl_version=nccl_version)
-    ports = host_ports(sysfs_path=sysfs_path, dev_dir=dev_dir, source=source,
-                       providers=providers, open_devices=sysfs_path is None)
+    try:
+        ports = host_ports(sysfs_path=sysfs_path, dev_dir=dev_dir, source=source,
+                           providers=providers, open_devices=sysfs_path is None)
+    except OSError as e:
+        sel = select_ib([], full_env, nccl_version=nccl_version)
+        return replace(sel, notes=(*sel.notes, no_device_list_note(e)))
     return select_ib(ports, full_env, nccl_version=nccl_version)
+
+
+def no_device_list_note(err: OSError) -> str:
+    """What NCCL does when ``ibv_get_device_list`` returns NULL (``wrap_ibv_get_device_list``,
+    src/misc/ibvwrap.cc): it counts no device, prints ``No device found.`` and falls
+    back to sockets."""
+    return (f"ibv_get_device_list fails here ({os.strerror(err.errno or 0)}): NCCL counts "
+            "no IB device")
 
 
 # ----------------------------------------------------------------------------- linter

@@ -237,3 +237,31 @@ def test_env_rst_config_file_example(host: _Host, name: str, picked: Optional[st
     """env.rst's /etc/nccl.conf example (NCCL_SOCKET_IFNAME==ens1f0: '=' is the value's)."""
     files = {"/etc/nccl.conf": _DOCS["config_file"]["text"]}
     assert host.picks(name, None, files=files) == picked
+
+
+# ----------------------------------------------------------------------------- the OOB part
+
+_IFS = [("b0", None, "fd00::b0/64"), ("a1", "127.3.0.1/32", None), ("eth2", "127.3.0.2/32", None),
+        ("ib7", "127.3.0.7/32", "fd00::7/64"), ("docker0", "127.3.0.9/32", None)]
+_LIVE = ("import json; from sysverbs.cli_nccl import live_interfaces; "
+         "print(json.dumps(live_interfaces()))")
+
+
+@pytest.mark.parametrize("value", [None, "^ib", "b", "=b0", "eth", "docker", "^a,ib,eth,doc",
+                                   "a1,eth2", "^=a1"])
+def test_oob_interface_and_address(host: _Host, value: Optional[str]) -> None:
+    """The '<if>:<addr>' NCCL's bootstrap (and the IB transport's OOB) prints, from
+    getifaddrs' order (IPv4 addresses before IPv6 ones) and NCCL's default lists."""
+    if "multi" not in host.spaces:
+        host.spaces["multi"] = oracle.Netns.with_interfaces(_IFS)
+    ns = host.spaces["multi"]
+    env = {} if value is None else {"NCCL_SOCKET_IFNAME": value}
+    rc, log = host.nccl.ask(ns, env)
+    line = next((x.split("Bootstrap: Using ", 1)[1] for x in log.splitlines()
+                 if "Bootstrap: Using " in x), None)
+    res = ns.run([sys.executable, "-c", _LIVE])
+    assert res.returncode == 0, res.stderr
+    ifs = [tuple(x) for x in json.loads(res.stdout)]
+    name = nccl.socket_interface([n for n, _ in ifs], value)
+    ours = next((f"{n}:{a}" for n, a in ifs if n == name), None)
+    assert ours == line, log

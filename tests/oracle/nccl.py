@@ -93,6 +93,34 @@ class Netns:
             self.close()
             raise OSError(f"cannot make interface {name!r}: {res.stderr.strip()}")
 
+    @classmethod
+    def with_interfaces(cls, spec: list[tuple[str, Optional[str], Optional[str]]]) -> Netns:
+        """A namespace with IPv6 on and, for each ``(name, ipv4/len, ipv6/len)``, a veth
+        with those addresses (IPv6 without duplicate address detection), in order."""
+        ns = cls(None)
+        lines = []
+        for i, (name, v4, v6) in enumerate(spec):
+            lines.append(f'ip link add name "{name}" type veth peer name "zpeer{i}"')
+            if v4:
+                lines.append(f'ip addr add {v4} dev "{name}"')
+            if v6:
+                lines.append(f'ip -6 addr add {v6} dev "{name}" nodad')
+            lines.append(f'ip link set dev "zpeer{i}" up && ip link set dev "{name}" up')
+        for name, _, _ in spec:
+            lines.append(f'for i in $(seq 500); do ip -o link show dev "{name}" | '
+                         'grep -q " state UP " && break; sleep 0.01; done')
+        res = subprocess.run(["nsenter", f"--net={ns.path}", "sh", "-ec", "\n".join(lines)],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            ns.close()
+            raise OSError(f"cannot make interfaces: {res.stderr.strip()}")
+        return ns
+
+    def run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        """Run a command in the namespace."""
+        return subprocess.run(["nsenter", f"--net={self.path}", *argv], capture_output=True,
+                              text=True, cwd=ROOT)
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
