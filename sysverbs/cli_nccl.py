@@ -69,12 +69,8 @@ def live_interfaces() -> list[tuple[str, str]]:
     siocgifflags, siocgifaddr, iff_running = 0x8913, 0x8915, 0x40
     out: list[tuple[str, str]] = []
     running: dict[str, bool] = {}
-    try:
-        names = socket.if_nameindex()
-    except OSError:
-        return out
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for _, name in names:
+        for name in _if_names():
             req = struct.pack("16sH22x", name.encode()[:15], 0)
             try:
                 flags = struct.unpack("16sH", fcntl.ioctl(s, siocgifflags, req)[:18])[1]
@@ -104,6 +100,28 @@ def live_interfaces() -> list[tuple[str, str]]:
         text = str(addr) + (f"%{row[5]}" if addr.is_link_local else "")
         out.append((row[5], text + "<0>"))
     return out
+
+
+def _if_names() -> list[str]:
+    """The interfaces by index (socket.if_nameindex; PyPy lacks it: /sys/class/net)."""
+    import os
+    import socket
+
+    try:
+        return [n for _, n in sorted(socket.if_nameindex())]
+    except (AttributeError, OSError):
+        pass
+    found = []
+    try:
+        for name in os.listdir("/sys/class/net"):
+            try:
+                with open(f"/sys/class/net/{name}/ifindex") as fh:
+                    found.append((int(fh.read()), name))
+            except (OSError, ValueError):
+                continue
+    except OSError:
+        return []
+    return [n for _, n in sorted(found)]
 
 
 def _oob(args: argparse.Namespace, env: dict[str, str], live: bool) -> Optional[str]:

@@ -695,8 +695,11 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
             keys.append(key)
         else:
             if not in_init and devices[groups[found][0]].link != devices[i].link:
+                d0, d1 = devices[groups[found][0]], devices[i]
                 notes.append(f"NET/IB : Attempted to merge incompatible devices: "
-                             f"{devices[groups[found][0]].device} and {q.device}")
+                             f"[{d0.slot}]{d0.device}:{d0.port}/{d0.link} and "
+                             f"[{d1.slot}]{d1.device}:{d1.port}/{d1.link}. Try selecting "
+                             "NICs of only one link type using NCCL_IB_HCA")
                 groups.append([i])
                 keys.append(("", 0, ""))
                 continue
@@ -824,8 +827,20 @@ def _exact_entries(filt: HcaFilter, names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _natural(name: str) -> tuple[tuple[int, str], ...]:
+    """mlx5_2 before mlx5_10."""
+    parts, cur, digits = [], "", False
+    for c in name + "\0":
+        if c.isdigit() != digits or c == "\0":
+            if cur:
+                parts.append((int(cur), "") if digits else (-1, cur))
+            cur, digits = "", c.isdigit()
+        cur += c
+    return tuple(parts)
+
+
 def _some(names: Sequence[str], limit: int = 8) -> str:
-    uniq = list(dict.fromkeys(names))
+    uniq = sorted(dict.fromkeys(names), key=_natural)
     if not uniq:
         return "it has none"
     more = f", ... ({len(uniq)} in all)" if len(uniq) > limit else ""
@@ -926,7 +941,7 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
                              else f"{ent.prefix}:{ent.port}")))
         matching = [p for p in ports if (p.device == ent.prefix if filt.exact
                                          else p.device.startswith(ent.prefix))]
-        dev_names = sorted({p.device for p in matching}, key=names.index)
+        dev_names = sorted({p.device for p in matching}, key=_natural)
         if not matching:
             warns.append(LintWarning(
                 "no-match", ent.text, f"'{ent.prefix}' matches no device on this host "
