@@ -10,11 +10,15 @@ APT_PACKAGES := libibverbs1 ibverbs-providers ibverbs-utils umockdev util-linux 
 
 .PHONY: demo test fuzz bench lint typecheck pytest oracle-deps nccl-oracle clean
 
-# The real NCCL oracle (tests/test_nccl_oracle.py): PyPI's nvidia-nccl-cu12 wheel (~350 MB),
+# The real NCCL oracle (tests/test_nccl_oracle.py): PyPI's nvidia-nccl-cu12 wheels (2.32.3,
+# ~350 MB, and 2.21.5, ~190 MB, for the rules that changed: parseStringList, config files),
 # downloaded once per machine into NCCL_CACHE and unpacked there; no GPU is needed.
 NCCL_VERSION := 2.32.3
+NCCL_OLD_VERSION := 2.21.5
 NCCL_CACHE ?= $(if $(filter 0,$(shell id -u)),/var/cache/sysverbs-test/nccl,$(HOME)/.cache/sysverbs-test/nccl)
 NCCL_LIB := $(NCCL_CACHE)/$(NCCL_VERSION)/nvidia/nccl/lib/libnccl.so.2
+NCCL_OLD_LIB := $(NCCL_CACHE)/$(NCCL_OLD_VERSION)/nvidia/nccl/lib/libnccl.so.2
+NCCL_ENV := SYSVERBS_NCCL_LIB=$(NCCL_LIB) SYSVERBS_NCCL_OLD_LIB=$(NCCL_OLD_LIB)
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { \
@@ -35,13 +39,13 @@ oracle-deps:
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
-nccl-oracle: $(NCCL_LIB)
+nccl-oracle: $(NCCL_LIB) $(NCCL_OLD_LIB)
 
-$(NCCL_LIB): | $(VENV)/.installed
+$(NCCL_CACHE)/%/nvidia/nccl/lib/libnccl.so.2: | $(VENV)/.installed
 	mkdir -p $(NCCL_CACHE)
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --dest $(NCCL_CACHE) \
-	  nvidia-nccl-cu12==$(NCCL_VERSION)
-	$(PY) -m zipfile -e $(NCCL_CACHE)/nvidia_nccl_cu12-$(NCCL_VERSION)-*.whl $(NCCL_CACHE)/$(NCCL_VERSION)
+	  nvidia-nccl-cu12==$*
+	$(PY) -m zipfile -e $(NCCL_CACHE)/nvidia_nccl_cu12-$*-*.whl $(NCCL_CACHE)/$*
 	@test -f $@
 
 demo: $(VENV)/.installed
@@ -60,7 +64,7 @@ typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy --strict sysverbs
 
 pytest: $(VENV)/.installed oracle-deps nccl-oracle
-	SYSVERBS_NCCL_LIB=$(NCCL_LIB) $(VENV)/bin/pytest -ra -p no:cacheprovider -n auto --dist loadfile
+	$(NCCL_ENV) $(VENV)/bin/pytest -ra -p no:cacheprovider -n auto --dist loadfile
 
 test: lint typecheck pytest
 
@@ -68,7 +72,7 @@ test: lint typecheck pytest
 # 5,000 + 1,500 unprivileged examples and the concurrency test, ~5 min on 2 CPUs.
 # Repeat a run with SYSVERBS_FUZZ_SEED=<the printed seed>.
 fuzz: $(VENV)/.installed oracle-deps nccl-oracle
-	SYSVERBS_FUZZ_PROFILE=deep SYSVERBS_NCCL_LIB=$(NCCL_LIB) $(VENV)/bin/pytest -ra -p no:cacheprovider -s \
+	SYSVERBS_FUZZ_PROFILE=deep $(NCCL_ENV) $(VENV)/bin/pytest -ra -p no:cacheprovider -s \
 	  tests/test_fuzz_differential.py tests/test_fuzz_unprivileged.py tests/test_concurrency.py \
 	  tests/test_nccl_oracle.py
 

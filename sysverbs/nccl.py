@@ -83,7 +83,7 @@ _V_PCI_ORDER = (2, 29, 7)  # NCCL_IB_DEVICE_PCI_ORDER: devices sorted by PCI pat
 _V_NO_DEVICE_USING = (2, 24, 0)  # "Using" printed even when no device was found
 _V_CONF_FILE_ENV = (2, 23, 0)  # NCCL_CONF_FILE replaces ~/.nccl.conf
 _V_CONF_COMMENTS = (2, 26, 2)  # "#" lines skipped in config files
-_V_CONF_FGETS = (2, 30, 3)  # fgets(4096) instead of getline, "\r" removed
+_V_CONF_FGETS = (2, 30, 3)  # fgets(4096) instead of getline, "\r" removed; $HOME
 _V_OLDEST = (2, 5, 6)  # "=" exists and the device table is capped: the oldest modelled
 _V_32_DEVS = (2, 18, 5)  # MAX_IB_DEVS 16 -> 32
 _V_RO = (2, 12, 7)  # "NET/IB : Using%s %s; OOB" ([RO]); before: "Using%s ; OOB"
@@ -397,17 +397,41 @@ def _reroot(root: Optional[str], path: str) -> str:
     return os.path.join(root, path.lstrip("/"))
 
 
+def _passwd_home(root: Optional[str]) -> Optional[str]:
+    """``getpwuid(getuid())->pw_dir``: from ``<root>/etc/passwd`` under an alternate root,
+    else from the system's user database."""
+    uid = os.getuid()
+    if not root or root == "/":
+        import pwd
+
+        try:
+            return pwd.getpwuid(uid).pw_dir
+        except KeyError:
+            return None
+    try:
+        with open(os.path.join(root, "etc", "passwd"), encoding="utf-8",
+                  errors="surrogateescape") as fh:
+            for line in fh:
+                f = line.rstrip("\n").split(":")
+                if len(f) >= 6 and f[2] == str(uid):
+                    return f[5]
+    except OSError:
+        pass
+    return None
+
+
 def nccl_environment(env: Optional[Mapping[str, str]] = None, *, root: Optional[str] = None,
                      nccl_version: VersionArg = None) -> tuple[dict[str, str], dict[str, str]]:
     """The environment NCCL reads after ``initEnvFunc`` (src/misc/param.cc), and where
     each value came from.
 
     NCCL reads ``$NCCL_CONF_FILE`` when set and non-empty (since 2.23), else
-    ``$HOME/.nccl.conf``, then ``/etc/nccl.conf`` (:func:`read_conf_file`), setting
-    each variable with ``setenv(name, value, 0)``: the environment wins over both
-    files and the first file over ``/etc/nccl.conf``.
-    ``root`` is an alternate root for the three paths.  Returns ``(environment,
-    sources)`` where ``sources`` maps each variable a file set to that file's path.
+    ``~/.nccl.conf`` (``$HOME`` since 2.30.3, before it the user database's home of the
+    real uid, ``getpwuid(getuid())``), then ``/etc/nccl.conf`` (:func:`read_conf_file`),
+    setting each variable with ``setenv(name, value, 0)``: the environment wins over
+    both files and the first file over ``/etc/nccl.conf``.
+    ``root`` is an alternate root for the three paths (and ``/etc/passwd``).  Returns
+    ``(environment, sources)``: ``sources`` maps each variable a file set to its path.
     """
     version = parse_version(nccl_version)
     base = dict(os.environ if env is None else env)
@@ -415,10 +439,11 @@ def nccl_environment(env: Optional[Mapping[str, str]] = None, *, root: Optional[
     sources: dict[str, str] = {}
     user = base.get("NCCL_CONF_FILE") if version >= _V_CONF_FILE_ENV else None
     files: list[str] = []
+    home = base.get("HOME") if version >= _V_CONF_FGETS else _passwd_home(root)
     if user:
         files.append(user[:1023])
-    elif base.get("HOME") is not None:
-        files.append(f"{base['HOME']}/.nccl.conf"[:1023])
+    elif home is not None:
+        files.append(f"{home}/.nccl.conf"[:1023])
     files.append("/etc/nccl.conf")
     for path in files:
         try:

@@ -157,7 +157,13 @@ def test_environment_precedence(tmp_path: Path) -> None:
     full, src = nccl.nccl_environment(env, root=str(tmp_path))
     assert (full["A"], full["B"], full["C"]) == ("user", "env", "etc")
     full, _ = nccl.nccl_environment(env, root=str(tmp_path), nccl_version="2.22.3")
-    assert full["A"] == "home"  # NCCL_CONF_FILE exists since 2.23
+    assert full["A"] == "etc"  # NCCL_CONF_FILE exists since 2.23; no passwd entry: no home
+    (tmp_path / "etc/passwd").write_text(f"u:x:{os.getuid()}:0::/home:/bin/sh\n")
+    full, _ = nccl.nccl_environment(env, root=str(tmp_path), nccl_version="2.22.3")
+    assert full["A"] == "home"  # before 2.30.3 the passwd home, not $HOME
+    full, _ = nccl.nccl_environment({"HOME": "/nowhere"}, root=str(tmp_path),
+                                    nccl_version="2.30.2")
+    assert full["A"] == "home"
     full, _ = nccl.nccl_environment({}, root=str(tmp_path))  # no HOME: only /etc
     assert full["A"] == "etc"
 

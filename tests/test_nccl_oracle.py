@@ -10,6 +10,7 @@ Each namespace holds one interface, so one answer decides one (pattern, name) pa
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from sysverbs import nccl
@@ -65,8 +66,33 @@ def host() -> Iterator[_Host]:
         h.close()
 
 
-def _model(name: str, value: Optional[str]) -> Optional[str]:
-    return nccl.socket_interface([name], value)
+@pytest.fixture(scope="module")
+def old_host() -> Iterator[_Host]:
+    """NCCL 2.21.5: the character-loop parseStringList, getline config files, no
+    NCCL_CONF_FILE."""
+    require(oracle.unavailable_reason(oracle.NCCL_OLD_VERSION), "NCCL oracle (old release)")
+    lib = oracle.library(oracle.NCCL_OLD_VERSION)
+    assert lib is not None
+    h = _Host(lib)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+VERSIONS = [oracle.NCCL_VERSION, oracle.NCCL_OLD_VERSION]
+
+
+@pytest.fixture(params=VERSIONS)
+def any_host(request: pytest.FixtureRequest) -> tuple[_Host, str]:
+    """(host, release) for the newest and the older NCCL."""
+    if request.param == oracle.NCCL_VERSION:
+        return request.getfixturevalue("host"), request.param
+    return request.getfixturevalue("old_host"), request.param
+
+
+def _model(name: str, value: Optional[str], version: str = oracle.NCCL_VERSION) -> Optional[str]:
+    return nccl.socket_interface([name], value, nccl_version=version)
 
 
 def test_library_is_the_pinned_release(host: _Host) -> None:
@@ -98,12 +124,14 @@ CLAIMS = [
 
 
 @pytest.mark.parametrize("value,matches", CLAIMS, ids=[repr(c[0]) for c in CLAIMS])
-def test_claims_on_mlx5_10(host: _Host, value: str, matches: bool) -> None:
+def test_claims_on_mlx5_10(any_host: tuple[_Host, str], value: str, matches: bool) -> None:
+    host, version = any_host
     expected = "mlx5_10" if matches else None
     assert host.picks("mlx5_10", value) == expected
-    assert _model("mlx5_10", value) == expected
+    assert _model("mlx5_10", value, version) == expected
     if len(value) > 1:
-        assert nccl.parse_hca(value, max_entries=nccl.MAX_IFS).matches("mlx5_10") is matches
+        f = nccl.parse_hca(value, max_entries=nccl.MAX_IFS, nccl_version=version)
+        assert f.matches("mlx5_10") is matches
 
 
 # ----------------------------------------------------------------------------- differential
@@ -136,18 +164,32 @@ def test_differential_socket_ifname(host: _Host, case: tuple[list[str], str]) ->
         assert _model(name, value) == real, (name, value, real)
 
 
+@fuzz_settings(ci=60, deep=600)
+@given(_case())
+def test_differential_socket_ifname_old_parser(old_host: _Host,
+                                               case: tuple[list[str], str]) -> None:
+    """The same against 2.21.5's character loop (names over 63 bytes overflowed its
+    buffer before 2.30.7: left out)."""
+    names, value = case
+    assume(all(len(e.split(":", 1)[0].encode()) <= 63 for e in value.split(",")))
+    for name in names:
+        real = old_host.picks(name, value)
+        assert _model(name, value, oracle.NCCL_OLD_VERSION) == real, (name, value, real)
+
+
 # ----------------------------------------------------------------------------- config files
 
 _HOME = "/etc/sv-home"  # everything the worker writes lives in its private /etc tmpfs
 
 
-def _predict(tmp: Path, name: str, env: dict[str, str], files: dict[str, str]) -> Optional[str]:
+def _predict(tmp: Path, name: str, env: dict[str, str], files: dict[str, str],
+             version: str = oracle.NCCL_VERSION) -> Optional[str]:
     for path, text in files.items():
         target = tmp / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-    full, _ = nccl.nccl_environment(env, root=str(tmp))
-    return _model(name, full.get("NCCL_SOCKET_IFNAME"))
+    full, _ = nccl.nccl_environment(env, root=str(tmp), nccl_version=version)
+    return _model(name, full.get("NCCL_SOCKET_IFNAME"), version)
 
 
 PRECEDENCE = [
@@ -180,6 +222,16 @@ PRECEDENCE = [
 
 
 @pytest.mark.parametrize("env,files,picked", PRECEDENCE)
+def test_config_file_precedence_old_release(old_host: _Host, tmp_path: Path,
+                                            env: dict[str, str], files: dict[str, str],
+                                            picked: Optional[str]) -> None:
+    """2.21.5 on the same files: no NCCL_CONF_FILE, whole lines, "\\r" kept."""
+    real = old_host.nccl.ask(old_host.netns("mlx5_10"), env, files)
+    assert _predict(tmp_path, "mlx5_10", env, files, oracle.NCCL_OLD_VERSION) == \
+        oracle.parse_bootstrap(*real), real[1]
+
+
+@pytest.mark.parametrize("env,files,picked", PRECEDENCE)
 def test_config_file_precedence(host: _Host, tmp_path: Path, env: dict[str, str],
                                 files: dict[str, str], picked: Optional[str]) -> None:
     rc, log = host.nccl.ask(host.netns("mlx5_10"), env, files)
@@ -193,6 +245,18 @@ def test_config_file_precedence(host: _Host, tmp_path: Path, env: dict[str, str]
         assert f"NCCL_SOCKET_IFNAME set by environment to {value}" in log
 
 
+def test_home_directory_by_release(any_host: tuple[_Host, str], tmp_path: Path) -> None:
+    """~/.nccl.conf: $HOME since 2.30.3; before, getpwuid(getuid())->pw_dir."""
+    host, version = any_host
+    env = {"HOME": "/etc/env-home"}
+    files = {"/etc/passwd": f"root:x:{os.getuid()}:0:root:/etc/pw-home:/bin/sh\n",
+             "/etc/pw-home/.nccl.conf": "NCCL_SOCKET_IFNAME=nope\n",
+             "/etc/env-home/.nccl.conf": "NCCL_SOCKET_IFNAME=mlx5_1\n"}
+    real = host.picks("mlx5_10", None, env, files)
+    assert real == ("mlx5_10" if version == oracle.NCCL_VERSION else None)
+    assert _predict(tmp_path, "mlx5_10", env, files, version) == real
+
+
 _LINE = st.one_of(
     st.sampled_from(["#c", "", "=", "A=B", "NCCL_SOCKET_IFNAME", " NCCL_SOCKET_IFNAME=mlx5"]),
     st.builds(lambda v, cr: f"NCCL_SOCKET_IFNAME={v}" + ("\r" if cr else ""),
@@ -203,8 +267,10 @@ _LINE = st.one_of(
 
 @fuzz_settings(ci=60, deep=600)
 @given(st.lists(_LINE, max_size=5), st.lists(_LINE, max_size=3), st.booleans())
-def test_differential_config_files(host: _Host, tmp_path_factory: pytest.TempPathFactory,
+def test_differential_config_files(any_host: tuple[_Host, str],
+                                   tmp_path_factory: pytest.TempPathFactory,
                                    etc: list[str], user: list[str], use_conf_file: bool) -> None:
+    host, version = any_host
     files = {"/etc/nccl.conf": "\n".join(etc) + "\n"}
     env = {"HOME": _HOME}
     if use_conf_file:
@@ -213,7 +279,7 @@ def test_differential_config_files(host: _Host, tmp_path_factory: pytest.TempPat
     else:
         files[f"{_HOME}/.nccl.conf"] = "\n".join(user)
     real = host.picks("mlx5_10", None, env, files)
-    assert _predict(tmp_path_factory.mktemp("conf"), "mlx5_10", env, files) == real
+    assert _predict(tmp_path_factory.mktemp("conf"), "mlx5_10", env, files, version) == real
 
 
 # ----------------------------------------------------------------------------- NCCL's docs

@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Optional
 
 NCCL_VERSION = "2.32.3"
+#: An older release with the other parseStringList (before 2.30.7) and config-file rules
+#: (no NCCL_CONF_FILE before 2.23, no "\\r" removal before 2.30.3).
+NCCL_OLD_VERSION = "2.21.5"
 ROOT = Path(__file__).resolve().parents[2]
 _CACHES = [
     os.environ.get("NCCL_CACHE"),
@@ -30,25 +33,27 @@ _CACHES = [
 ]
 
 
-def library() -> Optional[str]:
-    """The path of libnccl.so.2, or None."""
-    env = os.environ.get("SYSVERBS_NCCL_LIB")
+def library(version: str = NCCL_VERSION) -> Optional[str]:
+    """The path of that release's libnccl.so.2, or None (``$SYSVERBS_NCCL_LIB`` names the
+    newest release's; ``$SYSVERBS_NCCL_OLD_LIB`` the older one's)."""
+    env = os.environ.get("SYSVERBS_NCCL_LIB" if version == NCCL_VERSION
+                         else "SYSVERBS_NCCL_OLD_LIB")
     if env:
         return env if os.path.exists(env) else None
     for cache in _CACHES:
         if not cache:
             continue
-        path = os.path.join(cache, NCCL_VERSION, "nvidia", "nccl", "lib", "libnccl.so.2")
+        path = os.path.join(cache, version, "nvidia", "nccl", "lib", "libnccl.so.2")
         if os.path.exists(path):
             return path
     return None
 
 
-def unavailable_reason() -> Optional[str]:
+def unavailable_reason(version: str = NCCL_VERSION) -> Optional[str]:
     """Why the NCCL oracle cannot run here (None when it can)."""
-    if library() is None:
-        return (f"libnccl.so.2 {NCCL_VERSION} not found (run `make nccl-oracle`, or set "
-                "SYSVERBS_NCCL_LIB)")
+    if library(version) is None:
+        return (f"libnccl.so.2 {version} not found (run `make nccl-oracle`, or set "
+                "SYSVERBS_NCCL_LIB / SYSVERBS_NCCL_OLD_LIB)")
     if os.geteuid() != 0:
         return "the NCCL oracle needs root (network and mount namespaces)"
     for tool in ("unshare", "nsenter", "ip"):
@@ -60,6 +65,13 @@ def unavailable_reason() -> Optional[str]:
     return None
 
 
+def _die_with_parent() -> None:
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+
+
 class Netns:
     """A network namespace (held by a ``sleep`` in ``unshare -n``) with one veth
     interface ``name`` carrying 127.1.0.1/32 (IPv6 off, so it has one address; the
@@ -67,7 +79,10 @@ class Netns:
 
     def __init__(self, name: Optional[str]) -> None:
         self.name = name
-        self.proc = subprocess.Popen(["unshare", "-n", "sleep", "100000"])
+        # the holder dies with the test process (PR_SET_PDEATHSIG survives the exec)
+        self.proc = subprocess.Popen(["unshare", "-n", "sleep", "100000"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         self.path = f"/proc/{self.proc.pid}/ns/net"
         for _ in range(1000):  # until unshare has exec'd sleep in the new namespace
             if os.readlink(self.path) != os.readlink("/proc/self/ns/net"):
@@ -133,7 +148,8 @@ class NcclOracle:
     def __init__(self, lib: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.oracle.nccl_server", lib], cwd=ROOT,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            preexec_fn=_die_with_parent)
         assert self.proc.stdout is not None
         ready = self.proc.stdout.readline()
         if ready.strip() != "ready":
@@ -165,12 +181,13 @@ class NcclOracle:
 
 
 def parse_bootstrap(rc: int, log: str) -> Optional[str]:
-    """``Bootstrap: Using <ifname>:<addr><port>`` -> ifname;
-    ``Bootstrap : no socket interface found`` -> None; anything else is an error."""
+    """``Bootstrap: Using <ifname>:<addr><port>`` (``Bootstrap : Using`` in older
+    releases) -> ifname; ``Bootstrap : no socket interface found`` -> None; anything
+    else is an error."""
     for line in log.splitlines():
-        if "NCCL INFO Bootstrap: Using " in line:
-            rest = line.split("NCCL INFO Bootstrap: Using ", 1)[1]
-            return rest.split(":", 1)[0]
+        for mark in ("NCCL INFO Bootstrap: Using ", "NCCL INFO Bootstrap : Using "):
+            if mark in line:
+                return line.split(mark, 1)[1].split(":", 1)[0]
         if "Bootstrap : no socket interface found" in line:
             return None
     raise AssertionError(f"unexpected NCCL output (rc {rc}):\n{log}")
