@@ -315,7 +315,8 @@ def test_predict_on_a_built_host(tmp_path: Path) -> None:
             .materialize(tmp_path))
     opts = host.options()
     sel = nccl.predict_ib({"NCCL_IB_HCA": "mlx5"}, sysfs_path=opts["sysfs_path"],
-                          dev_dir=opts["dev_dir"], source="sysfs", providers="builtin")
+                          dev_dir=opts["dev_dir"], source="sysfs", providers="builtin",
+                          conf_root=str(tmp_path))
     assert sel.using_line("eth0:10.0.0.1<0>") == (
         "NET/IB : Using [0]mlx5_1:1/IB [1]mlx5_0:1/RoCE [RO]; OOB eth0:10.0.0.1<0>")
 
@@ -378,10 +379,15 @@ class _Run:
 
 
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path_factory: pytest.TempPathFactory) -> Any:
     from sysverbs.cli import main
 
+    empty = str(tmp_path_factory.mktemp("no-conf"))  # not this machine's config files
+
     def run(*args: str, env: Optional[dict[str, str]] = None) -> _Run:
+        if "--conf-root" not in args:
+            args = (*args, "--conf-root", empty)
         capsys.readouterr()
         with monkeypatch.context() as m:
             if env is not None:
