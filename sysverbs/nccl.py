@@ -587,7 +587,8 @@ class IbSelection:
         """The lines NCCL prints: ``No device found.`` (then, since 2.24, the Using
         line), or the Using line."""
         if self.disabled:
-            return ["NET/IB : IB transport disabled (NCCL_IB_DISABLE)"]
+            return ["(NCCL_IB_DISABLE is set: NCCL does not start its IB transport, which "
+                    "prints nothing)"]
         if not self.devices:
             out = ["NET/IB : No device found."]
             if self.version >= _V_NO_DEVICE_USING:
@@ -642,8 +643,9 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
     For each device that opens (``Unable to open device`` otherwise), each port
     1..phys_port_cnt that is ACTIVE with an InfiniBand or Ethernet link layer and that
     NCCL_IB_HCA selects, until MAX_IB_DEVS (:func:`max_ib_devs`) are kept.  Since
-    2.29.7 the table is sorted by PCI path (NCCL_IB_DEVICE_PCI_ORDER, default 1; devices without one
-    last; ports of a device keep their order, as glibc's merge sort does).
+    2.29.7 the table is sorted by PCI path (NCCL_IB_DEVICE_PCI_ORDER, default 1;
+    devices without one last; ports of a device keep their order, as glibc's merge
+    sort does).
     ``merged`` groups the ports of one NIC (same PCI path up to the function digit,
     and VFs with NCCL_IB_MERGE_VFS=1; from 2.20 to 2.23 also the same
     ``sys_image_guid`` and link layer) unless NCCL_IB_MERGE_NICS=0: before 2.24
@@ -704,31 +706,43 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
     merge = bool(_param(env, "NCCL_IB_MERGE_NICS", 1)) and version >= _V_MERGED_IN_INIT[0]
     in_init = version < _V_MERGED_IN_INIT[1]
     groups: list[list[int]] = []
-    keys: list[tuple[str, int, str]] = []
-    for i, (q, _ent) in enumerate(rows):
-        key = (_merge_path(q.full_pci_path, merge_vfs),
-               q.sys_image_guid if in_init else 0,
-               devices[i].link if in_init else "")
-        found = -1
-        if merge and key[0]:
-            for g, k in enumerate(keys):
-                if k == key and len(groups[g]) < (2 if in_init else 8):
-                    found = g
-                    break
-        if found < 0:
-            groups.append([i])
-            keys.append(key)
-        else:
-            if not in_init and devices[groups[found][0]].link != devices[i].link:
-                d0, d1 = devices[groups[found][0]], devices[i]
+    if in_init:
+        # ncclIbFindMatchingDev: the first merged device with the same PCI path,
+        # sys_image_guid and link layer, and room (NCCL_IB_MAX_DEVS_PER_NIC = 2)
+        keys: list[tuple[str, int, str]] = []
+        for i, (q, _ent) in enumerate(rows):
+            key = (_merge_path(q.full_pci_path, merge_vfs), q.sys_image_guid, devices[i].link)
+            found = next((g for g, k in enumerate(keys) if merge and key[0] and k == key
+                          and len(groups[g]) < 2), -1)
+            if found < 0:
+                groups.append([i])
+                keys.append(key)
+            else:
+                groups[found].append(i)
+    else:
+        # ncclTopoAutoMerge: the unplaced ports of one NIC (PATH_PORT) together, at most
+        # 8; a merge of different link layers fails, and its first port stays alone
+        nics: dict[str, list[int]] = {}
+        for i, (q, _ent) in enumerate(rows):
+            path = _merge_path(q.full_pci_path, merge_vfs)
+            nics.setdefault(path if (merge and path) else f"\0{i}", []).append(i)
+        for members in nics.values():
+            rest = list(members)
+            while rest:
+                cand = rest[:8]
+                if all(devices[j].link == devices[cand[0]].link for j in cand):
+                    groups.append(cand)
+                    rest = rest[len(cand):]
+                    continue
+                d0, d1 = devices[cand[0]], next(devices[j] for j in cand
+                                                 if devices[j].link != devices[cand[0]].link)
                 notes.append(f"NET/IB : Attempted to merge incompatible devices: "
                              f"[{d0.slot}]{d0.device}:{d0.port}/{d0.link} and "
                              f"[{d1.slot}]{d1.device}:{d1.port}/{d1.link}. Try selecting "
                              "NICs of only one link type using NCCL_IB_HCA")
-                groups.append([i])
-                keys.append(("", 0, ""))
-                continue
-            groups[found].append(i)
+                groups.append([cand[0]])
+                rest = rest[1:]
+        groups.sort(key=lambda g: g[0])
     return IbSelection(tuple(devices), tuple(tuple(g) for g in groups), version,
                        notes=tuple(notes))
 

@@ -213,19 +213,23 @@ def test_rail_and_plane_labels() -> None:
 def test_merging() -> None:
     ports = [IbPort("mlx5_0", 1, True, "InfiniBand", PCI + "0000:0c:00.0", 7),
              IbPort("mlx5_1", 1, True, "InfiniBand", PCI + "0000:0c:00.1", 7),
-             IbPort("mlx5_2", 1, True, "Ethernet", PCI + "0000:0c:00.2", 7),
-             IbPort("mlx5_3", 1, True, "InfiniBand", PCI + "0000:0d:00.0", 8)]
+             IbPort("mlx5_2", 1, True, "Ethernet", PCI + "0000:0d:00.0", 8),
+             IbPort("mlx5_3", 1, True, "InfiniBand", PCI + "0000:0d:00.1", 8),
+             IbPort("mlx5_4", 1, True, "InfiniBand", PCI + "0000:0d:00.2", 8),
+             IbPort("mlx5_5", 1, True, "InfiniBand", PCI + "0000:0e:00.0", 9)]
     sel = select_ib(ports, {})
-    assert sel.virtual_names() == ["mlx5_0+mlx5_1", "mlx5_2", "mlx5_3"]
-    assert any("incompatible" in n for n in sel.notes)
+    # a merge of different link layers fails: its first port stays alone, the rest merge
+    assert sel.virtual_names() == ["mlx5_0+mlx5_1", "mlx5_2", "mlx5_3+mlx5_4", "mlx5_5"]
+    assert any("incompatible devices: [2]mlx5_2:1/RoCE and [3]mlx5_3:1/IB" in n
+               for n in sel.notes)
     assert select_ib(ports, {"NCCL_IB_MERGE_NICS": "0"}).virtual_names() == [
-        "mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
-    v223 = select_ib(ports, {}, nccl_version="2.23.4")
+        f"mlx5_{i}" for i in range(6)]
+    v223 = select_ib(ports[:3] + ports[5:], {}, nccl_version="2.23.4")
     assert v223.using_line("eth0:10.0.0.1<0>") == (
         "NET/IB : Using [0]={[0] mlx5_0:1/IB, [1] mlx5_1:1/IB} [2]mlx5_2:1/RoCE "
-        "[3]mlx5_3:1/IB [RO]; OOB eth0:10.0.0.1<0>")
+        "[3]mlx5_5:1/IB [RO]; OOB eth0:10.0.0.1<0>")
     v219 = select_ib(ports, {}, nccl_version="2.19.3")
-    assert v219.virtual_names() == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    assert v219.virtual_names() == [f"mlx5_{i}" for i in range(6)]
 
 
 def test_table_limit() -> None:
