@@ -1,0 +1,1015 @@
+"""NCCL's device filters and device choice, exactly as NCCL reads them (docs/nccl.md).
+
+* :func:`parse_hca` reads ``NCCL_IB_HCA`` (and, with ``max_entries=16``,
+  ``NCCL_SOCKET_IFNAME``) into a :class:`HcaFilter` whose ``matches(device, port)``
+  says whether NCCL uses that device port.
+* :func:`socket_interface` is the interface NCCL's bootstrap picks from a list of
+  interfaces (``NCCL_SOCKET_IFNAME``, else NCCL's defaults).
+* :func:`nccl_environment` is the environment NCCL sees once it has read its
+  config files (``NCCL_CONF_FILE`` or ``~/.nccl.conf``, then ``/etc/nccl.conf``).
+* :func:`select_ib` / :func:`predict_ib` are the (device, port, link layer) list
+  NCCL's IB transport builds, and :meth:`IbSelection.using_line` its
+  ``NET/IB : Using ...`` line.
+* :func:`lint_hca` finds the mistakes that make a value mean something else.
+
+Everything is taken from NCCL's source (NVIDIA/nccl); each function cites the file
+and function it follows.  ``nccl_version`` selects the rules of a release (default:
+the newest, checked against NCCL 2.32.3 from PyPI).
+
+>>> from sysverbs.nccl import parse_hca
+>>> f = parse_hca("mlx5_1")
+>>> f.matches("mlx5_1"), f.matches("mlx5_10")         # a prefix match
+(True, True)
+>>> parse_hca("=mlx5_1").matches("mlx5_10")             # "=": exact names
+False
+>>> parse_hca("^").matches("mlx5_0")                    # a bare "^" excludes everything
+False
+>>> parse_hca("mlx5_0:1").matches("mlx5_0", 2), parse_hca("mlx5_0:1").matches("mlx5_0", 1)
+(False, True)
+>>> parse_hca("mlx5_0:").entries[0].port                # an empty port is "any port"...
+-1
+>>> parse_hca("mlx5_0:", nccl_version="2.30.4").entries[0].port   # ...since 2.30.7
+0
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, NamedTuple, Optional, Union
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+__all__ = [
+    "MAX_IB_DEVS",
+    "MAX_IFS",
+    "HcaEntry",
+    "HcaFilter",
+    "IbPort",
+    "IbDevice",
+    "IbSelection",
+    "LintWarning",
+    "LintResult",
+    "parse_hca",
+    "parse_version",
+    "max_ib_devs",
+    "socket_interface",
+    "nccl_environment",
+    "read_conf_file",
+    "select_ib",
+    "host_ports",
+    "predict_ib",
+    "lint_hca",
+]
+
+#: ``MAX_IB_DEVS`` (src/transport/net_ib/common.h): entries read from NCCL_IB_HCA, and
+#: the most device ports the IB transport keeps.
+MAX_IB_DEVS = 32
+#: ``MAX_IFS`` (src/include/socket.h): entries read from NCCL_SOCKET_IFNAME.
+MAX_IFS = 16
+#: ``sizeof(netIf.prefix) - 1`` (src/include/utils.h): longest name an entry keeps.
+NAME_MAX = 63
+
+Version = tuple[int, int, int]
+VersionArg = Union[None, str, int, "tuple[int, ...]"]
+
+#: The newest rules this module knows (NCCL 2.32.3, the PyPI wheel it is tested against).
+LATEST: Version = (2, 32, 3)
+# Releases where a rule changed (tags of NVIDIA/nccl).  Tables are data:
+_V_STRTOK_PARSER = (2, 30, 7)  # parseStringList: strtok_r/strsep, rail and plane fields
+_V_MERGED_IN_INIT = ((2, 20, 0), (2, 24, 0))  # ncclIbInit merges ports: "[0]={...}"
+_V_PCI_ORDER = (2, 29, 7)  # NCCL_IB_DEVICE_PCI_ORDER: devices sorted by PCI path
+_V_NO_DEVICE_USING = (2, 24, 0)  # "Using" printed even when no device was found
+_V_CONF_FILE_ENV = (2, 23, 0)  # NCCL_CONF_FILE replaces ~/.nccl.conf
+_V_CONF_COMMENTS = (2, 26, 2)  # "#" lines skipped in config files
+_V_CONF_FGETS = (2, 30, 3)  # fgets(4096) instead of getline, "\r" removed; $HOME
+_V_OLDEST = (2, 5, 6)  # "=" exists and the device table is capped: the oldest modelled
+_V_32_DEVS = (2, 18, 5)  # MAX_IB_DEVS 16 -> 32
+_V_RO = (2, 12, 7)  # "NET/IB : Using%s %s; OOB" ([RO]); before: "Using%s ; OOB"
+_V_LINE_2048 = (2, 20, 0)  # the Using line's buffer: 1024 -> 2048 bytes
+
+_C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
+
+
+def parse_version(version: VersionArg) -> Version:
+    """``"2.30.4"``, ``"2.30.4-1"``, ``(2, 30, 4)`` or NCCL_VERSION_CODE ``23004``; None
+    is the newest (:data:`LATEST`).  Releases before 2.5.6 (no ``=``, an uncapped
+    device table) are not modelled: ValueError."""
+    v = _parse_version(version)
+    if v < _V_OLDEST:
+        raise ValueError(f"NCCL {v[0]}.{v[1]}.{v[2]} is older than 2.5.6, the oldest "
+                         "release modelled")
+    return v
+
+
+def max_ib_devs(nccl_version: VersionArg = None) -> int:
+    """``MAX_IB_DEVS``: 32 since 2.18.5, 16 before (entries read from NCCL_IB_HCA and
+    device ports kept)."""
+    return MAX_IB_DEVS if parse_version(nccl_version) >= _V_32_DEVS else 16
+
+
+def _parse_version(version: VersionArg) -> Version:
+    if version is None:
+        return LATEST
+    if isinstance(version, int):
+        if version < 10000:  # codes before 2.9: major*1000 + minor*100 + patch
+            return (version // 1000, version % 1000 // 100, version % 100)
+        return (version // 10000, version % 10000 // 100, version % 100)
+    if isinstance(version, str):
+        parts = version.strip().lstrip("v").split("-")[0].split(".")
+        try:
+            nums = [int(p) for p in parts]
+        except ValueError:
+            raise ValueError(f"not an NCCL version: {version!r}") from None
+    else:
+        nums = [int(p) for p in version]
+    if not 1 <= len(nums) <= 3:
+        raise ValueError(f"not an NCCL version: {version!r}")
+    nums += [0] * (3 - len(nums))
+    return (nums[0], nums[1], nums[2])
+
+
+def _atoi(text: str) -> int:
+    """glibc ``atoi``: ``(int) strtol(text, NULL, 10)`` (leading C whitespace, a sign,
+    decimal digits; out of ``long`` range clamps, then the cast keeps 32 bits)."""
+    i, n = 0, len(text)
+    while i < n and text[i] in _C_SPACE:
+        i += 1
+    neg = False
+    if i < n and text[i] in "+-":
+        neg = text[i] == "-"
+        i += 1
+    j = i
+    while j < n and "0" <= text[j] <= "9":
+        j += 1
+    value = int(text[i:j]) if j > i else 0
+    value = -value if neg else value
+    value = max(-(1 << 63), min((1 << 63) - 1, value))
+    return _int_cast(value, 32)
+
+
+def _int_cast(value: int, bits: int) -> int:
+    """Two's complement truncation, as a C conversion to a narrower signed type."""
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def _cut(name: str) -> str:
+    """``snprintf(prefix, 64, "%s", tok)``: the name cut at 63 bytes (NCCL counts
+    bytes, so a cut may split a UTF-8 character)."""
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) <= NAME_MAX:
+        return name
+    return raw[:NAME_MAX].decode("utf-8", "surrogateescape")
+
+
+class HcaEntry(NamedTuple):
+    """One entry of the list: ``prefix[:port[:rail[:plane]]]`` (-1: not given).
+    ``text`` is the entry as written (between commas)."""
+
+    prefix: str
+    port: int
+    rail: int
+    plane: int
+    text: str
+
+
+def _parse_list_strtok(text: str, max_list: int) -> list[HcaEntry]:
+    """``parseStringList`` since 2.30.7 (src/misc/utils.cc): ``strtok_r(",")`` drops
+    empty entries, ``strsep(":")`` splits the fields, an empty or absent field is -1,
+    a present one ``atoi``; rail and plane are ``int16_t``; an entry whose name is
+    empty is dropped."""
+    out: list[HcaEntry] = []
+    for entry in text.split(","):
+        if len(out) >= max_list:
+            break
+        if not entry:
+            continue
+        fields = entry.split(":")
+        if not fields[0]:
+            continue
+        nums = []
+        for k in (1, 2, 3):
+            tok = fields[k] if k < len(fields) else ""
+            nums.append(_atoi(tok) if tok else -1)
+        out.append(HcaEntry(_cut(fields[0]), nums[0], _int_cast(nums[1], 16),
+                            _int_cast(nums[2], 16), entry))
+    return out
+
+
+def _parse_list_loop(text: str, max_list: int) -> list[HcaEntry]:
+    """``parseStringList`` before 2.30.7 (src/misc/utils.cc, a character loop): a name
+    ends at ``:`` (port = ``atoi`` of the rest, so ``mlx5_0:`` is port 0, then skip to
+    the next ``,``) or at ``,``/end (port -1); empty names are dropped.  Names of 64
+    characters or more overflowed the 64-byte buffer before 2.30.7 (undefined
+    behaviour, NVIDIA/nccl#2026); here they are cut at 63 as in 2.30.7."""
+    out: list[HcaEntry] = []
+    i, n = 0, len(text)
+    while i <= n and len(out) < max_list:
+        start = i
+        while i < n and text[i] not in ":,":
+            i += 1
+        name = text[start:i]
+        if i < n and text[i] == ":":
+            port_start = i + 1
+            j = port_start
+            while j < n and text[j] != ",":
+                j += 1
+            if name:
+                out.append(HcaEntry(_cut(name), _atoi(text[port_start:]), -1, -1,
+                                    text[start:j]))
+            i = j + 1
+        else:
+            if name:
+                out.append(HcaEntry(_cut(name), -1, -1, -1, name))
+            i += 1
+    return out
+
+
+@dataclass(frozen=True)
+class HcaFilter:
+    """A parsed NCCL device list (``NCCL_IB_HCA``, ``NCCL_SOCKET_IFNAME``...).
+
+    ``negate`` is a leading ``^``, ``exact`` a ``=`` right after it (or first); both
+    apply to the whole list.  ``entries`` are the entries NCCL keeps.
+    """
+
+    value: str
+    negate: bool
+    exact: bool
+    entries: tuple[HcaEntry, ...]
+    version: Version = LATEST
+    max_entries: int = MAX_IB_DEVS
+    #: The entries after the first ``max_entries`` (NCCL does not read them).
+    dropped: tuple[str, ...] = field(default=())
+
+    def match_index(self, device: str, port: int = -1) -> int:
+        """``matchIfList`` (src/misc/utils.cc): the index of the first entry that
+        matches ``device`` (``matchIf``: the entry is a prefix of the name, or equal
+        with ``=``) and ``port`` (``matchPort``: equal, or either is -1); -1 when none
+        does.  Ignores ``^``."""
+        for i, e in enumerate(self.entries):
+            if self.exact:
+                ok = device == e.prefix
+            else:
+                ok = device.startswith(e.prefix)
+            if ok and (port == -1 or e.port == -1 or port == e.port):
+                return i
+        return -1
+
+    def matches(self, device: str, port: int = -1) -> bool:
+        """Whether NCCL uses ``device`` (port ``port``; -1 = any): ``matchIfList(...)
+        ^ searchNot`` as in ``ncclIbInitDevices`` (src/transport/net_ib/init.cc) and
+        ``ncclOsFindInterfaces`` (src/os/linux.cc).  An empty list matches every
+        device, so a bare ``^`` matches none."""
+        if not self.entries:
+            return not self.negate
+        return (self.match_index(device, port) >= 0) != self.negate
+
+
+def parse_hca(value: Optional[str], *, nccl_version: VersionArg = None,
+              max_entries: Optional[int] = None) -> HcaFilter:
+    """Parse a device list as NCCL does (``ncclIbInitDevices`` in
+    src/transport/net_ib/init.cc for NCCL_IB_HCA, ``ncclOsFindInterfaces`` in
+    src/os/linux.cc for NCCL_SOCKET_IFNAME, ``parseStringList`` in src/misc/utils.cc).
+
+    * a first ``^`` excludes the listed devices; then a ``=`` makes names exact;
+      anywhere else they are part of a name;
+    * entries are split on ``,`` only: empty entries are dropped and nothing is
+      trimmed (``" mlx5_0"`` is a name that starts with a space);
+    * an entry is ``name[:port[:rail[:plane]]]``, each number read by ``atoi``; since
+      2.30.7 an empty field is -1 (any), before it ``mlx5_0:`` read port 0 and rail
+      and plane did not exist;
+    * names are cut at 63 bytes; only the first ``max_entries`` entries are read
+      (default :func:`max_ib_devs`, 32 since 2.18.5, for NCCL_IB_HCA; pass
+      :data:`MAX_IFS` = 16 for NCCL_SOCKET_IFNAME);
+    * None (unset) and ``""`` mean every device.
+
+    >>> f = parse_hca("^=mlx5_0:1,mlx5_3")
+    >>> f.negate, f.exact, [(e.prefix, e.port) for e in f.entries]
+    (True, True, [('mlx5_0', 1), ('mlx5_3', -1)])
+    >>> f.matches("mlx5_0", 1), f.matches("mlx5_0", 2), f.matches("mlx5_30")
+    (False, True, True)
+    """
+    version = parse_version(nccl_version)
+    if max_entries is None:
+        max_entries = max_ib_devs(version)
+    text = value or ""
+    negate = text.startswith("^")
+    if negate:
+        text = text[1:]
+    exact = text.startswith("=")
+    if exact:
+        text = text[1:]
+    parser = _parse_list_strtok if version >= _V_STRTOK_PARSER else _parse_list_loop
+    entries = parser(text, max_entries)
+    dropped: tuple[str, ...] = ()
+    if len(entries) == max_entries:
+        rest = parser(text, 1 << 30)[max_entries:]
+        dropped = tuple(e.text for e in rest)
+    return HcaFilter(value or "", negate, exact, tuple(entries), version, max_entries,
+                     dropped)
+
+
+# ----------------------------------------------------------------------------- sockets
+
+#: ``ncclFindInterfaces`` (src/misc/socket.cc): the lists tried in turn when
+#: NCCL_SOCKET_IFNAME is unset or one character long (NCCL_COMM_ID's subnet match,
+#: between the first and second, is not modelled).
+_DEFAULT_IFNAMES = ("ib", "^docker,lo,virbr", "docker", "lo", "virbr")
+
+
+def socket_interface(interfaces: Iterable[str], value: Optional[str] = None, *,
+                     nccl_version: VersionArg = None) -> Optional[str]:
+    """The interface NCCL's bootstrap uses (``Bootstrap: Using <name>:<addr>``), or None
+    (``Bootstrap : no socket interface found``).
+
+    ``interfaces`` are the names of the running interfaces with an IPv4 or IPv6
+    address, in ``getifaddrs`` order (``ncclOsFindInterfaces``, src/os/linux.cc, also
+    skips IPv6 loopback addresses).  ``value`` is NCCL_SOCKET_IFNAME: used when longer
+    than one character (``ncclFindInterfaces``, src/misc/socket.cc), else NCCL tries
+    ``ib``, then ``^docker,lo,virbr``, then ``docker``, ``lo`` and ``virbr``.
+
+    >>> socket_interface(["lo", "eth0", "mlx5_10"], "mlx5_1")
+    'mlx5_10'
+    >>> socket_interface(["lo", "eth0"]), socket_interface(["lo", "eth0"], "^")
+    ('eth0', 'eth0')
+    """
+    names = list(interfaces)
+    lists = (value,) if value is not None and len(value.encode()) > 1 else _DEFAULT_IFNAMES
+    for text in lists:
+        f = parse_hca(text, nccl_version=nccl_version, max_entries=MAX_IFS)
+        for name in names:
+            if f.matches(name, -1):
+                return name
+    return None
+
+
+# ----------------------------------------------------------------------------- config files
+
+
+def read_conf_file(data: bytes, *, nccl_version: VersionArg = None) -> list[tuple[str, str]]:
+    """``setEnvFile`` (src/misc/param.cc): the ``(name, value)`` pairs of a config file.
+
+    Since 2.30.3 lines are read with ``fgets`` into 4096 bytes (a longer line is read
+    as several lines) and one ``\\n`` then one ``\\r`` is removed; before, ``getline``
+    read whole lines and only the ``\\n`` was removed.  Since 2.26.2 a line starting
+    with ``#`` is skipped.  A line without ``=`` is skipped; the name is what precedes
+    the first ``=`` (at most 1023 bytes) and the value the rest (at most 1023 bytes).
+    Nothing is trimmed: ``A = b`` sets ``"A "`` to ``" b"``.  (A NUL byte ends a line
+    there, as ``strlen`` does.)
+
+    >>> read_conf_file(b"NCCL_DEBUG=WARN\\nNCCL_SOCKET_IFNAME==ens1f0\\n# x=1\\nA = b\\r\\n")
+    [('NCCL_DEBUG', 'WARN'), ('NCCL_SOCKET_IFNAME', '=ens1f0'), ('A ', ' b')]
+    """
+    version = parse_version(nccl_version)
+    fgets = version >= _V_CONF_FGETS
+    pairs: list[tuple[str, str]] = []
+    pos = 0
+    n = len(data)
+    while pos < n:
+        limit = pos + 4095 if fgets else n
+        end = data.find(b"\n", pos, limit)
+        chunk = data[pos:end + 1] if end >= 0 else data[pos:limit]
+        pos += len(chunk)
+        if not fgets and chunk.startswith(b"#") and version >= _V_CONF_COMMENTS:
+            continue
+        line = chunk.split(b"\0", 1)[0]
+        if line.endswith(b"\n"):
+            line = line[:-1]
+        if fgets and line.endswith(b"\r"):
+            line = line[:-1]
+        if fgets and line.startswith(b"#"):
+            continue
+        s = line.find(b"=")
+        if s < 0:
+            continue
+        name = line[:min(1023, s)]
+        val = line[s + 1:s + 1 + 1023]
+        pairs.append((os.fsdecode(name), os.fsdecode(val)))
+    return pairs
+
+
+def _reroot(root: Optional[str], path: str) -> str:
+    if not root or root == "/":
+        return path
+    return os.path.join(root, path.lstrip("/"))
+
+
+def _passwd_home(root: Optional[str]) -> Optional[str]:
+    """``getpwuid(getuid())->pw_dir``: from ``<root>/etc/passwd`` under an alternate root,
+    else from the system's user database."""
+    uid = os.getuid()
+    if not root or root == "/":
+        import pwd
+
+        try:
+            return pwd.getpwuid(uid).pw_dir
+        except KeyError:
+            return None
+    try:
+        with open(os.path.join(root, "etc", "passwd"), encoding="utf-8",
+                  errors="surrogateescape") as fh:
+            for line in fh:
+                f = line.rstrip("\n").split(":")
+                if len(f) >= 6 and f[2] == str(uid):
+                    return f[5]
+    except OSError:
+        pass
+    return None
+
+
+def nccl_environment(env: Optional[Mapping[str, str]] = None, *, root: Optional[str] = None,
+                     nccl_version: VersionArg = None) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment NCCL reads after ``initEnvFunc`` (src/misc/param.cc), and where
+    each value came from.
+
+    NCCL reads ``$NCCL_CONF_FILE`` when set and non-empty (since 2.23), else
+    ``~/.nccl.conf`` (``$HOME`` since 2.30.3, before it the user database's home of the
+    real uid, ``getpwuid(getuid())``), then ``/etc/nccl.conf`` (:func:`read_conf_file`),
+    setting each variable with ``setenv(name, value, 0)``: the environment wins over
+    both files and the first file over ``/etc/nccl.conf``.
+    ``root`` is an alternate root for the three paths (and ``/etc/passwd``).  Returns
+    ``(environment, sources)``: ``sources`` maps each variable a file set to its path.
+    """
+    version = parse_version(nccl_version)
+    base = dict(os.environ if env is None else env)
+    result = dict(base)
+    sources: dict[str, str] = {}
+    user = base.get("NCCL_CONF_FILE") if version >= _V_CONF_FILE_ENV else None
+    files: list[str] = []
+    home = base.get("HOME") if version >= _V_CONF_FGETS else _passwd_home(root)
+    if user:
+        files.append(user[:1023])
+    elif home is not None:
+        files.append(f"{home}/.nccl.conf"[:1023])
+    files.append("/etc/nccl.conf")
+    for path in files:
+        try:
+            with open(_reroot(root, path), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        for name, value in read_conf_file(data, nccl_version=version):
+            if not name or "=" in name or name in result:
+                continue  # setenv fails on "" (EINVAL); an existing value is kept
+            result[name] = value
+            sources[name] = path
+    return result, sources
+
+
+def _param(env: Mapping[str, str], name: str, default: int) -> int:
+    """``ncclLoadParam`` (src/misc/param.cc): ``strtoll(value, NULL, 0)`` when set and
+    non-empty; a value out of range (ERANGE) gives the default."""
+    text = env.get(name)
+    if not text:
+        return default
+    i, n = 0, len(text)
+    while i < n and text[i] in _C_SPACE:
+        i += 1
+    neg = False
+    if i < n and text[i] in "+-":
+        neg = text[i] == "-"
+        i += 1
+    base, digits = 10, "0123456789"
+    if text[i:i + 2].lower() == "0x" and i + 2 < n and text[i + 2] in "0123456789abcdefABCDEF":
+        base, digits, i = 16, "0123456789abcdefABCDEF", i + 2
+    elif text[i:i + 1] == "0":
+        base, digits = 8, "01234567"
+    j = i
+    while j < n and text[j] in digits:
+        j += 1
+    value = int(text[i:j], base) if j > i else 0
+    value = -value if neg else value
+    if not -(1 << 63) <= value < (1 << 63):
+        return default
+    return value
+
+
+# ----------------------------------------------------------------------------- IB devices
+
+
+class IbPort(NamedTuple):
+    """One port of a device as NCCL's ``ncclIbInitDevices`` sees it.
+
+    ``link_layer`` is sysfs' text (``InfiniBand``, ``Ethernet``...), ``full_pci_path``
+    the ``realpath`` of ``<sysfs>/class/infiniband/<dev>/device`` ("" when it has
+    none), ``opens`` whether ``ibv_open_device`` succeeds.
+    """
+
+    device: str
+    port: int
+    active: bool
+    link_layer: Optional[str]
+    full_pci_path: str
+    sys_image_guid: int = 0
+    opens: bool = True
+    state: str = ""
+
+
+class IbDevice(NamedTuple):
+    """One entry of NCCL's device table: ``[index]device:port[:rail[:plane]]/link``."""
+
+    slot: int
+    device: str
+    port: int
+    link: str  # "IB" or "RoCE" (NCCL_IB_LLSTR)
+    pci_path: str
+    rail: int = -1
+    plane: int = -1
+
+    def label(self) -> str:
+        """``[0]mlx5_0:1/IB`` as ``ncclIbInitDevices`` prints it."""
+        text = f"[{self.slot}]{self.device}:{self.port}"
+        if self.rail != -1:
+            text += f":{self.rail}"
+        elif self.plane != -1:
+            text += ":"
+        if self.plane != -1:
+            text += f":{self.plane}"
+        return f"{text}/{self.link}"
+
+
+@dataclass(frozen=True)
+class IbSelection:
+    """The IB transport's device table: ``devices`` in NCCL's order (the indexes it
+    prints), ``merged`` the virtual devices of merged multi-port NICs (lists of
+    indexes into ``devices``), ``notes`` what NCCL would warn about."""
+
+    devices: tuple[IbDevice, ...]
+    merged: tuple[tuple[int, ...], ...]
+    version: Version
+    disabled: bool = False
+    notes: tuple[str, ...] = ()
+
+    def using_line(self, oob: Optional[str] = None, relaxed_ordering: bool = True) -> str:
+        """NCCL's ``NET/IB : Using ...`` INFO line (``ncclIbInitDevices``,
+        src/transport/net_ib/init.cc; ``ncclIbInit`` in src/transport/net_ib.cc before
+        2.29), without the ``host:pid:tid [cudaDev] NCCL INFO`` prefix.
+
+        ``oob`` is the socket interface and address (``eth0:10.0.0.1<0>``, from
+        NCCL_SOCKET_IFNAME, see :func:`socket_interface`); unknown, it is shown as
+        ``?``.  ``[RO]`` appears when relaxed ordering is usable: libibverbs has
+        ``ibv_reg_mr_iova2`` (rdma-core 22 and later) and NCCL_IB_PCI_RELAXED_ORDERING
+        is 1 or 2 (default 2).  Before 2.24 nothing is printed when no device is found;
+        later NCCL prints ``NET/IB : No device found.`` and then this line.
+        """
+        if self.disabled:
+            return ""
+        parts = []
+        merged_era = _V_MERGED_IN_INIT[0] <= self.version < _V_MERGED_IN_INIT[1]
+        if merged_era:
+            for vi, group in enumerate(self.merged):
+                if len(group) > 1:
+                    inner = ", ".join(
+                        f"[{d}] {self.devices[d].device}:{self.devices[d].port}/"
+                        f"{self.devices[d].link}" for d in group)
+                    parts.append(f" [{vi}]={{{inner}}}")
+                else:
+                    d = self.devices[group[0]]
+                    parts.append(f" [{d.slot}]{d.device}:{d.port}/{d.link}")
+        else:
+            parts = [" " + d.label() for d in self.devices]
+        line = "".join(parts)
+        # snprintf(line + strlen(line), size - strlen(line), ...) into char line[1024]
+        # (2048 since 2.20; before 2.24 the size passed is one less)
+        room = 1023 if self.version < _V_LINE_2048 else 2047
+        if self.version < _V_MERGED_IN_INIT[1]:
+            room -= 1
+        line = line.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "surrogateescape")
+        if self.version < _V_RO:
+            return f"NET/IB : Using{line} ; OOB {oob or '?'}"
+        ro = "[RO]" if relaxed_ordering else ""
+        return f"NET/IB : Using{line} {ro}; OOB {oob or '?'}"
+
+    def lines(self, oob: Optional[str] = None, relaxed_ordering: bool = True) -> list[str]:
+        """The lines NCCL prints: ``No device found.`` (then, since 2.24, the Using
+        line), or the Using line."""
+        if self.disabled:
+            return ["(NCCL_IB_DISABLE is set: NCCL does not start its IB transport, which "
+                    "prints nothing)"]
+        if not self.devices:
+            out = ["NET/IB : No device found."]
+            if self.version >= _V_NO_DEVICE_USING:
+                out.append(self.using_line(oob, relaxed_ordering))
+            return out
+        return [self.using_line(oob, relaxed_ordering)]
+
+    def virtual_names(self) -> list[str]:
+        """The merged devices' names (``mlx5_0+mlx5_1``), as ``Made virtual device``."""
+        return ["+".join(self.devices[d].device for d in g) for g in self.merged]
+
+
+def _pci_key(path: str) -> int:
+    """``pciPathToInt64`` + ``busIdToInt64`` (src/misc/utils.cc): the hex digits of the
+    last path component (``.`` and ``:`` skipped, at most 16), as a number."""
+    comp = path.rstrip("/").rsplit("/", 1)[-1] if path else ""
+    hexs: list[str] = []
+    for c in comp:
+        if len(hexs) >= 16:
+            break
+        if c in ".:":
+            continue
+        if c in "0123456789abcdefABCDEF":
+            hexs.append(c)
+        else:
+            break
+    if not hexs:
+        return 0
+    value = int("".join(hexs), 16)
+    return min(value, (1 << 63) - 1)  # strtol clamps at LONG_MAX
+
+
+def _merge_path(path: str, merge_vfs: bool) -> str:
+    """``ncclIbGetPciPath``: the PCI path with the function digit (and with
+    NCCL_IB_MERGE_VFS, the two device digits) set to 0, so that the ports and VFs of
+    one NIC compare equal."""
+    if not path:
+        return ""
+    p = list(path)
+    p[-1] = "0"
+    if merge_vfs and len(p) >= 4:
+        p[-3] = p[-4] = "0"
+    return "".join(p)
+
+
+def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, *,
+              nccl_version: VersionArg = None) -> IbSelection:
+    """NCCL's IB device table from the host's ports, in libibverbs' device order
+    (``ncclIbInitDevices``, src/transport/net_ib/init.cc; ``ncclIbInit`` in
+    src/transport/net_ib.cc before 2.29).
+
+    For each device that opens (``Unable to open device`` otherwise), each port
+    1..phys_port_cnt that is ACTIVE with an InfiniBand or Ethernet link layer and that
+    NCCL_IB_HCA selects, until MAX_IB_DEVS (:func:`max_ib_devs`) are kept.  Since
+    2.29.7 the table is sorted by PCI path (NCCL_IB_DEVICE_PCI_ORDER, default 1;
+    devices without one last; ports of a device keep their order, as glibc's merge
+    sort does).
+    ``merged`` groups the ports of one NIC (same PCI path up to the function digit,
+    and VFs with NCCL_IB_MERGE_VFS=1; from 2.20 to 2.23 also the same
+    ``sys_image_guid`` and link layer) unless NCCL_IB_MERGE_NICS=0: before 2.24
+    ``ncclIbInit`` merged them and printed ``[0]={...}``; since 2.24 the topology
+    merges them (NCCL_NET_MERGE_LEVEL=PORT, the default) into virtual devices after
+    the Using line.
+
+    >>> pci = "/sys/devices/pci0000:00/0000:00:01.0/"
+    >>> ports = [IbPort("mlx5_1", 1, True, "Ethernet", pci + "0000:12:00.0"),
+    ...          IbPort("mlx5_0", 1, True, "InfiniBand", pci + "0000:0c:00.0")]
+    >>> select_ib(ports, {"NCCL_IB_HCA": "mlx5"}).using_line("eth0:10.0.0.1<0>")
+    'NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>'
+    """
+    version = parse_version(nccl_version)
+    env = dict(os.environ if env is None else env)
+    if _param(env, "NCCL_IB_DISABLE", 0):
+        return IbSelection((), (), version, disabled=True)
+    filt = parse_hca(env.get("NCCL_IB_HCA"), nccl_version=version)
+    notes: list[str] = []
+    rows: list[tuple[IbPort, int]] = []
+    seen_devices: list[str] = []
+    by_device: dict[str, list[IbPort]] = {}
+    for p in ports:
+        if p.device not in by_device:
+            seen_devices.append(p.device)
+            by_device[p.device] = []
+        by_device[p.device].append(p)
+    cap = max_ib_devs(version)
+    for dev in seen_devices:
+        if len(rows) >= cap:
+            notes.append(f"{dev}: not read, NCCL keeps at most {cap} device ports")
+            continue
+        dev_ports = sorted(by_device[dev], key=lambda q: q.port)
+        if not all(q.opens for q in dev_ports):
+            notes.append(f"NET/IB : Unable to open device {dev}")
+            continue
+        for q in dev_ports:
+            if not q.active or q.link_layer not in ("InfiniBand", "Ethernet"):
+                continue
+            if not filt.matches(q.device, q.port):
+                continue
+            rows.append((q, filt.match_index(q.device, q.port) if not filt.negate else -1))
+    if len(rows) > cap:
+        notes.append(f"the last device's ports go past NCCL's {cap}-entry table "
+                     "(ncclIbDevs overflows)")
+        rows = rows[:cap]
+    if version >= _V_PCI_ORDER and _param(env, "NCCL_IB_DEVICE_PCI_ORDER", 1):
+        rows.sort(key=lambda r: (r[0].full_pci_path == "", _pci_key(r[0].full_pci_path)))
+    new_fields = version >= _V_STRTOK_PARSER
+    devices = []
+    for i, (q, ent) in enumerate(rows):
+        rail = filt.entries[ent].rail if (ent >= 0 and new_fields) else -1
+        plane = filt.entries[ent].plane if (ent >= 0 and new_fields) else -1
+        devices.append(IbDevice(i, q.device, q.port,
+                                "IB" if q.link_layer == "InfiniBand" else "RoCE",
+                                q.full_pci_path, rail, plane))
+    merge_vfs = bool(_param(env, "NCCL_IB_MERGE_VFS", 1))
+    merge = bool(_param(env, "NCCL_IB_MERGE_NICS", 1)) and version >= _V_MERGED_IN_INIT[0]
+    in_init = version < _V_MERGED_IN_INIT[1]
+    groups: list[list[int]] = []
+    if in_init:
+        # ncclIbFindMatchingDev: the first merged device with the same PCI path,
+        # sys_image_guid and link layer, and room (NCCL_IB_MAX_DEVS_PER_NIC = 2)
+        keys: list[tuple[str, int, str]] = []
+        for i, (q, _ent) in enumerate(rows):
+            key = (_merge_path(q.full_pci_path, merge_vfs), q.sys_image_guid, devices[i].link)
+            found = next((g for g, k in enumerate(keys) if merge and key[0] and k == key
+                          and len(groups[g]) < 2), -1)
+            if found < 0:
+                groups.append([i])
+                keys.append(key)
+            else:
+                groups[found].append(i)
+    else:
+        # ncclTopoAutoMerge: the unplaced ports of one NIC (PATH_PORT) together, at most
+        # 8; a merge of different link layers fails, and its first port stays alone
+        nics: dict[str, list[int]] = {}
+        for i, (q, _ent) in enumerate(rows):
+            path = _merge_path(q.full_pci_path, merge_vfs)
+            nics.setdefault(path if (merge and path) else f"\0{i}", []).append(i)
+        for members in nics.values():
+            rest = list(members)
+            while rest:
+                cand = rest[:8]
+                if all(devices[j].link == devices[cand[0]].link for j in cand):
+                    groups.append(cand)
+                    rest = rest[len(cand):]
+                    continue
+                d0, d1 = devices[cand[0]], next(devices[j] for j in cand
+                                                 if devices[j].link != devices[cand[0]].link)
+                notes.append(f"NET/IB : Attempted to merge incompatible devices: "
+                             f"[{d0.slot}]{d0.device}:{d0.port}/{d0.link} and "
+                             f"[{d1.slot}]{d1.device}:{d1.port}/{d1.link}. Try selecting "
+                             "NICs of only one link type using NCCL_IB_HCA")
+                groups.append([cand[0]])
+                rest = rest[1:]
+        groups.sort(key=lambda g: g[0])
+    return IbSelection(tuple(devices), tuple(tuple(g) for g in groups), version,
+                       notes=tuple(notes))
+
+
+def _realpath(path: str) -> str:
+    """``realpath(3)``, "" when the path does not resolve: the kernel's answer for an
+    ``O_PATH`` descriptor (three system calls, where os.path.realpath lstat()s every
+    component), else os.path.realpath."""
+    try:
+        fd = os.open(path, getattr(os, "O_PATH", os.O_RDONLY) | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    finally:
+        os.close(fd)
+
+
+def host_ports(*, sysfs_path: Optional[str] = None, dev_dir: Optional[str] = None,
+               source: str = "auto", providers: Optional[str] = None,
+               open_devices: Optional[bool] = None) -> list[IbPort]:
+    """The ports of this host's RDMA devices (or a sysfs tree's), in libibverbs'
+    device order, with what :func:`select_ib` needs.
+
+    ``open_devices``: whether to try ``ibv_open_device`` on each device (NCCL skips
+    those that fail); default: only on this host (``sysfs_path`` None), since the
+    nodes of a recorded tree are not the devices NCCL would open."""
+    if open_devices is None:
+        open_devices = sysfs_path is None
+    from . import api
+    from .attributes import _numbered, numbered_entries, parse_guid, read_text
+    from .device import open_device
+    from .options import resolve
+
+    sysfs = resolve(source, sysfs_path).sysfs_path
+    devices = api.get_device_list(source=source, sysfs_path=sysfs_path, dev_dir=dev_dir,
+                                  providers=providers)
+    out: list[IbPort] = []
+    try:
+        for dev in devices:
+            # only what ncclIbInitDevices reads: not the GID tables (attributes does)
+            ibdev = os.fsencode(os.path.join(sysfs, "class", "infiniband", dev.name))
+            full = _realpath(os.path.join(sysfs, "class", "infiniband", dev.name, "device"))
+            guid = parse_guid(read_text(ibdev + b"/sys_image_guid")) or 0
+            opens = True
+            if open_devices:
+                try:
+                    open_device(dev).close()
+                except OSError:
+                    opens = False
+            for num in numbered_entries(ibdev + b"/ports"):
+                base = ibdev + b"/ports/%d/" % num
+                state = read_text(base + b"state") or ""
+                out.append(IbPort(dev.name, num, _numbered(state) == 4,
+                                  read_text(base + b"link_layer"), full, guid, opens,
+                                  state.strip()))
+    finally:
+        api.free_device_list(devices)
+    return out
+
+
+def predict_ib(env: Optional[Mapping[str, str]] = None, *, sysfs_path: Optional[str] = None,
+               dev_dir: Optional[str] = None, source: str = "auto",
+               providers: Optional[str] = None, conf_root: Optional[str] = None,
+               nccl_version: VersionArg = None) -> IbSelection:
+    """:func:`select_ib` on this host (or a sysfs tree), with the environment NCCL would
+    see after reading its config files (:func:`nccl_environment`)."""
+    full_env, _ = nccl_environment(env, root=conf_root, nccl_version=nccl_version)
+    try:
+        ports = host_ports(sysfs_path=sysfs_path, dev_dir=dev_dir, source=source,
+                           providers=providers, open_devices=sysfs_path is None)
+    except OSError as e:
+        sel = select_ib([], full_env, nccl_version=nccl_version)
+        return replace(sel, notes=(*sel.notes, no_device_list_note(e)))
+    return select_ib(ports, full_env, nccl_version=nccl_version)
+
+
+def no_device_list_note(err: OSError) -> str:
+    """What NCCL does when ``ibv_get_device_list`` returns NULL (``wrap_ibv_get_device_list``,
+    src/misc/ibvwrap.cc): it counts no device, prints ``No device found.`` and falls
+    back to sockets."""
+    return (f"ibv_get_device_list fails here ({os.strerror(err.errno or 0)}): NCCL counts "
+            "no IB device")
+
+
+# ----------------------------------------------------------------------------- linter
+
+
+class LintWarning(NamedTuple):
+    """One problem: a short ``code``, the ``entry`` it is about, what NCCL does
+    (``message``) and what to write instead (``fix``)."""
+
+    code: str
+    entry: str
+    message: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class LintResult:
+    """What :func:`lint_hca` found: the value, the selection it gives and the warnings."""
+
+    value: str
+    selection: IbSelection
+    warnings: tuple[LintWarning, ...]
+
+
+def _exact_entries(filt: HcaFilter, names: Sequence[str]) -> list[str]:
+    """The entries for an exact (``=``) list meaning what ``filt`` selects among
+    ``names``: a prefix that names no device becomes the names it matches."""
+    out: list[str] = []
+    for e in filt.entries:
+        suffix = e.text[len(e.text.split(":", 1)[0]):]
+        if e.prefix in names or filt.exact:
+            out.append(e.prefix + suffix)
+            continue
+        matched = [n for n in dict.fromkeys(names) if n.startswith(e.prefix)]
+        out.extend(n + suffix for n in matched) if matched else out.append(e.text)
+    return list(dict.fromkeys(out))
+
+
+def _natural(name: str) -> tuple[tuple[int, str], ...]:
+    """mlx5_2 before mlx5_10."""
+    parts, cur, digits = [], "", False
+    for c in name + "\0":
+        if c.isdigit() != digits or c == "\0":
+            if cur:
+                parts.append((int(cur), "") if digits else (-1, cur))
+            cur, digits = "", c.isdigit()
+        cur += c
+    return tuple(parts)
+
+
+def _some(names: Sequence[str], limit: int = 8) -> str:
+    uniq = sorted(dict.fromkeys(names), key=_natural)
+    if not uniq:
+        return "it has none"
+    more = f", ... ({len(uniq)} in all)" if len(uniq) > limit else ""
+    return ", ".join(uniq[:limit]) + more
+
+
+def _split_entries(text: str) -> list[str]:
+    return [e for e in text.split(",") if e]
+
+
+def lint_hca(value: Optional[str], ports: Sequence[IbPort],
+             env: Optional[Mapping[str, str]] = None, *,
+             nccl_version: VersionArg = None) -> LintResult:
+    """Check an NCCL_IB_HCA value against a host's ports (:func:`host_ports`).
+
+    Warnings (``code``): ``whitespace`` (spaces or newlines are part of the name:
+    NCCL splits on commas only), ``misplaced-modifier`` (a ``^`` or ``=`` that is not
+    at the start of the list is part of a name), ``empty-name`` (``:1`` is dropped),
+    ``too-many`` (more than 32 entries), ``too-long`` (a name over 63 characters is
+    cut), ``bad-port`` (a port that is not a number, or an empty port before
+    2.30.7), ``no-port``/``port-inactive`` (the port does not exist, or is not ACTIVE
+    or not IB/Ethernet), ``collision`` (a prefix that also matches other devices:
+    use ``=``), ``no-match`` (an entry that matches no device) and ``selects-none``
+    (NCCL would use no IB device).  ``fix`` is the whole value to use instead ("" when
+    there is no better value, e.g. an entry that matches nothing on this host).
+
+    >>> ports = [IbPort(f"mlx5_{i}", 1, True, "InfiniBand", "") for i in (0, 1, 10, 11)]
+    >>> [w.code for w in lint_hca("mlx5_1,mlx5_7", ports).warnings]
+    ['collision', 'no-match']
+    >>> lint_hca("mlx5_1,mlx5_7", ports).warnings[0].fix
+    '=mlx5_1,mlx5_7'
+    """
+    version = parse_version(nccl_version)
+    text = value or ""
+    env2 = dict(os.environ if env is None else env)
+    env2["NCCL_IB_HCA"] = text
+    sel = select_ib(ports, env2, nccl_version=version)
+    filt = parse_hca(text, nccl_version=version)
+    warns: list[LintWarning] = []
+    body = text[1:] if filt.negate else text
+    body = body[1:] if filt.exact else body
+    raw_entries = _split_entries(body)
+
+    def rebuilt(entries: Iterable[str], exact: Optional[bool] = None) -> str:
+        h = ("^" if filt.negate else "") + ("=" if (filt.exact if exact is None else exact) else "")
+        return h + ",".join(entries)
+
+    def replaced(entry: str, new: Optional[str]) -> str:
+        """The whole value with ``entry`` replaced by ``new`` (None: dropped)."""
+        out = [x for x in (x if x != entry else new for x in raw_entries) if x]
+        return rebuilt(out) if out else ""
+
+    if any(c in _C_SPACE for c in text):
+        cleaned = [e for e in (x.strip(_C_SPACE) for x in _split_entries(
+            "".join("," if c in "\n\r\v\f" else c for c in body))) if e]
+        cleaned = ["".join(e.split()) for e in cleaned]
+        warns.append(LintWarning(
+            "whitespace", text,
+            "the value contains whitespace or newlines: NCCL splits on ',' only and keeps "
+            "the whitespace as part of the names, which then match no device",
+            rebuilt(cleaned)))
+    names = [p.device for p in ports]
+    for e in raw_entries:
+        name = e.split(":", 1)[0]
+        if "^" in name or "=" in name:
+            stripped = name.lstrip("^=")
+            fix_head = ("^" if (filt.negate or name.lstrip("=").startswith("^")) else "") + "="
+            others = [x if x != e else stripped + e[len(name):] for x in raw_entries]
+            warns.append(LintWarning(
+                "misplaced-modifier", e,
+                f"'{name}': '^' and '=' act only at the start of the whole list "
+                "('^' first, then '='); here they are part of the name",
+                fix_head + ",".join(others)))
+        if not name and e.startswith(":"):
+            warns.append(LintWarning("empty-name", e, f"'{e}' has no device name: NCCL "
+                                     "drops it", rebuilt(x for x in raw_entries if x != e)))
+        if len(name.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            warns.append(LintWarning("too-long", e, f"the name is cut at {NAME_MAX} "
+                                     f"characters to '{_cut(name)}'",
+                                     replaced(e, _cut(name) + e[len(name):])))
+    if filt.dropped:
+        warns.append(LintWarning(
+            "too-many", ",".join(filt.dropped),
+            f"NCCL reads only the first {filt.max_entries} entries; these are ignored",
+            rebuilt(raw_entries[:filt.max_entries])))
+    for ent in filt.entries:
+        fields = ent.text.split(":")
+        if len(fields) > 1:
+            ptext = fields[1]
+            if version < _V_STRTOK_PARSER and ptext == "":
+                warns.append(LintWarning(
+                    "bad-port", ent.text, "before NCCL 2.30.7 an empty port reads as port "
+                    "0, which matches no port", replaced(ent.text, ent.prefix)))
+            elif ptext and not ptext.strip(_C_SPACE).lstrip("+-").isdigit():
+                warns.append(LintWarning(
+                    "bad-port", ent.text, f"port '{ptext}' is read by atoi as {ent.port}",
+                    replaced(ent.text, ent.prefix if ent.port <= 0
+                             else f"{ent.prefix}:{ent.port}")))
+        matching = [p for p in ports if (p.device == ent.prefix if filt.exact
+                                         else p.device.startswith(ent.prefix))]
+        dev_names = sorted({p.device for p in matching}, key=_natural)
+        if not matching:
+            warns.append(LintWarning(
+                "no-match", ent.text, f"'{ent.prefix}' matches no device on this host "
+                f"({_some(names)})", replaced(ent.text, None)))
+            continue
+        if ent.port != -1:
+            at_port = [p for p in matching if p.port == ent.port]
+            if not at_port:
+                warns.append(LintWarning(
+                    "no-port", ent.text, f"no device matching '{ent.prefix}' has port "
+                    f"{ent.port}", replaced(ent.text, ent.prefix)))
+            else:
+                bad = [p for p in at_port if not p.active
+                       or p.link_layer not in ("InfiniBand", "Ethernet")]
+                for p in bad:
+                    why = (f"is {p.state or 'not ACTIVE'}" if not p.active
+                           else f"has link layer {p.link_layer}")
+                    warns.append(LintWarning(
+                        "port-inactive", ent.text, f"{p.device} port {p.port} {why}: "
+                        "NCCL skips it", replaced(ent.text, None)))
+        if not filt.exact and ent.prefix in dev_names and len(dev_names) > 1:
+            others = [d for d in dev_names if d != ent.prefix]
+            fix = rebuilt(_exact_entries(filt, names), exact=True)
+            warns.append(LintWarning(
+                "collision", ent.text, f"'{ent.prefix}' is a prefix: it also matches "
+                f"{', '.join(others)}", fix))
+    if not sel.devices and not sel.disabled:
+        warns.append(LintWarning(
+            "selects-none", text, "NCCL would use no IB device (it prints 'NET/IB : No "
+            "device found.' and falls back to sockets)",
+            ""))
+    return LintResult(text, sel, tuple(warns))
