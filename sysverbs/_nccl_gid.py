@@ -431,7 +431,8 @@ def _read_type(path: bytes) -> str:
         return TYPE_EINVAL if e.errno == errno.EINVAL else TYPE_ERROR
     finally:
         os.close(fd)
-    return os.fsdecode(data.split(b"\0", 1)[0])
+    text = data.split(b"\0", 1)[0]
+    return os.fsdecode(text[:-1] if text.endswith(b"\n") else text)
 
 
 def read_gid_table(device: str, port: int, *, sysfs_path: Optional[str] = None,
