@@ -112,16 +112,23 @@ class GidTable:
     _by_index: dict[int, GidEntry] = field(default_factory=dict, init=False, repr=False,
                                            compare=False)
 
+    _gids: dict[int, ipaddress.IPv6Address] = field(default_factory=dict, init=False,
+                                                    repr=False, compare=False)
+
     def __post_init__(self) -> None:
         self._by_index.update((e.index, e) for e in self.entries)
+        self._gids.update((e.index, e.address) for e in self.entries)
+
+    def indexes(self) -> list[int]:
+        """The indexes of the entries given (the others read as zero)."""
+        return list(self._by_index)
 
     def entry(self, index: int) -> GidEntry:
         e = self._by_index.get(index)
         return e if e is not None else GidEntry(index, _ZERO, TYPE_EINVAL)
 
     def gid(self, index: int) -> ipaddress.IPv6Address:
-        e = self._by_index.get(index)
-        return e.address if e is not None else _ZERO
+        return self._gids.get(index, _ZERO)
 
 
 @dataclass(frozen=True)
@@ -131,9 +138,12 @@ class Step:
     index: int
     taken: bool
     why: str
+    #: the last index of a run of zero entries weighed alike (None: one index)
+    last: Optional[int] = None
 
     def __str__(self) -> str:
-        return f"{self.index}: {'taken' if self.taken else 'skipped'}: {self.why}"
+        where = f"{self.index}" if self.last is None else f"{self.index}-{self.last}"
+        return f"{where}: {'taken' if self.taken else 'skipped'}: {self.why}"
 
 
 @dataclass(frozen=True)
@@ -341,6 +351,36 @@ def _describe(gid: ipaddress.IPv6Address) -> str:
     return "fe80:: without interface id (configuredGid)"
 
 
+def _weigh(table: GidTable, cur: int, cand: int, family: str,
+           rng: Optional[tuple[int, int]], rver: int, rver_why: str
+           ) -> tuple[bool, str, Optional[str]]:
+    """``ncclUpdateGidIndex`` for one candidate: (taken, why, the error that fails NCCL)."""
+    g, gc = table.gid(cur), table.gid(cand)
+    fam_g, fam_c = gid_family(g), gid_family(gc)
+    in_range = _match_range(family, rng, gc)
+    if fam_c != fam_g and fam_c == family and in_range:
+        return True, (f"{fam_c}, the wanted family, after a GID of family {fam_g} "
+                      "(taken without a version check)"), None
+    if fam_c != family:
+        return False, (_describe(gc) if int(gc) == 0 else f"{fam_c}, not {family}"), None
+    if not valid_gid(gc):
+        return False, _describe(gc), None
+    if not in_range:
+        return False, "outside NCCL_IB_ADDR_RANGE", None
+    ver_g, err = roce_version(table.entry(cur).type_text)
+    if err is None:
+        ver_c, err = roce_version(table.entry(cand).type_text)
+    if err is not None:
+        return False, err, err
+    if (ver_g != ver_c or not valid_gid(g)) and ver_c == rver:
+        reason = (f"the current choice ({cur}) is not valid" if not valid_gid(g)
+                  else f"the current choice ({cur}) is {_vname(ver_g)}")
+        return True, f"{_vname(ver_c)} as NCCL_IB_ROCE_VERSION_NUM wants, {reason}", None
+    if ver_c != rver:
+        return False, f"{_vname(ver_c)}, not v{rver} ({rver_why})", None
+    return False, f"{_vname(ver_c)}, as the current choice ({cur})", None
+
+
 def nccl_gid_index(table: GidTable, environ: Mapping[str, str]) -> GidChoice:
     """The GID index ``ncclIbGetGidIndex`` (NVIDIA/nccl
     ``src/transport/net_ib/connect.cc``) returns for this port under ``environ``
@@ -377,41 +417,28 @@ def nccl_gid_index(table: GidTable, environ: Mapping[str, str]) -> GidChoice:
 
     rng = env_range(env, family)
     cur = 0
-    for cand in range(1, table.length):
-        g, gc = table.gid(cur), table.gid(cand)
-        fam_g, fam_c = gid_family(g), gid_family(gc)
-        in_range = _match_range(family, rng, gc)
-        if fam_c != fam_g and fam_c == family and in_range:
-            steps.append(Step(cand, True, f"{fam_c}, the wanted family, after a GID of family "
-                              f"{fam_g} (taken without a version check)"))
-            cur = cand
-            continue
-        if fam_c != family:
-            why_not = _describe(gc) if int(gc) == 0 else f"{fam_c}, not {family}"
-            steps.append(Step(cand, False, why_not))
-            continue
-        if not valid_gid(gc):
-            steps.append(Step(cand, False, _describe(gc)))
-            continue
-        if not in_range:
-            steps.append(Step(cand, False, "outside NCCL_IB_ADDR_RANGE"))
-            continue
-        ver_g, err = roce_version(table.entry(cur).type_text)
-        if err is None:
-            ver_c, err = roce_version(table.entry(cand).type_text)
+    # Zero entries come in runs (a 256- or 1024-entry table holds a handful of GIDs):
+    # a run's first two candidates are weighed, the rest of it would go as the second.
+    present = sorted(i for i in table.indexes() if 0 < i < table.length)
+    bounds = [*present, table.length]
+    nxt = 1
+    for upto in bounds:
+        if nxt < upto:  # zero entries nxt..upto-1
+            for cand in range(nxt, min(nxt + 2, upto)):
+                taken, why, _ = _weigh(table, cur, cand, family, rng, rver, rver_why)
+                steps.append(Step(cand, taken, why))
+                cur = cand if taken else cur
+            if nxt + 2 < upto:
+                taken, why, _ = _weigh(table, cur, nxt + 2, family, rng, rver, rver_why)
+                steps.append(Step(nxt + 2, taken, why, upto - 1))
+        if upto >= table.length:
+            break
+        taken, why, err = _weigh(table, cur, upto, family, rng, rver, rver_why)
+        steps.append(Step(upto, taken, why))
         if err is not None:
-            steps.append(Step(cand, False, err))
             return done(cur, "RoCE scan failed", err)
-        if (ver_g != ver_c or not valid_gid(g)) and ver_c == rver:
-            reason = (f"the current choice ({cur}) is not valid" if not valid_gid(g)
-                      else f"the current choice ({cur}) is {_vname(ver_g)}")
-            steps.append(Step(cand, True, f"{_vname(ver_c)} as NCCL_IB_ROCE_VERSION_NUM wants, "
-                              f"{reason}"))
-            cur = cand
-        elif ver_c != rver:
-            steps.append(Step(cand, False, f"{_vname(ver_c)}, not v{rver} ({rver_why})"))
-        else:
-            steps.append(Step(cand, False, f"{_vname(ver_c)}, as the current choice ({cur})"))
+        cur = upto if taken else cur
+        nxt = upto + 1
     if cur == 0:
         return done(0, f"RoCE: no index 1..{table.length - 1} qualified, index 0 stays")
     return done(cur, f"RoCE: the scan's last choice ({family}, {rver_why})")

@@ -418,17 +418,25 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
                 ports = active or ports[:1]
         if not ports:
             continue
-        topo = device_topology(name, sysfs_path=root, dev_dir=dev_dir)
+        topo = None
+        parent = read_text(ibdev + b"/parent", 64)
         for p in ports:
             if not os.path.isdir(ibdev + b"/ports/%d" % p):
                 raise LookupError(f"{name} has no port {p}")
+            gids = read_gid_table(name, p, sysfs_path=os.fsdecode(root), link_layer=links[p])
+            # RoCE: the GIDs' netdevs and a software device's parent, as topology finds
+            # them; otherwise (IPoIB, no GIDs yet) the topology's answer
+            names = [] if links[p] != "Ethernet" else list(dict.fromkeys(
+                [e.ndev for e in gids.entries if e.ndev] + ([parent] if parent else [])))
+            if not names:
+                if topo is None:
+                    topo = device_topology(name, sysfs_path=root, dev_dir=dev_dir)
+                names = list(topo.port_netdevs(p))
             netdevs = tuple(
                 Netdev(nd, _net_state(root, nd) if live or addresses is not None else None,
                        None if addresses is None else tuple(addresses.get(nd, ())))
-                for nd in topo.port_netdevs(p))
-            out.append(Nic(name, p, links[p], states[p], netdevs,
-                           read_gid_table(name, p, sysfs_path=os.fsdecode(root),
-                                          link_layer=links[p])))
+                for nd in names)
+            out.append(Nic(name, p, links[p], states[p], netdevs, gids))
     return out
 
 
