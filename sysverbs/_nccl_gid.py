@@ -143,7 +143,8 @@ class Step:
 
     def __str__(self) -> str:
         where = f"{self.index}" if self.last is None else f"{self.index}-{self.last}"
-        return f"{where}: {'taken' if self.taken else 'skipped'}: {self.why}"
+        why = self.why.replace("(unused entry)", "(unused entries)") if self.last else self.why
+        return f"{where}: {'taken' if self.taken else 'skipped'}: {why}"
 
 
 @dataclass(frozen=True)
@@ -417,20 +418,20 @@ def nccl_gid_index(table: GidTable, environ: Mapping[str, str]) -> GidChoice:
 
     rng = env_range(env, family)
     cur = 0
-    # Zero entries come in runs (a 256- or 1024-entry table holds a handful of GIDs):
-    # a run's first two candidates are weighed, the rest of it would go as the second.
+    # Zero entries come in runs (a 256- or 1024-entry table holds a handful of GIDs).
+    # Skipping one changes nothing, so the rest of a run goes as its first went; once
+    # one is taken, the next is weighed against it and the rest go as that one.
     present = sorted(i for i in table.indexes() if 0 < i < table.length)
     bounds = [*present, table.length]
     nxt = 1
     for upto in bounds:
-        if nxt < upto:  # zero entries nxt..upto-1
-            for cand in range(nxt, min(nxt + 2, upto)):
-                taken, why, _ = _weigh(table, cur, cand, family, rng, rver, rver_why)
-                steps.append(Step(cand, taken, why))
-                cur = cand if taken else cur
-            if nxt + 2 < upto:
-                taken, why, _ = _weigh(table, cur, nxt + 2, family, rng, rver, rver_why)
-                steps.append(Step(nxt + 2, taken, why, upto - 1))
+        start = nxt
+        while start < upto:  # zero entries start..upto-1
+            taken, why, _ = _weigh(table, cur, start, family, rng, rver, rver_why)
+            last = start if taken else upto - 1
+            steps.append(Step(start, taken, why, last if last > start else None))
+            cur = start if taken else cur
+            start = last + 1
         if upto >= table.length:
             break
         taken, why, err = _weigh(table, cur, upto, family, rng, rver, rver_why)

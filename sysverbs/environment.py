@@ -470,7 +470,7 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
         if local_rank is not None and chosen:
             chosen = [chosen[local_rank % len(chosen)]]
     result = predict(chosen, env)
-    if sysfs_path is not None:
+    if sysfs_path is not None and addresses is None:
         extra.append("another sysfs root: the netdevs' addresses are unknown")
     return RankEnvironment(result.nics, result.variables, result.warnings,
                            tuple(extra) + result.notes, result.gid_choices)

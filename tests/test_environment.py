@@ -350,3 +350,43 @@ def test_interface_addresses_match_ip_addr() -> None:
         if m:
             want.setdefault(m.group(1), set()).add(m.group(2))
     assert {k: set(v) for k, v in got.items()} == want
+
+
+# ----------------------------------------------------------------------------- runs
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_GIDS = st.sampled_from(["::", LL, "fe80::", V4, "::ffff:192.168.1.5", "fd00::5",
+                         "ff0e::ffff:10.0.0.1", "2001:db8::1"])
+_TYPES = st.sampled_from([V1, V2, TYPE_EINVAL, "junk", None])
+_ENVS = st.fixed_dictionaries({}, optional={
+    "NCCL_IB_ADDR_FAMILY": st.sampled_from(["AF_INET", "AF_INET6", "x"]),
+    "NCCL_IB_ROCE_VERSION_NUM": st.sampled_from(["1", "2", "3"]),
+    "NCCL_IB_ADDR_RANGE": st.sampled_from(["10.0.0.0/8", "192.168.0.0/16", "::/0",
+                                           "fd00::/8", "0.0.0.0/0"]),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.integers(0, 40), st.tuples(_GIDS, _TYPES), max_size=12),
+       st.integers(1, 48), _ENVS)
+def test_zero_runs_are_weighed_as_each_index(entries: dict[int, tuple[str, Optional[str]]],
+                                             length: int, env: dict[str, str]) -> None:
+    """The scan's shortcut over runs of zero entries gives what weighing every index
+    one by one (``ncclIbGetGidIndex``'s loop) gives."""
+    t = GidTable("d", 1, "Ethernet", length,
+                 tuple(GidEntry(i, g, ty if ty is not None else TYPE_EINVAL)
+                       for i, (g, ty) in entries.items() if int(ipaddress.IPv6Address(g))))
+    family = _nccl_gid.env_family(env)
+    rver, why = _nccl_gid._param(env, "NCCL_IB_ROCE_VERSION_NUM", 2)
+    rng = _nccl_gid.env_range(env, family)
+    cur, error = 0, None
+    for cand in range(1, length):
+        taken, _, err = _nccl_gid._weigh(t, cur, cand, family, rng, rver, why)
+        if err is not None:
+            error = err
+            break
+        cur = cand if taken else cur
+    got = nccl_gid_index(t, env)
+    assert (got.index, got.error) == (cur, error)

@@ -8,7 +8,8 @@ addresses on each end:
   before the rxe devices (their IPv4 GID lands at index 1).  Recorded as it
   behaves: the VM's kernel (Debian 12, 6.1) creates rxe's UDP socket and looks
   up its routes in the initial namespace only (network-namespace support for
-  rxe came in 6.17), so RoCE between two namespaces is expected to fail there.
+  rxe is a later kernel patch series), so RoCE between two namespaces is
+  expected to fail there.
 * ``wire``: both ends in the initial namespace, rxe devices added before the
   addresses (IPv6 first, so the IPv4 GID lands at index 2).  Two addresses of
   one host would talk over ``lo``, where rxe drops what it receives; policy

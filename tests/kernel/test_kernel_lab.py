@@ -796,7 +796,7 @@ def test_roce_wrong_indexes_as_they_behave(lab: LabResults) -> None:
 def test_roce_between_two_network_namespaces(lab: LabResults) -> None:
     """The VM's kernel (6.1) runs rxe in the initial network namespace only (its UDP
     socket and route lookups): between two namespaces the connection fails at the
-    first send, whatever the index.  sysverbs' choice there is still the right one."""
+    first send.  sysverbs' choice there is still the right one (the test above)."""
     text = roce(lab)["ns:trials"]["stdout"]
     assert _marked(text, "ENVIDX") == {"rxea": "1", "rxeb": "1"}
     t = _trials(text)["ns"]
