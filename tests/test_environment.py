@@ -297,7 +297,7 @@ def _sample() -> environment.RankEnvironment:
 def test_sh_output_sourced_by_a_real_shell() -> None:
     sh = shutil.which("sh")
     if sh is None:
-        require("a POSIX shell", "sh")
+        require("sh is not installed", "a POSIX shell")
     env = _sample()
     script = env.render("sh") + 'printf "%s\\0" "$NCCL_IB_HCA" "$UCX_NET_DEVICES" ' \
         '"$NCCL_SOCKET_IFNAME" "$NCCL_IB_GID_INDEX"\n'
@@ -339,7 +339,7 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_interface_addresses_match_ip_addr() -> None:
     ip = shutil.which("ip")
     if ip is None:
-        require("iproute2's ip", "ip")
+        require("ip is not installed (apt-get install iproute2)", "iproute2's ip")
     got = environment.interface_addresses()
     assert got is not None
     out = subprocess.run([str(ip), "-o", "addr", "show"], capture_output=True, text=True,
