@@ -187,8 +187,9 @@ class GidChoice:
 # ----------------------------------------------------------------------------- rules
 
 
-def strtoll(text: str) -> Optional[int]:
-    """C ``strtoll(text, NULL, 0)``: the value, or None where it sets ERANGE.
+def strtoll(text: str, base: int = 0) -> Optional[int]:
+    """C ``strtoll(text, NULL, base)`` (base 0 or 10): the value, or None where it sets
+    ERANGE.
 
     >>> strtoll(" 3"), strtoll("0x10"), strtoll("010"), strtoll("3abc"), strtoll("abc")
     (3, 16, 8, 3, 0)
@@ -200,11 +201,12 @@ def strtoll(text: str) -> Optional[int]:
     if s[:1] in ("+", "-"):
         sign = -1 if s[0] == "-" else 1
         s = s[1:]
-    base = 10
-    if s[:2] in ("0x", "0X") and s[2:3] and s[2:3] in "0123456789abcdefABCDEF":
-        base, s = 16, s[2:]
-    elif s[:1] == "0":
-        base = 8
+    if base == 0:
+        base = 10
+        if s[:2] in ("0x", "0X") and s[2:3] and s[2:3] in "0123456789abcdefABCDEF":
+            base, s = 16, s[2:]
+        elif s[:1] == "0":
+            base = 8
     digits = "0123456789abcdef"[:base]
     n = 0
     for ch in s:
@@ -270,8 +272,8 @@ def env_range(env: Mapping[str, str], family: str) -> Optional[tuple[int, int]]:
             base = int(ipaddress.IPv6Address(addr))
     except ValueError:
         return None
-    mask = strtoll(mask_text)
-    mask = _c_int(mask) if mask is not None else 0
+    mask = strtoll(mask_text, 10)  # strtol(maskStrPtr, NULL, 10), into an int
+    mask = _c_int(mask) if mask is not None else -1
     if mask > (32 if family == AF_INET else 128):
         return None
     return base, mask

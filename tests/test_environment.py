@@ -111,6 +111,10 @@ def test_addr_range() -> None:
     assert nccl_gid_index(t, {"NCCL_IB_ADDR_RANGE": "192.168.0.0/16"}).index == 2
     c = nccl_gid_index(t, {"NCCL_IB_ADDR_RANGE": "172.16.0.0/12"})
     assert c.index == 0 and "outside NCCL_IB_ADDR_RANGE" in c.steps[1].why
+    # the mask is read by strtol(.., 10): "010" is 10 bits, not octal 8
+    t2 = table([(0, LL, V1), (1, "::ffff:10.1.2.3", V2), (2, "::ffff:10.100.0.1", V2)])
+    assert nccl_gid_index(t2, {"NCCL_IB_ADDR_RANGE": "10.64.0.0/010"}).index == 2
+    assert nccl_gid_index(t2, {"NCCL_IB_ADDR_RANGE": "10.64.0.0/8"}).index == 1
     # no mask, a bad address or a mask too long: no range at all
     for bad in ("192.168.0.0", "192.168.0/16", "192.168.0.0/33"):
         assert nccl_gid_index(t, {"NCCL_IB_ADDR_RANGE": bad}).index == 1, bad
@@ -390,3 +394,14 @@ def test_zero_runs_are_weighed_as_each_index(entries: dict[int, tuple[str, Optio
         cur = cand if taken else cur
     got = nccl_gid_index(t, env)
     assert (got.index, got.error) == (cur, error)
+
+
+def test_benchmark_runs() -> None:
+    """benchmarks/bench_env.py runs end to end on a tiny host (no time is asserted)."""
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_env.py"
+    out = subprocess.run([sys.executable, str(script), "--nics", "2", "--gids", "8",
+                          "--rounds", "3"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "| (a) predict |" in out.stdout and "target: predict <= 5.0 ms" in out.stdout

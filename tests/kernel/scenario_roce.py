@@ -14,7 +14,8 @@ addresses on each end:
   addresses (IPv6 first, so the IPv4 GID lands at index 2).  Two addresses of
   one host would talk over ``lo``, where rxe drops what it receives; policy
   routing (``ip rule ... iif lo ... lookup 100/101``, the local table moved behind
-  them, ``accept_local``) sends the traffic between them over the veth wire.
+  them, ``accept_local``; the same for IPv6) sends the traffic between them over
+  the veth wire.
 
 Trials (``ibv_rc_pingpong``, server and client, one TCP port each) print
 ``===TRIAL <name> index=<i>/<j> client_rc=.. server_rc=..`` blocks.  UCX:
@@ -61,13 +62,23 @@ ip rule add pref 10 iif lo to 192.168.61.2 lookup 100
 ip rule add pref 10 iif lo to 192.168.61.1 lookup 101
 ip rule add pref 100 lookup local
 ip rule del pref 0
+ip -6 route add fd61::2 dev vc src fd61::1 table 100
+ip -6 route add fd61::1 dev vd src fd61::2 table 101
+ip -6 rule add pref 10 iif lo to fd61::2 lookup 100
+ip -6 rule add pref 10 iif lo to fd61::1 lookup 101
+ip -6 rule add pref 100 lookup local
+ip -6 rule del pref 0
 sleep 2
 ip route get 192.168.61.2 from 192.168.61.1 oif vc
+ip -6 route get fd61::2 from fd61::1 oif vc
 """
 
 WIRE_TEARDOWN = """ip rule add pref 0 lookup local; ip rule del pref 100
 ip rule del pref 10 lookup 100; ip rule del pref 10 lookup 101
 ip route flush table 100; ip route flush table 101
+ip -6 rule add pref 0 lookup local; ip -6 rule del pref 100
+ip -6 rule del pref 10 lookup 100; ip -6 rule del pref 10 lookup 101
+ip -6 route flush table 100; ip -6 route flush table 101
 rdma link del rxec; rdma link del rxed; ip link del vc
 for c in all default; do echo 0 > /proc/sys/net/ipv4/conf/$c/accept_local; done
 """
@@ -111,6 +122,10 @@ echo "===LLIDX rxec=$LC rxed=$LD"
 trial picked rxed rxec "$D" "$C" 192.168.61.2 18610
 trial linklocal rxed rxec "$LD" "$LC" 192.168.61.2 18611
 trial unused rxed rxec 7 7 192.168.61.2 18612
+C6=$(export NCCL_IB_ADDR_FAMILY=AF_INET6; envidx rxec)
+D6=$(export NCCL_IB_ADDR_FAMILY=AF_INET6; envidx rxed)
+echo "===ENVIDX6 rxec=$C6 rxed=$D6"
+trial ipv6 rxed rxec "$D6" "$C6" 192.168.61.2 18613
 echo "===END"
 """
 
@@ -151,6 +166,8 @@ def roce_scenario() -> dict[str, Any]:
         _env_cli("wire:env", ["--device", "rxec:1", "--device", "rxed:1", "--format", "json"]),
         _env_cli("wire:env-sh", ["--device", "rxec:1", "--device", "rxed:1"]),
         _env_cli("wire:env-all", ["--format", "json"]),
+        {**_env_cli("wire:env6", ["--device", "rxec:1", "--device", "rxed:1", "--format",
+                                  "json"]), "env": {"NCCL_IB_ADDR_FAMILY": "AF_INET6"}},
         cmd("wire:trials", ["sh", "-c", WIRE_TRIALS], timeout=400),
         cmd("wire:ucx", ["sh", "-c", UCX], timeout=300),
         sh(WIRE_TEARDOWN),

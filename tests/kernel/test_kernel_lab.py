@@ -737,7 +737,7 @@ def _trials(text: str) -> dict[str, dict[str, Any]]:
 
 def _env_docs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     docs = {}
-    for key in ("ns:env-a", "ns:env-b", "wire:env", "wire:env-all"):
+    for key in ("ns:env-a", "ns:env-b", "wire:env", "wire:env-all", "wire:env6"):
         assert runs[key]["rc"] == 0, runs[key]["stderr"]
         docs[key] = json.loads(runs[key]["stdout"])
     return docs
@@ -750,11 +750,15 @@ def test_roce_gid_index_is_the_ipv4_roce_v2_gid_of_ibv_devinfo(lab: LabResults) 
         devinfo = parsing.devinfo(runs[key.split(":")[0] + ":devinfo"]["stdout"])
         for c in doc["gid_index"]:
             want = ipaddress.IPv6Address("::ffff:" + ROCE_IPV4[c["device"]])
+            if key == "wire:env6":  # NCCL_IB_ADDR_FAMILY=AF_INET6: the global IPv6 GID
+                want = ipaddress.IPv6Address("fd61::" + ROCE_IPV4[c["device"]][-1])
+                assert c["index"] == 1 and c["gid"] == str(want)
             real = [i for i, gid, kind in devinfo[c["device"]]["ports"][1]["gids"]
                     if gid == want and kind == "RoCE v2"]
             assert real and c["index"] == real[0], (c, devinfo[c["device"]]) + (where(lab),)
             assert c["suitable"] and c["error"] is None
-            picked[c["device"]] = c["index"]
+            if key != "wire:env6":
+                picked[c["device"]] = c["index"]
         values = {v["name"]: v["value"] for v in doc["variables"]}
         assert values["NCCL_IB_GID_INDEX"] == str(doc["gid_index"][0]["index"])
     # the two layouts: addresses before the device (IPv4 at 1), IPv6 first after it (at 2)
@@ -770,6 +774,16 @@ def test_roce_connection_with_the_picked_index(lab: LabResults) -> None:
     assert (t["client_rc"], t["server_rc"]) == ("0", "0"), t
     assert "5 iters in" in t["client"] and "5 iters in" in t["server"]
     assert "GID ::ffff:192.168.61.1" in t["client"] and "GID ::ffff:192.168.61.2" in t["client"]
+
+
+def test_roce_ipv6_with_af_inet6(lab: LabResults) -> None:
+    """With NCCL_IB_ADDR_FAMILY=AF_INET6, the index written is the global IPv6 RoCE v2
+    GID's, and it connects (IPv6 policy routing sends it over the wire too)."""
+    text = roce(lab)["wire:trials"]["stdout"]
+    assert _marked(text, "ENVIDX6") == {"rxec": "1", "rxed": "1"}, text
+    t = _trials(text)["ipv6"]
+    assert (t["client_rc"], t["server_rc"]) == ("0", "0"), t
+    assert "GID fd61::1" in t["client"] and "GID fd61::2" in t["client"]
 
 
 def test_roce_wrong_indexes_as_they_behave(lab: LabResults) -> None:
