@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # The oracles the test suite runs: real libibverbs and its tools, umockdev, hwloc (lstopo).
 APT_PACKAGES := libibverbs1 ibverbs-providers ibverbs-utils umockdev util-linux python3-venv \
   udev gir1.2-umockdev-1.0 python3-gi qemu-system-x86 linux-image-amd64 busybox-static iproute2 \
-  librdmacm1 cpio kmod gcc libc6-dev strace hwloc
+  librdmacm1 cpio kmod gcc libc6-dev strace hwloc ucx-utils
 
 .PHONY: demo test fuzz bench lint typecheck pytest oracle-deps nccl-oracle clean
 

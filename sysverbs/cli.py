@@ -216,6 +216,7 @@ commands (each has --help):
   watch      print RDMA devices as they appear and disappear (hotplug)
   snapshot   record this host's RDMA sysfs as a fixture (umockdev format)
   nccl check NCCL's 'NET/IB : Using' line for NCCL_IB_HCA, then warnings with fixes
+  env        NCCL_IB_HCA, UCX_NET_DEVICES, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX for a rank
 
 exit status: 0 success; 1 (devices) / 255 (devinfo) as the real tools; doctor 1 when a
 device is not usable; 2 for a usage error or a bad option value.
@@ -329,9 +330,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--all-devices", action="store_true",
                    help="record every device below devices/ (small or fake trees)")
     s.set_defaults(func=_run_tool("snapshot"))
-    from .cli_nccl import register as _register_nccl
+    from .cli_env import register as register_env
+    from .cli_nccl import register as register_nccl
 
-    _register_nccl(sub, [common, js])
+    register_nccl(sub, [common, js])
+    register_env(sub, [common])
     return p
 
 

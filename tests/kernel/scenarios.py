@@ -18,7 +18,8 @@ The boot starts with three scenarios that compare sysverbs with the real tools
 rather than with libibverbs in lockstep (``hotplug``: kernel uevents and polling;
 ``attributes``: ``rdma link``, ``ibv_devinfo -v``, sysfs text, librdmacm;
 ``cli_tools``: ``ibv_devices``/``ibv_devinfo``/``rdma link`` against the ``sysverbs``
-command).  Each sets up its own devices and removes them (and what it loaded), so
+command; ``roce``: RoCE connections with the GID index ``sysverbs env`` picks, and
+UCX, see ``scenario_roce``).  Each sets up its own devices and removes them (and what it loaded), so
 the lockstep scenarios after them start from a kernel with no RDMA device.
 """
 
@@ -693,4 +694,6 @@ def real_tools_scenarios() -> list[dict[str, Any]]:
         sh(NO_DEVICES),
         sh("ip link del v0"),
     ]
-    return [hotplug, attributes, scenario("cli_tools", steps, {})]
+    from tests.kernel.scenario_roce import roce_scenario  # (imports this module)
+
+    return [hotplug, attributes, scenario("cli_tools", steps, {}), roce_scenario()]

@@ -694,3 +694,165 @@ def test_cli_snapshot_of_a_real_kernel(lab: LabResults, tmp_path: Path) -> None:
         sysfs_path=host.sysfs, dev_dir=host.dev, source="sysfs", providers="builtin"
     )
     assert sorted(d.name for d in devs) == ["rxe0", "rxe1"]
+
+
+# -- roce: a RoCE connection with the GID index ``sysverbs env`` picks, and UCX ----------------
+# (tests/kernel/scenario_roce.py).  ``ns``: rxea/rxeb on a veth pair across two network
+# namespaces; ``wire``: rxec/rxed on a veth pair in the initial namespace, policy routing
+# sending the traffic over the wire.  The IPv4 GID is at index 1 in ``ns`` and 2 in ``wire``.
+
+#: The IPv4 address of each rxe device's netdev in the scenario.
+ROCE_IPV4 = {"rxea": "192.168.60.1", "rxeb": "192.168.60.2",
+             "rxec": "192.168.61.1", "rxed": "192.168.61.2"}
+
+
+def roce(lab: LabResults) -> dict[str, dict[str, Any]]:
+    """``{name: {"rc", "stdout", "stderr"}}`` of the roce scenario's runs (setup checked)."""
+    scen = check(lab, "roce")
+    return {e["name"]: {"rc": e["rc"], "stdout": parsing.utf8(e["stdout"]),
+                        "stderr": parsing.utf8(e["stderr"])}
+            for e in scen["events"] if e["op"] in ("cmd", "cli")}
+
+
+def _marked(text: str, mark: str) -> dict[str, str]:
+    """``===MARK a=1 b=2`` -> {"a": "1", "b": "2"}."""
+    for line in text.splitlines():
+        if line.startswith(f"==={mark} "):
+            return dict(kv.split("=", 1) for kv in line.split()[1:])
+    raise AssertionError(f"no ==={mark} line in {text[-2000:]!r}")
+
+
+def _trials(text: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for block in text.split("===TRIAL ")[1:]:
+        head, _, rest = block.partition("\n")
+        name, *fields = head.split()
+        info: dict[str, Any] = dict(f.split("=", 1) for f in fields)
+        client, _, server = rest.partition("---server\n")
+        info["client"] = client.replace("---client\n", "", 1)
+        info["server"] = server.split("===")[0]
+        out[name] = info
+    return out
+
+
+def _env_docs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    docs = {}
+    for key in ("ns:env-a", "ns:env-b", "wire:env", "wire:env-all", "wire:env6"):
+        assert runs[key]["rc"] == 0, runs[key]["stderr"]
+        docs[key] = json.loads(runs[key]["stdout"])
+    return docs
+
+
+def test_roce_gid_index_is_the_ipv4_roce_v2_gid_of_ibv_devinfo(lab: LabResults) -> None:
+    runs = roce(lab)
+    picked = {}
+    for key, doc in _env_docs(runs).items():
+        devinfo = parsing.devinfo(runs[key.split(":")[0] + ":devinfo"]["stdout"])
+        for c in doc["gid_index"]:
+            want = ipaddress.IPv6Address("::ffff:" + ROCE_IPV4[c["device"]])
+            if key == "wire:env6":  # NCCL_IB_ADDR_FAMILY=AF_INET6: the global IPv6 GID
+                want = ipaddress.IPv6Address("fd61::" + ROCE_IPV4[c["device"]][-1])
+                assert c["index"] == 1 and c["gid"] == str(want)
+            real = [i for i, gid, kind in devinfo[c["device"]]["ports"][1]["gids"]
+                    if gid == want and kind == "RoCE v2"]
+            assert real and c["index"] == real[0], (c, devinfo[c["device"]]) + (where(lab),)
+            assert c["suitable"] and c["error"] is None
+            if key != "wire:env6":
+                picked[c["device"]] = c["index"]
+        values = {v["name"]: v["value"] for v in doc["variables"]}
+        assert values["NCCL_IB_GID_INDEX"] == str(doc["gid_index"][0]["index"])
+    # the two layouts: addresses before the device (IPv4 at 1), IPv6 first after it (at 2)
+    assert picked == {"rxea": 1, "rxeb": 1, "rxec": 2, "rxed": 2}
+
+
+def test_roce_connection_with_the_picked_index(lab: LabResults) -> None:
+    text = roce(lab)["wire:trials"]["stdout"]
+    env = _marked(text, "ENVIDX")
+    assert env == {"rxec": "2", "rxed": "2"}, text
+    t = _trials(text)["picked"]
+    assert t["index"] == "2/2"
+    assert (t["client_rc"], t["server_rc"]) == ("0", "0"), t
+    assert "5 iters in" in t["client"] and "5 iters in" in t["server"]
+    assert "GID ::ffff:192.168.61.1" in t["client"] and "GID ::ffff:192.168.61.2" in t["client"]
+
+
+def test_roce_ipv6_with_af_inet6(lab: LabResults) -> None:
+    """With NCCL_IB_ADDR_FAMILY=AF_INET6, the index written is the global IPv6 RoCE v2
+    GID's, and it connects (IPv6 policy routing sends it over the wire too)."""
+    text = roce(lab)["wire:trials"]["stdout"]
+    assert _marked(text, "ENVIDX6") == {"rxec": "1", "rxed": "1"}, text
+    t = _trials(text)["ipv6"]
+    assert (t["client_rc"], t["server_rc"]) == ("0", "0"), t
+    assert "GID fd61::1" in t["client"] and "GID fd61::2" in t["client"]
+
+
+def test_roce_wrong_indexes_as_they_behave(lab: LabResults) -> None:
+    """What a wrong index really does here (docs/environment.md records it): an unused
+    entry fails at RTR; the link-local GID (index 0, which NCCL's scan skips because it
+    is not routable) connects, as both ends share one Ethernet segment.  rxe has no
+    RoCE v1 GIDs at all (it registers RoCE v2 only), so the v1 case cannot be shown."""
+    runs = roce(lab)
+    text = runs["wire:trials"]["stdout"]
+    assert _marked(text, "LLIDX") == {"rxec": "0", "rxed": "0"}
+    trials = _trials(text)
+    unused = trials["unused"]
+    assert unused["client_rc"] != "0" and unused["server_rc"] != "0", unused
+    assert "Failed to modify QP to RTR" in unused["server"]
+    ll = trials["linklocal"]
+    assert (ll["client_rc"], ll["server_rc"]) == ("0", "0"), ll
+    assert "GID fe80::" in ll["client"]
+    kinds = {kind for dev in ("rxec", "rxed")
+             for _, _, kind in parsing.devinfo(runs["wire:devinfo"]["stdout"])[dev]["ports"][1]
+             ["gids"]}
+    assert kinds == {"RoCE v2"}
+
+
+def test_roce_between_two_network_namespaces(lab: LabResults) -> None:
+    """The VM's kernel (6.1) runs rxe in the initial network namespace only (its UDP
+    socket and route lookups): between two namespaces the connection fails at the
+    first send.  sysverbs' choice there is still the right one (the test above)."""
+    text = roce(lab)["ns:trials"]["stdout"]
+    assert _marked(text, "ENVIDX") == {"rxea": "1", "rxeb": "1"}
+    t = _trials(text)["ns"]
+    assert t["client_rc"] != "0" and "local QP operation error" in t["client"], t
+
+
+def test_roce_socket_ifname_and_all_devices(lab: LabResults) -> None:
+    runs = roce(lab)
+    docs = _env_docs(runs)
+    value = {k: {v["name"]: v["value"] for v in d["variables"]} for k, d in docs.items()}
+    assert value["ns:env-a"]["NCCL_SOCKET_IFNAME"] == "=va"
+    assert value["ns:env-b"]["NCCL_SOCKET_IFNAME"] == "=vb"
+    assert value["wire:env"]["NCCL_SOCKET_IFNAME"] == "=vc,vd"
+    for nd in ("vc", "vd"):
+        assert re.search(rf"\b{nd}\s+inet {ROCE_IPV4['rxe' + nd[1]]}/24", runs["wire:ip"]["stdout"])
+    assert [n["device"] for n in docs["wire:env-all"]["nics"]] == ["rxec", "rxed"]
+    assert value["wire:env"]["NCCL_IB_HCA"] == "=rxec:1,rxed:1"
+    sh_text = runs["wire:env-sh"]["stdout"]
+    assert "export NCCL_IB_HCA='=rxec:1,rxed:1'\n" in sh_text
+    assert "export NCCL_IB_GID_INDEX=2\n" in sh_text
+
+
+def test_ucx_knows_every_device_sysverbs_writes(lab: LabResults) -> None:
+    import shutil
+
+    from tests.conftest import require
+
+    # the VM runs this machine's disk: UCX is there when it is installed here
+    require(None if shutil.which("ucx_info") else "ucx_info is not installed "
+            "(apt-get install ucx-utils)", "UCX (ucx-utils)")
+    text = roce(lab)["wire:ucx"]["stdout"]
+    value = text.split("===VALUE ", 1)[1].split("\n", 1)[0]
+    assert value == "rxec:1,rxed:1"
+    devices_part = text.split("===DEVICES", 1)[1].split("===CONTEXT", 1)[0]
+    reported = set(re.findall(r"#\s+Device: (\S+)", devices_part))
+    assert set(value.split(",")) <= reported, reported
+    contexts = {}
+    for block in text.split("===CONTEXT ")[1:]:
+        head, _, rest = block.partition("\n")
+        contexts[head] = rest.split("===")[0]
+    assert "not available" not in contexts[value], contexts[value]
+    # controls: UCX does warn, for a bare name (UCX 1.13), NCCL's '=' and a wrong name
+    assert "network device 'rxec' is not available" in contexts["rxec"]
+    assert "network device '=rxec:1' is not available" in contexts["=rxec:1,rxed:1"]
+    assert "network device 'nosuch:1' is not available" in contexts["nosuch:1"]

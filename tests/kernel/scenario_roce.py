@@ -1,0 +1,175 @@
+"""The ``roce`` scenario: a real RoCE v2 connection between two rxe devices, with the
+GID index ``sysverbs env`` picks, and UCX's view of the devices (issue 17).
+
+Two set-ups, both a veth pair with an rxe device on each end and IPv4 and IPv6
+addresses on each end:
+
+* ``ns``: the ends in two network namespaces (``nsa``/``nsb``), addresses added
+  before the rxe devices (their IPv4 GID lands at index 1).  Recorded as it
+  behaves: the VM's kernel (Debian 12, 6.1) creates rxe's UDP socket and looks
+  up its routes in the initial namespace only (network-namespace support for
+  rxe is a later kernel patch series), so RoCE between two namespaces is
+  expected to fail there.
+* ``wire``: both ends in the initial namespace, rxe devices added before the
+  addresses (IPv6 first, so the IPv4 GID lands at index 2).  Two addresses of
+  one host would talk over ``lo``, where rxe drops what it receives; policy
+  routing (``ip rule ... iif lo ... lookup 100/101``, the local table moved behind
+  them, ``accept_local``; the same for IPv6) sends the traffic between them over
+  the veth wire.
+
+Trials (``ibv_rc_pingpong``, server and client, one TCP port each) print
+``===TRIAL <name> index=<i>/<j> client_rc=.. server_rc=..`` blocks.  UCX:
+``ucx_info -d``; ``ucx_info -p -u t`` with the UCX_NET_DEVICES ``sysverbs env``
+writes, and, as controls, with a bare device name and with NCCL's ``=`` syntax.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.kernel.scenarios import PYTHON, Step, cmd, scenario, sh
+
+NS_SETUP = """set -e
+ip netns add nsa; ip netns add nsb
+ip link add va type veth peer name vb
+ip link set va netns nsa; ip link set vb netns nsb
+ip -n nsa link set lo up; ip -n nsb link set lo up
+ip -n nsa link set va address 02:00:00:00:0a:01; ip -n nsb link set vb address 02:00:00:00:0a:02
+ip -n nsa addr add 192.168.60.1/24 dev va; ip -n nsb addr add 192.168.60.2/24 dev vb
+ip -n nsa -6 addr add fd60::1/64 dev va nodad; ip -n nsb -6 addr add fd60::2/64 dev vb nodad
+ip -n nsa link set va up; ip -n nsb link set vb up
+ip netns exec nsa rdma link add rxea type rxe netdev va
+ip netns exec nsb rdma link add rxeb type rxe netdev vb
+sleep 2
+"""
+
+WIRE_SETUP = """set -e
+ip link add vc type veth peer name vd
+ip link set vc address 02:00:00:00:0c:01; ip link set vd address 02:00:00:00:0c:02
+for c in all default vc vd; do
+  echo 0 > /proc/sys/net/ipv4/conf/$c/rp_filter; echo 1 > /proc/sys/net/ipv4/conf/$c/accept_local
+done
+ip link set vc up; ip link set vd up
+rdma link add rxec type rxe netdev vc
+rdma link add rxed type rxe netdev vd
+sleep 1
+ip -6 addr add fd61::1/64 dev vc nodad; ip -6 addr add fd61::2/64 dev vd nodad
+sleep 1
+ip addr add 192.168.61.1/24 dev vc; ip addr add 192.168.61.2/24 dev vd
+ip route add 192.168.61.2 dev vc src 192.168.61.1 table 100
+ip route add 192.168.61.1 dev vd src 192.168.61.2 table 101
+ip rule add pref 10 iif lo to 192.168.61.2 lookup 100
+ip rule add pref 10 iif lo to 192.168.61.1 lookup 101
+ip rule add pref 100 lookup local
+ip rule del pref 0
+ip -6 route add fd61::2 dev vc src fd61::1 table 100
+ip -6 route add fd61::1 dev vd src fd61::2 table 101
+ip -6 rule add pref 10 iif lo to fd61::2 lookup 100
+ip -6 rule add pref 10 iif lo to fd61::1 lookup 101
+ip -6 rule add pref 100 lookup local
+ip -6 rule del pref 0
+sleep 2
+ip route get 192.168.61.2 from 192.168.61.1 oif vc
+ip -6 route get fd61::2 from fd61::1 oif vc
+"""
+
+WIRE_TEARDOWN = """ip rule add pref 0 lookup local; ip rule del pref 100
+ip rule del pref 10 lookup 100; ip rule del pref 10 lookup 101
+ip route flush table 100; ip route flush table 101
+ip -6 rule add pref 0 lookup local; ip -6 rule del pref 100
+ip -6 rule del pref 10 lookup 100; ip -6 rule del pref 10 lookup 101
+ip -6 route flush table 100; ip -6 route flush table 101
+rdma link del rxec; rdma link del rxed; ip link del vc
+for c in all default; do echo 0 > /proc/sys/net/ipv4/conf/$c/accept_local; done
+"""
+
+NS_TEARDOWN = "rdma link del rxea; rdma link del rxeb; ip netns del nsa; ip netns del nsb"
+
+#: The shell functions the trials use.  ``envidx DEV``: NCCL_IB_GID_INDEX as
+#: ``sysverbs env`` writes it (dotenv); ``llidx DEV``: the index of the link-local
+#: GID in ``ibv_devinfo -v``; ``trial NAME SDEV CDEV SIDX CIDX ADDR PORT [SNS CNS]``.
+FUNCS = r"""
+PY=@PY@
+mkdir -p /run/pp
+envidx() { ${3:+ip netns exec $3} $PY -S -m sysverbs env --device $1:1 --format dotenv \
+             | sed -n 's/^NCCL_IB_GID_INDEX=//p'; }
+llidx() { ibv_devinfo -v -d $1 \
+             | sed -n 's/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*fe80:.*/\1/p' | head -n 1; }
+trial() {
+  xs=${8:+ip netns exec $8}; xc=${9:+ip netns exec $9}
+  $xs timeout 60 ibv_rc_pingpong -d $2 -g $4 -n 5 -p $7 > /run/pp/$1.srv 2>&1 &
+  spid=$!
+  sleep 3
+  $xc timeout 45 ibv_rc_pingpong -d $3 -g $5 -n 5 -p $7 $6 > /run/pp/$1.clt 2>&1
+  crc=$?
+  wait $spid; src=$?
+  echo "===TRIAL $1 index=$4/$5 client_rc=$crc server_rc=$src"
+  echo "---client"; cat /run/pp/$1.clt; echo "---server"; cat /run/pp/$1.srv
+}
+""".replace("@PY@", PYTHON)
+
+NS_TRIALS = FUNCS + r"""
+A=$(envidx rxea x nsa); B=$(envidx rxeb x nsb)
+echo "===ENVIDX rxea=$A rxeb=$B"
+trial ns rxeb rxea "${B:-1}" "${A:-1}" 192.168.60.2 18600 nsb nsa
+echo "===END"
+"""
+
+WIRE_TRIALS = FUNCS + r"""
+C=$(envidx rxec); D=$(envidx rxed); LC=$(llidx rxec); LD=$(llidx rxed)
+echo "===ENVIDX rxec=$C rxed=$D"
+echo "===LLIDX rxec=$LC rxed=$LD"
+trial picked rxed rxec "$D" "$C" 192.168.61.2 18610
+trial linklocal rxed rxec "$LD" "$LC" 192.168.61.2 18611
+trial unused rxed rxec 7 7 192.168.61.2 18612
+C6=$(export NCCL_IB_ADDR_FAMILY=AF_INET6; envidx rxec)
+D6=$(export NCCL_IB_ADDR_FAMILY=AF_INET6; envidx rxed)
+echo "===ENVIDX6 rxec=$C6 rxed=$D6"
+trial ipv6 rxed rxec "$D6" "$C6" 192.168.61.2 18613
+echo "===END"
+"""
+
+#: UCX: the devices it reports, and the warnings for each UCX_NET_DEVICES value.
+UCX = r"""
+PY=@PY@
+V=$($PY -S -m sysverbs env --device rxec:1 --device rxed:1 --format dotenv \
+      | sed -n 's/^UCX_NET_DEVICES=//p')
+echo "===VALUE $V"
+echo "===DEVICES"; ucx_info -d 2>&1
+for value in "$V" rxec "=rxec:1,rxed:1" nosuch:1; do
+  echo "===CONTEXT $value"
+  UCX_NET_DEVICES="$value" ucx_info -p -u t 2>&1 | grep -i "warn" || true
+done
+echo "===END"
+""".replace("@PY@", PYTHON)
+
+
+def _env_cli(name: str, args: list[str], netns: str = "") -> Step:
+    step: dict[str, Any] = {"op": "cli", "name": name, "args": ["env", *args], "env": {}}
+    if netns:
+        step["netns"] = netns
+    return step
+
+
+def roce_scenario() -> dict[str, Any]:
+    """Leaves no device, namespace, rule or veth behind."""
+    steps: list[Step] = [
+        sh(NS_SETUP),
+        cmd("ns:devinfo", ["ibv_devinfo", "-v"]),
+        _env_cli("ns:env-a", ["--device", "rxea:1", "--format", "json"], netns="nsa"),
+        _env_cli("ns:env-b", ["--device", "rxeb:1", "--format", "json"], netns="nsb"),
+        cmd("ns:trials", ["sh", "-c", NS_TRIALS], timeout=300),
+        sh(NS_TEARDOWN),
+        sh(WIRE_SETUP),
+        cmd("wire:devinfo", ["ibv_devinfo", "-v"]),
+        cmd("wire:ip", ["sh", "-c", "ip -o addr show dev vc; ip -o addr show dev vd; ip rule"]),
+        _env_cli("wire:env", ["--device", "rxec:1", "--device", "rxed:1", "--format", "json"]),
+        _env_cli("wire:env-sh", ["--device", "rxec:1", "--device", "rxed:1"]),
+        _env_cli("wire:env-all", ["--format", "json"]),
+        {**_env_cli("wire:env6", ["--device", "rxec:1", "--device", "rxed:1", "--format",
+                                  "json"]), "env": {"NCCL_IB_ADDR_FAMILY": "AF_INET6"}},
+        cmd("wire:trials", ["sh", "-c", WIRE_TRIALS], timeout=400),
+        cmd("wire:ucx", ["sh", "-c", UCX], timeout=300),
+        sh(WIRE_TEARDOWN),
+    ]
+    return scenario("roce", steps, {})
