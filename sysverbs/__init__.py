@@ -20,18 +20,23 @@ from .api import (
     get_device_name,
     open_device,
 )
-from .device import Context, Device, DeviceFreedError
-from .messages import (
+from .device import Context, Device
+from .errors import (
     AbiWarning,
     ConfigWarning,
+    DeviceFreedError,
     DriverLoadWarning,
     ForkWarning,
     KernelAbiFatal,
     MemlockWarning,
     NoDriverWarning,
+    SourceUnavailable,
+    SysverbsError,
     SysverbsWarning,
-    set_stderr,
+    UdevUnavailable,
+    UsageError,
 )
+from .messages import set_stderr
 from .options import Options
 
 TYPE_CHECKING = False
@@ -56,7 +61,6 @@ if TYPE_CHECKING:
     from .monitor import DeviceEvent, DeviceMonitor, monitor
     from .rdmacm import ContextList, rdma_free_devices, rdma_get_devices
     from .topology import AuxDevice, CharDevice, Netdev, PciFunction, Topology, device_topology
-    from .udev_source import UdevUnavailable
 
 __version__ = "0.1.0"
 
@@ -79,7 +83,6 @@ _LAZY = {
     **dict.fromkeys(("ForkStatus", "fork_init", "is_fork_initialized"), "fork"),
     **dict.fromkeys(("monitor", "DeviceMonitor", "DeviceEvent"), "monitor"),
     **dict.fromkeys(("rdma_get_devices", "rdma_free_devices", "ContextList"), "rdmacm"),
-    "UdevUnavailable": "udev_source",
 }
 
 
@@ -114,6 +117,9 @@ __all__ = [
     "DeviceList",
     "Context",
     "DeviceFreedError",
+    "SysverbsError",
+    "UsageError",
+    "SourceUnavailable",
     "NodeType",
     "TransportType",
     "Options",

@@ -7,6 +7,7 @@ from _thread import allocate_lock
 
 from .device import Context, Device, hold_all, open_device, release_all
 from .devlist import library_for
+from .errors import UsageError, WrongTypeError
 from .messages import ForkWarning, MemlockWarning, emit
 from .options import Options, resolve
 
@@ -159,9 +160,9 @@ def free_device_list(devices: list[Device]) -> None:
     :class:`sysverbs.DeviceFreedError`) unless another unfreed list holds them.
     """
     if not isinstance(devices, DeviceList):
-        raise TypeError("free_device_list() takes a list returned by get_device_list()")
+        raise WrongTypeError("free_device_list() takes a list returned by get_device_list()")
     if devices._freed:
-        raise ValueError("this device list was already freed")
+        raise UsageError("this device list was already freed")
     devices._freed = True
     release_all(devices._handed)
 

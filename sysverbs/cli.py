@@ -20,6 +20,7 @@ import os
 import sys
 
 from . import api, sources
+from .errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ __all__ = ["main"]
 EXIT_USAGE = 2
 
 
-class _Usage(Exception):
+class _Usage(UsageError):
     """``ibv_devinfo``'s usage exit (``-i`` not a positive number)."""
 
 
@@ -343,7 +344,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     try:
         rc: int = args.func(args)
-    except (ValueError, TypeError, KeyError) as e:
+    except UsageError as e:
         sys.stderr.write(f"sysverbs: {e.args[0] if e.args else e}\n")
         return EXIT_USAGE
     except BrokenPipeError:  # `sysverbs ... | head`: stop quietly, as the C tools do

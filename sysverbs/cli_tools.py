@@ -12,6 +12,8 @@ import re
 import sys
 from typing import Any, Optional
 
+from .errors import UsageError
+
 __all__ = ["netdev", "doctor", "watch", "snapshot", "netdev_links"]
 
 
@@ -109,7 +111,9 @@ def watch(args: Any, opts: dict[str, Any]) -> int:
     from .monitor import monitor
 
     if args.timeout is not None and args.timeout < 0:
-        raise ValueError("--timeout must not be negative")
+        raise UsageError("--timeout must not be negative")
+    if args.interval is not None and not args.interval > 0:
+        raise UsageError("--interval must be positive")
     mon = monitor(timeout=args.timeout, sysfs_path=opts["sysfs_path"], backend=args.backend,
                   actions=None if args.all_actions else ("add", "remove"),
                   existing=args.existing, poll_interval=args.interval)

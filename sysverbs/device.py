@@ -8,6 +8,7 @@ import stat
 from _thread import RLock
 
 from .cparse import scan_hx4
+from .errors import DeviceFreedError
 from .sysfs_read import NODE_GUID_SIZE, read_sysfs_file
 
 TYPE_CHECKING = False
@@ -19,10 +20,6 @@ if TYPE_CHECKING:
     from .enums import NodeType, TransportType
 
 __all__ = ["Device", "Context", "DeviceFreedError", "hold_all", "release_all"]
-
-
-class DeviceFreedError(ReferenceError):
-    """A device was used after every list holding it was freed and no context held it."""
 
 
 _refs_lock = RLock()

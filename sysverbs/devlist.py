@@ -15,8 +15,9 @@ from _thread import RLock, allocate_lock
 
 from . import sources
 from .device import Device
+from .errors import KernelAbiFatal, NoDriverWarning, SourceUnavailable
 from .matching import Matcher
-from .messages import KernelAbiFatal, NoDriverWarning, emit
+from .messages import emit
 from .node_types import transport_number
 from .sysfs_source import ScanError, read_class_abi
 from .typing_light import NamedTuple
@@ -130,8 +131,11 @@ class Library:
             found = sources.scan(self.key)
         except ScanError as e:
             raise OSError(e.errno, os.strerror(e.errno), os.fsdecode(e.path)) from None
-        except sources.SourceUnavailable as e:
-            raise OSError(e.errno, f"source {self.key.source!r} unavailable: {e}") from None
+        except SourceUnavailable as e:  # a source asked for by name
+            why = f"source {self.key.source!r} unavailable: {e}"
+            if isinstance(e, OSError):  # UdevUnavailable: the same exception everywhere
+                raise type(e)(why, e.errno) from None
+            raise OSError(e.errno, why) from None
         records = found.records
         if found.netlink:
             self.abi_ver = MAX_ABI  # netlink mode forces the global ABI (spec 1.12)

@@ -45,6 +45,7 @@ from .cparse import cstr
 from .device import _open_cdev_internal, makedev
 from .devlist import MAX_ABI, MIN_ABI, LibraryKey
 from .drivers import load_for_mode
+from .errors import UsageError
 from .matching import DEV_PATH_TOO_LONG, PROVIDER_ABI, explain_match, modalias_of
 from .options import resolve
 from .providers import Provider, latest_release, pabi_for, provider_dir, provider_table
@@ -581,7 +582,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              dev_dir=args.dev_dir, config_dir=args.config_dir,
                              providers=args.providers, rdma_core=args.rdma_core,
                              probe_open=not args.no_open)
-    except (ValueError, TypeError, KeyError) as e:
+    except UsageError as e:
         sys.stderr.write(f"sysverbs: {e.args[0] if e.args else e}\n")
         return 2
     if args.json:

@@ -29,6 +29,7 @@ from typing import Optional
 from . import udev_source
 from .cparse import cstr
 from .device import Device
+from .errors import UsageError
 from .sysfs_read import MODALIAS_SIZE, read_sysfs_file
 
 __all__ = ["udev_properties", "vendor_model", "VENDOR_KEY", "MODEL_KEY"]
@@ -63,7 +64,7 @@ def udev_properties(dev: Device, *, of: str = "uverbs") -> Mapping[str, str]:
     vmbus device...).  Empty when udev does not know that device.
     """
     if of not in _WHICH:
-        raise ValueError(f"of must be one of {', '.join(_WHICH)}, not {of!r}")
+        raise UsageError(f"of must be one of {', '.join(_WHICH)}, not {of!r}")
     path = dev.dev_path if of == "uverbs" else dev.ibdev_path
     real = _live_path(path)
     if real is None:

@@ -22,6 +22,17 @@ import sys
 import warnings
 from _thread import allocate_lock
 
+from .errors import (
+    AbiWarning,
+    ConfigWarning,
+    DriverLoadWarning,
+    ForkWarning,
+    KernelAbiFatal,
+    MemlockWarning,
+    NoDriverWarning,
+    SysverbsWarning,
+)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO, Optional, TextIO, Union
@@ -40,38 +51,6 @@ __all__ = [
 ]
 
 PFX = b"libibverbs: "
-
-
-class SysverbsWarning(UserWarning):
-    """Base class of every message sysverbs reproduces from libibverbs."""
-
-
-class NoDriverWarning(SysverbsWarning):
-    """``no userspace device-specific driver found`` (only with IBV_SHOW_WARNINGS)."""
-
-
-class AbiWarning(SysverbsWarning):
-    """``Driver X does not support the kernel ABI`` (always printed)."""
-
-
-class KernelAbiFatal(SysverbsWarning):
-    """``Fatal: kernel ABI version N doesn't match library version 6.``"""
-
-
-class ConfigWarning(SysverbsWarning):
-    """Problems with the provider config directory and its files."""
-
-
-class DriverLoadWarning(SysverbsWarning):
-    """``couldn't load driver``: a provider library named by the config is missing."""
-
-
-class MemlockWarning(SysverbsWarning):
-    """The first-call RLIMIT_MEMLOCK warning for non-root users."""
-
-
-class ForkWarning(SysverbsWarning):
-    """``fork()-safety requested but init failed``."""
 
 
 warnings.filterwarnings("ignore", category=SysverbsWarning, append=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 
+from .errors import NetlinkFailure
 from .sources import NETLINK_RDMA
 
 TYPE_CHECKING = False
@@ -30,14 +31,6 @@ SOCKET_BUFFER = 32768
 RECV_BUFFER = 4 * (os.sysconf("SC_PAGESIZE") if hasattr(os, "sysconf") else 4096)
 #: Seconds to wait for one datagram (libibverbs would wait forever).
 RECV_TIMEOUT = 2.0
-
-class NetlinkFailure(Exception):
-    """A request failed the way libibverbs treats as failure (``errno`` says why)."""
-
-    def __init__(self, why: str, err: int) -> None:
-        super().__init__(why)
-        self.errno = err
-
 
 # -- transport ---------------------------------------------------------------------------
 

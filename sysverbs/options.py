@@ -6,6 +6,7 @@ import os
 
 from . import sources
 from .devlist import LibraryKey
+from .errors import UsageError, WrongTypeError
 from .providers import installed_release, libibverbs_library, resolve_release
 from .typing_light import NamedTuple
 
@@ -53,9 +54,9 @@ def _path(value: PathArg, what: str) -> bytes:
     try:
         raw = os.fsencode(value)
     except TypeError:
-        raise TypeError(f"{what} must be a path, not {type(value).__name__}") from None
+        raise WrongTypeError(f"{what} must be a path, not {type(value).__name__}") from None
     if b"\0" in raw:
-        raise ValueError(f"{what} contains a NUL byte")
+        raise UsageError(f"{what} contains a NUL byte")
     return raw
 
 
@@ -98,7 +99,7 @@ def resolve(
 ) -> Options:
     """Validate the options and fill in libibverbs' defaults."""
     if source not in sources.names():
-        raise ValueError(f"source must be one of {', '.join(sources.names())}, not {source!r}")
+        raise UsageError(f"source must be one of {', '.join(sources.names())}, not {source!r}")
     root = (
         env_sysfs_root()
         if sysfs_path is None
@@ -111,7 +112,7 @@ def resolve(
     elif providers in PROVIDER_MODES:
         mode, why = providers, "given"
     else:
-        raise ValueError(
+        raise UsageError(
             f"providers must be one of {', '.join(PROVIDER_MODES)} or None, not {providers!r}"
         )
     release = resolve_release(rdma_core)

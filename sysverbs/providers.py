@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
+from .errors import UsageError, WrongTypeError
 from .typing_light import NamedTuple
 
 TYPE_CHECKING = False
@@ -305,13 +306,13 @@ def resolve_release(release: Release) -> int:
             text = text[1:]
         text = text.split(".")[0]
         if not text.isdigit():
-            raise ValueError(f"rdma_core must be a release number or 'latest', not {release!r}")
+            raise UsageError(f"rdma_core must be a release number or 'latest', not {release!r}")
         release = int(text)
     if isinstance(release, bool) or not isinstance(release, int):
-        raise TypeError(f"rdma_core must be an int or str, not {type(release).__name__}")
+        raise WrongTypeError(f"rdma_core must be an int or str, not {type(release).__name__}")
     first, last = _span()
     if release < first or release > last:
-        raise ValueError(
+        raise UsageError(
             f"rdma_core={release}: the provider data covers releases "
             f"{first} to {last} ('latest')"
         )

@@ -48,6 +48,7 @@ from .api import DeviceList, free_device_list, get_device_guid, get_device_index
 from .cparse import strtol, to_int32
 from .device import Context, Device, open_device
 from .devlist import LibraryKey
+from .errors import UsageError, WrongTypeError
 from .options import resolve
 from .sysfs_read import RDMA_CM_ABI_SIZE, read_sysfs_file
 
@@ -320,8 +321,8 @@ def rdma_free_devices(contexts: list[Context]) -> None:
     the others stay open (librdmacm keeps them for later calls).
     """
     if not isinstance(contexts, ContextList):
-        raise TypeError("rdma_free_devices() takes a list returned by rdma_get_devices()")
+        raise WrongTypeError("rdma_free_devices() takes a list returned by rdma_get_devices()")
     if contexts._freed:
-        raise ValueError("this context list was already freed")
+        raise UsageError("this context list was already freed")
     contexts._freed = True
     contexts._state.free(contexts._handed)

@@ -101,7 +101,8 @@ so are absolute ``N:``/``S:`` names; an attribute name may contain ``..`` (see a
 but must not be absolute (umockdev would quietly make both relative), and every
 file, directory and link is created only after checking, with symlinks resolved,
 that it lies inside ``root/sys`` (attributes and links) or ``root/dev`` (nodes).
-Anything else raises ``ValueError`` naming the record's line.
+Anything else raises :class:`~sysverbs.errors.RecordingError` (a ``ValueError``) naming
+the record's line.
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Union
+
+from .errors import RecordingError, UnknownFixtureError
 
 __all__ = [
     "Attribute",
@@ -363,7 +366,7 @@ def unescape(value: str) -> bytes:
             continue
         i += 1
         if i >= n:
-            raise ValueError("trailing backslash in value")
+            raise RecordingError("trailing backslash in value")
         c = src[i]
         if 0x30 <= c <= 0x37:
             num, j = 0, i
@@ -372,7 +375,7 @@ def unescape(value: str) -> bytes:
                 j += 1
             num &= 0xFF
             if num == 0:
-                raise ValueError(f"escape {src[i - 1 : j]!r} gives a NUL byte; use an H: line")
+                raise RecordingError(f"escape {src[i - 1 : j]!r} gives a NUL byte; use an H: line")
             out.append(num)
             i = j
             continue
@@ -399,7 +402,7 @@ def escape(value: bytes) -> str:
     }
     for b in value:
         if b == 0:
-            raise ValueError("an A: value cannot contain a NUL byte; use H:")
+            raise RecordingError("an A: value cannot contain a NUL byte; use H:")
         if b in table:
             parts.append(table[b])
         elif b < 0x20 or b >= 0x7F:
@@ -412,8 +415,8 @@ def escape(value: bytes) -> str:
 # -------------------------------------------------------------------------- parser
 
 
-def _err(lineno: int, msg: str) -> ValueError:
-    return ValueError(f"line {lineno}: {msg}")
+def _err(lineno: int, msg: str) -> RecordingError:
+    return RecordingError(f"line {lineno}: {msg}")
 
 
 def _hex(lineno: int, text: str) -> bytes:
@@ -534,7 +537,7 @@ def dumps(recording: Recording | Iterable[Record]) -> str:
         if rec.node is not None:
             _check_line_text(rec.node, "node")
             if "=" in rec.node:
-                raise ValueError(f"node name {rec.node!r} cannot contain '='")
+                raise RecordingError(f"node name {rec.node!r} cannot contain '='")
             if rec.node_contents:
                 out.append(f"N: {rec.node}={rec.node_contents.hex().upper()}\n")
             else:
@@ -564,12 +567,12 @@ def dumps(recording: Recording | Iterable[Record]) -> str:
 
 def _check_key(key: str) -> None:
     if key == "" or "=" in key or "\n" in key:
-        raise ValueError(f"invalid key {key!r} (must be non-empty, without '=' or newline)")
+        raise RecordingError(f"invalid key {key!r} (must be non-empty, without '=' or newline)")
 
 
 def _check_line_text(text: str, what: str) -> None:
     if "\n" in text:
-        raise ValueError(f"{what} {text!r} cannot contain a newline")
+        raise RecordingError(f"{what} {text!r} cannot contain a newline")
 
 
 # ---------------------------------------------------------------------- class files
@@ -588,7 +591,7 @@ def class_file(record_path: str, target: str, value: bytes | str) -> Attribute:
     depth = len([p for p in ("/sys" + record_path).split("/") if p]) - 1
     rel = target.lstrip("/")
     if not rel or ".." in rel.split("/"):
-        raise ValueError(f"invalid target {target!r}")
+        raise RecordingError(f"invalid target {target!r}")
     data = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
     return Attribute("../" * depth + rel, data)
 
@@ -820,7 +823,7 @@ def fixture_path(name: str) -> Path:
     stem = name[: -len(FIXTURE_SUFFIX)] if name.endswith(FIXTURE_SUFFIX) else name
     if stem not in fixture_names():
         have = ", ".join(fixture_names())
-        raise KeyError(f"no bundled fixture {name!r} (have: {have})")
+        raise UnknownFixtureError(f"no bundled fixture {name!r} (have: {have})")
     return FIXTURE_DIR / (stem + FIXTURE_SUFFIX)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 
+from .errors import SourceUnavailable
 from .sysfs_source import scan_sysfs
 
 TYPE_CHECKING = False
@@ -55,17 +56,6 @@ class Scan:
 
     def __repr__(self) -> str:
         return f"Scan({self.records!r}, netlink={self.netlink})"
-
-
-class SourceUnavailable(Exception):
-    """This source cannot be used here; ``auto`` falls back to the next one.
-
-    When the caller asked for this source by name, it becomes ``OSError(errno, why)``.
-    """
-
-    def __init__(self, why: str, err: int = errno.EPROTONOSUPPORT) -> None:
-        super().__init__(why)
-        self.errno = err
 
 
 _SOURCES: dict[str, SourceFunc] = {}

@@ -8,6 +8,7 @@ import stat
 import sys
 
 from .cparse import cstr, scan_u_u, strtol, to_int32
+from .errors import ScanError
 from .records import DeviceRecord, abi_number, read_node_type
 from .sysfs_read import (
     ABI_SIZE,
@@ -32,15 +33,6 @@ _PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 _ACCESS_EFFECTIVE = os.access in os.supports_effective_ids and os.access in os.supports_dir_fd
 _FS_ENCODING = sys.getfilesystemencoding()
 _FS_ERRORS = sys.getfilesystemencodeerrors()
-
-
-class ScanError(Exception):
-    """The whole enumeration failed with ``errno`` (raised as OSError by the caller)."""
-
-    def __init__(self, err: int, path: bytes) -> None:
-        super().__init__(err, path)
-        self.errno = err
-        self.path = path
 
 
 class Skipped(NamedTuple):

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from . import recording
+from .errors import RecordLimitError, UsageError
 from .recording import Attribute, Record, Recording
 
 __all__ = [
@@ -180,7 +181,7 @@ class HostBuilder:
 
     def __init__(self, *, class_abi: Value = 6, first_bus: int = 3) -> None:
         if not 1 <= first_bus <= 0xFF:
-            raise ValueError("first_bus must be 1..255")
+            raise UsageError("first_bus must be 1..255")
         self.class_abi = class_abi
         self._records: list[Record] = []
         self._devices: list[FakeDevice] = []
@@ -250,7 +251,7 @@ class HostBuilder:
     def _next_uverbs(self, wanted: Optional[int]) -> int:
         if wanted is not None:
             if wanted in self._uverbs_used:
-                raise ValueError(f"uverbs{wanted} is already used")
+                raise UsageError(f"uverbs{wanted} is already used")
             self._uverbs_used.add(wanted)
             return wanted
         n = 0
@@ -268,7 +269,7 @@ class HostBuilder:
         self._port += 1
         self._bus += 1
         if self._bus > 0xFF:
-            raise ValueError("no PCI bus left (at most 253 adapters per builder)")
+            raise UsageError("no PCI bus left (at most 253 adapters per builder)")
         port = self._port % 0x20
         return f"/devices/pci0000:00/0000:00:{port:02x}.{self._port // 0x20}", self._bus
 
@@ -360,7 +361,7 @@ class HostBuilder:
               uverbs_attrs: Optional[Mapping[str, Value]] = None,
               pci: Optional[str] = None, vf_of: Optional[str] = None) -> FakeDevice:
         if not name or "/" in name:
-            raise ValueError(f"invalid IB device name {name!r}")
+            raise UsageError(f"invalid IB device name {name!r}")
         if isinstance(node_guid, int) and not isinstance(node_guid, bool):
             guid: Optional[bytes] = _value(_guid_text(node_guid))
             guid_int = node_guid
@@ -461,9 +462,9 @@ class HostBuilder:
         the VFs' ``/dev`` nodes out.
         """
         if model not in MLX5_MODELS:
-            raise ValueError(f"unknown mlx5 model {model!r} (have: {', '.join(MLX5_MODELS)})")
+            raise UsageError(f"unknown mlx5 model {model!r} (have: {', '.join(MLX5_MODELS)})")
         if link_layer not in ("InfiniBand", "Ethernet"):
-            raise ValueError("link_layer must be 'InfiniBand' or 'Ethernet'")
+            raise UsageError("link_layer must be 'InfiniBand' or 'Ethernet'")
         pm = MLX5_MODELS[model]
         root, bus = self._new_bus()
         pf_slot = f"0000:{bus:02x}:00.0"
@@ -536,7 +537,7 @@ class HostBuilder:
         """A ConnectX-3 (``mlx4_core``) with ``vfs`` virtual functions; one ``mlx4_N``
         IB device per function."""
         if model not in MLX4_MODELS:
-            raise ValueError(f"unknown mlx4 model {model!r} (have: {', '.join(MLX4_MODELS)})")
+            raise UsageError(f"unknown mlx4 model {model!r} (have: {', '.join(MLX4_MODELS)})")
         pm = MLX4_MODELS[model]
         root, bus = self._new_bus()
         pf_slot = f"0000:{bus:02x}:00.0"
@@ -582,7 +583,7 @@ class HostBuilder:
         """An AWS Elastic Fabric Adapter (``efa`` PCI driver), named ``rdmap<bus>s<slot>``
         as rdma-core's udev rules rename it; node type 7 (unspecified), GUID 0."""
         if model not in EFA_MODELS:
-            raise ValueError(f"unknown EFA model {model!r} (have: {', '.join(EFA_MODELS)})")
+            raise UsageError(f"unknown EFA model {model!r} (have: {', '.join(EFA_MODELS)})")
         pm = EFA_MODELS[model]
         root, bus = self._new_bus()
         slot = f"0000:{bus:02x}:00.0"
@@ -820,10 +821,6 @@ def materialize(source: Source, root: Union[str, os.PathLike[str]]) -> FakeHost:
 
 
 # ------------------------------------------------------------------------ record_host
-
-
-class RecordLimitError(ValueError):
-    """:func:`record_host` stopped: the host is larger than its :class:`Limits`."""
 
 
 @dataclass(frozen=True)
@@ -1121,7 +1118,7 @@ def record_host(
     space, ROMs, VPD and BARs are never read.  Unreadable attributes are left out.
     """
     if devices not in ("rdma", "all"):
-        raise ValueError("devices must be 'rdma' or 'all'")
+        raise UsageError("devices must be 'rdma' or 'all'")
     root = os.path.realpath(os.fspath(sysfs_root))
     if not os.path.isdir(os.path.join(root, "devices")):
         raise FileNotFoundError(f"{root}/devices: not a sysfs tree")

@@ -32,7 +32,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
-from .sources import Scan, SourceUnavailable
+from .errors import UdevUnavailable
+from .sources import Scan
 from .sysfs_source import scan_sysfs
 
 if TYPE_CHECKING:
@@ -53,15 +54,6 @@ __all__ = [
     "udevd_running",
     "in_umockdev",
 ]
-
-
-class UdevUnavailable(SourceUnavailable):
-    """A udev feature cannot be used here: pyudev or libudev is missing, or udev does
-    not describe the sysfs tree asked for.  ``str(e)`` says which, and what to do.
-
-    It is a :class:`sysverbs.sources.SourceUnavailable`: ``get_device_list(source=
-    "udev")`` turns it into ``OSError(errno, ...)``.
-    """
 
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
