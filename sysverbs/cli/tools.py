@@ -12,7 +12,7 @@ import re
 import sys
 from typing import Any, Optional
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["netdev", "doctor", "watch", "snapshot", "netdev_links"]
 
@@ -25,7 +25,7 @@ def netdev_links(sysfs_path: str, dev_dir: str) -> list[dict[str, Any]]:
     """One entry per (RDMA device, port, netdev), in ``ibdev2netdev``'s order: devices
     by name, ports by number, netdevs as :func:`sysverbs.topology.device_topology`
     finds them."""
-    from .topology import device_topology
+    from ..topology import device_topology
 
     ib_dir = os.path.join(sysfs_path, "class", "infiniband")
     try:
@@ -47,10 +47,9 @@ def netdev_links(sysfs_path: str, dev_dir: str) -> list[dict[str, Any]]:
 
 
 def netdev(args: Any, opts: dict[str, Any]) -> int:
-    from .options import resolve
+    from .._core.options import resolve
 
-    o = resolve(opts["source"], opts["sysfs_path"], opts["dev_dir"], opts["config_dir"],
-                opts["providers"], opts["rdma_core"])
+    o = resolve(**opts)
     links = netdev_links(o.sysfs_path, o.dev_dir)
     if args.json:
         sys.stdout.write(json.dumps({"schema": "sysverbs.netdev/1", "links": links},
@@ -79,7 +78,7 @@ def _line(d: Any) -> str:
 def doctor(args: Any, opts: dict[str, Any]) -> int:
     from dataclasses import asdict
 
-    from .diagnosis import diagnose
+    from ..diagnosis import diagnose
 
     found = diagnose(probe_open=not args.no_open, **opts)
     ok = bool(found) and all(d.usable for d in found)
@@ -108,7 +107,7 @@ def _event_json(e: Any) -> str:
 
 
 def watch(args: Any, opts: dict[str, Any]) -> int:
-    from .monitor import monitor
+    from ..monitor import monitor
 
     if args.timeout is not None and args.timeout < 0:
         raise UsageError("--timeout must not be negative")
@@ -141,12 +140,11 @@ def watch(args: Any, opts: dict[str, Any]) -> int:
 
 
 def snapshot(args: Any, opts: dict[str, Any]) -> int:
-    from . import recording
-    from .options import resolve
-    from .testing import record_host
+    from .._core.options import resolve
+    from ..testing import umockdev as recording
+    from ..testing.recorder import record_host
 
-    o = resolve(opts["source"], opts["sysfs_path"], opts["dev_dir"], opts["config_dir"],
-                opts["providers"], opts["rdma_core"])
+    o = resolve(**opts)
     dev_root: Optional[str] = None  # record_host's guess: /dev for /sys, else beside it
     if opts["dev_dir"] is not None:
         dev_root = os.path.dirname(o.dev_dir.rstrip("/")) or "/"

@@ -1,7 +1,7 @@
 """pytest fixtures for fake RDMA hosts (the ``sysverbs`` pytest plugin).
 
 Installed with sysverbs (entry point ``pytest11``), or enabled with
-``-p sysverbs.pytest_plugin``.  Fixtures:
+``-p sysverbs.testing.plugin``.  Fixtures:
 
 ``rdma_builder``
     a fresh :class:`sysverbs.testing.HostBuilder`.
@@ -36,8 +36,9 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from . import recording
-from .testing import FakeHost, HostBuilder, Source, materialize
+from . import umockdev as recording
+from .builder import HostBuilder
+from .host import FakeHost, Source, fixture_path, materialize
 
 __all__ = ["rdma_builder", "rdma_host", "rdma_fixture", "rdma_umockdev"]
 
@@ -67,7 +68,7 @@ def rdma_fixture(rdma_host: HostFactory) -> Callable[[str], FakeHost]:
     """``rdma_fixture(name) -> FakeHost``: a bundled fixture host, written to disk."""
 
     def load(name: str) -> FakeHost:
-        return rdma_host(recording.load(recording.fixture_path(name)))
+        return rdma_host(recording.load(fixture_path(name)))
 
     return load
 

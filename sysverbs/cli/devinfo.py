@@ -17,8 +17,8 @@ import sys
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
-    from .attributes import DeviceAttributes, Gid, PortAttributes
-    from .device import Device
+    from .._core.device import Device
+    from ..attributes import DeviceAttributes, Gid, PortAttributes
 
 __all__ = ["UNAVAILABLE", "QUERY_ONLY_DEVICE", "QUERY_ONLY_PORT", "render", "document",
            "inet_ntop6", "parse_port", "USAGE"]
@@ -115,8 +115,8 @@ def _guid(value: Optional[int]) -> Optional[str]:
 
 
 def _board_id(dev: Device) -> Optional[str]:
-    from .cparse import cstr
-    from .sysfs_read import read_sysfs_file
+    from .._core.cparse import cstr
+    from .._core.sysfs_read import read_sysfs_file
 
     value = read_sysfs_file(os.fsencode(dev.ibdev_path) + b"/board_id", 256)
     if value is None:
@@ -288,7 +288,7 @@ def document(devices: list[Any]) -> dict[str, Any]:
 def render(devices: list[Device], ib_dev: Optional[str], ib_port: int, verbose: bool,
            as_json: bool, sysfs_path: str) -> int:
     """``print_hca_cap()`` for each chosen device; the exit status of ibv_devinfo."""
-    from .attributes import device_attributes
+    from ..attributes import device_attributes
 
     if ib_dev is not None:
         chosen = [d for d in devices if d.name == ib_dev][:1]

@@ -1,4 +1,5 @@
-"""The process-wide device list: ``ibverbs_get_device_list`` (spec 1.7 to 1.10, 5.1).
+"""The process-wide device list: ``init.c: ibverbs_get_device_list``
+(docs/behaviour.md: The device list across calls).
 
 One :class:`Library` object plays the part of one loaded libibverbs: it keeps
 the global ABI value, whether providers were loaded, the driver list and the
@@ -13,38 +14,27 @@ import errno
 import os
 from _thread import RLock, allocate_lock
 
-from . import sources
+from .. import sources
+from ..errors import KernelAbiFatal, NoDriverWarning, ScanError, SourceUnavailable
+from ..providers.matching import Matcher
+from ..sources.sysfs import read_class_abi
 from .device import Device
-from .errors import KernelAbiFatal, NoDriverWarning, SourceUnavailable
-from .matching import Matcher
 from .messages import emit
 from .node_types import transport_number
-from .sysfs_source import ScanError, read_class_abi
-from .typing_light import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .providers import Provider
+    from ..providers.table import Provider
+    from ..sources.base import LibraryKey
     from .records import DeviceRecord
 
-__all__ = ["LibraryKey", "Library", "library_for", "MIN_ABI", "MAX_ABI"]
+__all__ = ["Library", "library_for", "MIN_ABI", "MAX_ABI"]
 
 #: IB_USER_VERBS_MIN_ABI_VERSION / IB_USER_VERBS_MAX_ABI_VERSION.
 MIN_ABI = 3
 MAX_ABI = 6
-
-
-class LibraryKey(NamedTuple):
-    """The options that make one emulated libibverbs instance."""
-
-    source: str
-    sysfs_root: bytes
-    dev_dir: bytes
-    config_dir: bytes
-    providers: str  # "installed" or "builtin"
-    release: int
 
 
 class Library:
@@ -61,7 +51,7 @@ class Library:
 
     # -- provider loading ----------------------------------------------------------
     def _load_drivers(self, env: Mapping[str, str]) -> None:
-        from .drivers import load_for_mode
+        from ..providers.drivers import load_for_mode
 
         key = self.key
         load = load_for_mode(key.providers, key.release, key.config_dir, env)
@@ -138,7 +128,7 @@ class Library:
             raise OSError(e.errno, why) from None
         records = found.records
         if found.netlink:
-            self.abi_ver = MAX_ABI  # netlink mode forces the global ABI (spec 1.12)
+            self.abi_ver = MAX_ABI  # netlink mode forces the global ABI (``ibdev_nl.c``)
         if records:
             self._check_abi()
         # For each listed device (in list order) the first record that is the same
@@ -157,8 +147,7 @@ class Library:
         taken: list[int] = []
         survivors: list[Device] = []
         for dev in self.devices:
-            index = dev._index
-            key = (dev._dev_name, index, dev._time_created_ns if index == -1 else 0)
+            key = dev.identity
             i = first.pop(key, -1)
             if i < 0:
                 continue

@@ -7,8 +7,8 @@ import os
 import stat
 from _thread import RLock
 
+from ..errors import DeviceFreedError
 from .cparse import scan_hx4
-from .errors import DeviceFreedError
 from .sysfs_read import NODE_GUID_SIZE, read_sysfs_file
 
 TYPE_CHECKING = False
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Optional
 
-    from .enums import NodeType, TransportType
+    from ..enums import NodeType, TransportType
 
 __all__ = ["Device", "Context", "DeviceFreedError", "hold_all", "release_all"]
 
@@ -50,6 +50,7 @@ class Device:
         "_time_created_ns",
         "_handles",
         "_ever_handed",
+        "identity",
         "__weakref__",
     )
 
@@ -85,6 +86,10 @@ class Device:
         self._time_created_ns = time_created_ns
         self._handles = 0  # user-visible references: unfreed lists + open contexts
         self._ever_handed = False
+        #: What ``init.c: same_sysfs_dev`` compares to tell whether a device listed
+        #: again is this one: the uverbs name, the kernel index and, without an index,
+        #: the time ``ibdev_path`` was created.
+        self.identity = (dev_name, index, time_created_ns if index == -1 else 0)
 
     # -- validity -----------------------------------------------------------------
     def _check(self) -> None:
@@ -133,14 +138,14 @@ class Device:
 
     @property
     def node_type(self) -> NodeType:
-        from .enums import NodeType
+        from ..enums import NodeType
 
         self._check()
         return NodeType(self._node_type)
 
     @property
     def transport_type(self) -> TransportType:
-        from .enums import TransportType
+        from ..enums import TransportType
 
         self._check()
         return TransportType(self._transport_type)
@@ -162,6 +167,24 @@ class Device:
         """(major, minor) of the uverbs char device, as the ``dev`` file says."""
         self._check()
         return self._cdev
+
+    @property
+    def guid(self) -> int:
+        """``ibv_get_device_guid()``: the node GUID as a host-order integer
+        (``f"{guid:016x}"`` is what ``ibv_devices`` prints); 0 when ``node_guid`` is
+        missing or unparsable."""
+        return self._get_guid()
+
+    @property
+    def index(self) -> int:
+        """``ibv_get_device_index()``: the kernel's index, -1 in sysfs mode."""
+        self._check()
+        return self._index
+
+    @property
+    def dev_dir(self) -> str:
+        """The directory of the uverbs node, as the listing options gave it."""
+        return os.fsdecode(self._dev_dir)
 
     def __repr__(self) -> str:
         return (
@@ -200,7 +223,8 @@ def release_all(devices: Sequence[Device]) -> None:
     """Drop the references :func:`hold_all` counted, under one lock."""
     with _refs_lock:
         for dev in devices:
-            dev._handles -= 1
+            if dev._handles > 0:
+                dev._handles -= 1
 
 
 class Context:
@@ -266,7 +290,9 @@ class Context:
         return f"<sysverbs.Context {self._device!r} {state}>"
 
 
-def _open_cdev_internal(path: bytes, cdev: int) -> int:
+def open_cdev(path: bytes, cdev: int) -> int:
+    """``open(path, O_RDWR|O_CLOEXEC)``, which must be a character device numbered
+    ``cdev`` (any number when 0), else ENOENT (``init.c: ibv_open_device``)."""
     fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
@@ -303,7 +329,7 @@ def open_device(device: Device) -> Context:
     cdev = makedev(major, minor) if (major or minor) else 0
     path = device._dev_dir + b"/" + device._dev_name
     try:
-        fd = _open_cdev_internal(path, cdev)
+        fd = open_cdev(path, cdev)
     except (OSError, ValueError) as first:
         if cdev == 0:
             if isinstance(first, OSError):
@@ -313,7 +339,7 @@ def open_device(device: Device) -> Context:
         if not os.path.isdir(b"/dev/char"):
             raise OSError(errno.ENOENT, os.strerror(errno.ENOENT), os.fsdecode(path)) from None
         try:
-            fd = _open_cdev_internal(alt, cdev)
+            fd = open_cdev(alt, cdev)
         except (OSError, ValueError):
             raise OSError(errno.ENOENT, os.strerror(errno.ENOENT), os.fsdecode(path)) from None
     return Context(device, fd)

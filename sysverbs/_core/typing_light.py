@@ -1,7 +1,7 @@
 """What sysverbs needs from :mod:`typing` at run time, without importing ``typing``.
 
 ``import typing`` pulls in ``re``, ``contextlib`` and ``collections`` and costs more
-than all of ``import sysverbs`` (issue 8: the import must add at most 15 ms to
+than all of ``import sysverbs`` (the import must add at most 15 ms to
 interpreter start).  The modules on the import path therefore import typing only
 for the type checker::
 

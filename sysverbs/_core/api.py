@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from _thread import allocate_lock
 
+from ..errors import UsageError, WrongTypeError
 from .device import Context, Device, hold_all, open_device, release_all
 from .devlist import library_for
-from .errors import UsageError, WrongTypeError
 from .messages import ForkWarning, MemlockWarning, emit
 from .options import Options, resolve
 
@@ -15,7 +15,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
-    from .options import PathArg, ReleaseArg
+    from typing_extensions import Unpack
+
+    from .options import ListOptions
 
 __all__ = [
     "DeviceList",
@@ -50,7 +52,7 @@ _initialized = False
 
 
 def memlock_too_small() -> Optional[int]:
-    """libibverbs' memlock rule (spec 1.2): for a non-root caller, the soft
+    """libibverbs' memlock rule (``init.c: ibverbs_init``): for a non-root caller, the soft
     RLIMIT_MEMLOCK when it is 32768 bytes or less, -1 when getrlimit fails; else None."""
     if os.geteuid() == 0:
         return None
@@ -66,14 +68,14 @@ def memlock_too_small() -> Optional[int]:
 
 
 def _first_call_init() -> None:
-    """``ibverbs_init`` (spec 1.2): once per process, on the first list call."""
+    """``init.c: ibverbs_init``: once per process, on the first list call."""
     global _initialized
     with _init_lock:
         if _initialized:
             return
         _initialized = True
         if "RDMAV_FORK_SAFE" in os.environ or "IBV_FORK_SAFE" in os.environ:
-            from .fork import fork_env_requested, fork_init
+            from ..fork import fork_env_requested, fork_init
 
             if fork_env_requested(os.environ):
                 try:
@@ -91,15 +93,7 @@ def _first_call_init() -> None:
             )
 
 
-def effective_options(
-    *,
-    source: str = "auto",
-    sysfs_path: Optional[PathArg] = None,
-    dev_dir: Optional[PathArg] = None,
-    config_dir: Optional[PathArg] = None,
-    providers: Optional[str] = None,
-    rdma_core: ReleaseArg = None,
-) -> Options:
+def effective_options(**options: Unpack[ListOptions]) -> Options:
     """What :func:`get_device_list` would use with these options, and why.
 
     >>> opts = effective_options(sysfs_path="/tmp/host/sys/", providers="builtin",
@@ -107,18 +101,10 @@ def effective_options(
     >>> opts.sysfs_path, opts.providers, opts.rdma_core
     ('/tmp/host/sys', 'builtin', 44)
     """
-    return resolve(source, sysfs_path, dev_dir, config_dir, providers, rdma_core)
+    return resolve(**options)
 
 
-def get_device_list(
-    *,
-    source: str = "auto",
-    sysfs_path: Optional[PathArg] = None,
-    dev_dir: Optional[PathArg] = None,
-    config_dir: Optional[PathArg] = None,
-    providers: Optional[str] = None,
-    rdma_core: ReleaseArg = None,
-) -> DeviceList:
+def get_device_list(**options: Unpack[ListOptions]) -> DeviceList:
     """``ibv_get_device_list()``: the RDMA devices that have a userspace provider.
 
     Returns a list (empty when there are no devices).  Raises ``OSError`` with
@@ -144,7 +130,7 @@ def get_device_list(
     it keeps its device list across calls, so survivors come back as the same
     :class:`Device` objects and new devices come first.
     """
-    opts = resolve(source, sysfs_path, dev_dir, config_dir, providers, rdma_core)
+    opts = resolve(**options)
     _first_call_init()
     lib = library_for(opts.key())
     with lib.lock:
@@ -157,14 +143,24 @@ def free_device_list(devices: list[Device]) -> None:
     """``ibv_free_device_list()``: release the devices of a list from :func:`get_device_list`.
 
     Devices that were not opened become invalid (using them raises
-    :class:`sysverbs.DeviceFreedError`) unless another unfreed list holds them.
+    :class:`sysverbs.DeviceFreedError`) unless another unfreed list holds them.  The
+    list :func:`get_device_list` returned releases exactly the devices it was created
+    with, once.  A plain list (a copy, a slice) releases one reference of each device
+    in it, as libibverbs' ``ibv_free_device_list`` does for the array it is given; a
+    device that no unfreed list holds is refused.
     """
-    if not isinstance(devices, DeviceList):
-        raise WrongTypeError("free_device_list() takes a list returned by get_device_list()")
-    if devices._freed:
-        raise UsageError("this device list was already freed")
-    devices._freed = True
-    release_all(devices._handed)
+    if isinstance(devices, DeviceList):
+        if devices._freed:
+            raise UsageError("this device list was already freed")
+        devices._freed = True
+        release_all(devices._handed)
+        return
+    if not isinstance(devices, (list, tuple)) or not all(
+            isinstance(d, Device) for d in devices):
+        raise WrongTypeError("free_device_list() takes a list of devices from get_device_list()")
+    if not all(d.valid and d._ever_handed for d in devices):
+        raise UsageError("free_device_list(): a device in this list is not held by any list")
+    release_all(devices)
 
 
 def get_device_name(device: Device) -> str:
@@ -175,13 +171,12 @@ def get_device_name(device: Device) -> str:
 def get_device_guid(device: Device) -> int:
     """``ibv_get_device_guid()`` as a host-order integer: ``f"{guid:016x}"`` is what
     ``ibv_devices`` prints.  0 when ``node_guid`` is missing or unparsable."""
-    return device._get_guid()
+    return device.guid
 
 
 def get_device_index(device: Device) -> int:
     """``ibv_get_device_index()``: the kernel's index, -1 in sysfs mode."""
-    device._check()
-    return device._index
+    return device.index
 
 
 def close_device(context: Context) -> None:

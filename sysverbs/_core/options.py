@@ -4,21 +4,38 @@ from __future__ import annotations
 
 import os
 
-from . import sources
-from .devlist import LibraryKey
-from .errors import UsageError, WrongTypeError
-from .providers import installed_release, libibverbs_library, resolve_release
+from .. import sources
+from ..errors import UsageError, WrongTypeError
+from ..providers.table import installed_release, libibverbs_library, resolve_release
+from ..sources.base import LibraryKey
 from .typing_light import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional, Union
+    from typing import Optional, TypedDict, Union
+
+    from typing_extensions import Unpack
 
     PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
     ReleaseArg = Union[int, str, None]
 
-__all__ = ["Options", "resolve"]  # and, for the type checker, PathArg and ReleaseArg
+    class ListOptions(TypedDict, total=False):
+        """The options of every listing call (:func:`sysverbs.get_device_list`, ...),
+        declared once; see :func:`resolve` for their meaning and defaults."""
 
+        source: str
+        sysfs_path: Optional[PathArg]
+        dev_dir: Optional[PathArg]
+        config_dir: Optional[PathArg]
+        providers: Optional[str]
+        rdma_core: ReleaseArg
+
+#: The names of the listing options (``ListOptions``, for the type checker).
+OPTION_NAMES = ("source", "sysfs_path", "dev_dir", "config_dir", "providers", "rdma_core")
+
+__all__ = ["Options", "resolve", "OPTION_NAMES"]  # and, for the type checker, ListOptions
+
+OPTION_NAMES_SET = frozenset(OPTION_NAMES)
 DEFAULT_SYSFS = b"/sys"
 DEFAULT_DEV_DIR = b"/dev/infiniband"
 DEFAULT_CONFIG_DIR = b"/etc/libibverbs.d"
@@ -50,7 +67,9 @@ class Options(NamedTuple):
         )
 
 
-def _path(value: PathArg, what: str) -> bytes:
+def path_arg(value: PathArg, what: str) -> bytes:
+    """A path argument as bytes; :class:`~sysverbs.errors.WrongTypeError` for a
+    non-path, :class:`~sysverbs.errors.UsageError` for a NUL byte."""
     try:
         raw = os.fsencode(value)
     except TypeError:
@@ -89,24 +108,39 @@ def _default_mode(config_dir: bytes) -> tuple[str, str]:
     return mode
 
 
-def resolve(
-    source: str = "auto",
-    sysfs_path: Optional[PathArg] = None,
-    dev_dir: Optional[PathArg] = None,
-    config_dir: Optional[PathArg] = None,
-    providers: Optional[str] = None,
-    rdma_core: ReleaseArg = None,
-) -> Options:
-    """Validate the options and fill in libibverbs' defaults."""
+def resolve(**options: Unpack[ListOptions]) -> Options:
+    """Validate the listing options and fill in libibverbs' defaults.
+
+    * ``source``: ``"auto"`` (libibverbs' rule: RDMA netlink when the socket and the
+      dump work, else sysfs), ``"netlink"``, ``"sysfs"`` or ``"udev"``;
+    * ``sysfs_path``: the sysfs root; default ``$SYSFS_PATH`` as libibverbs reads
+      it (cached for the process, ignored for setuid callers), else ``/sys``;
+    * ``dev_dir``: where the uverbs nodes are; default ``/dev/infiniband``;
+    * ``config_dir``: the provider config directory; default ``/etc/libibverbs.d``;
+    * ``providers``: ``"installed"`` (the providers libibverbs would load) or
+      ``"builtin"`` (every provider of the table); default ``"installed"`` when the
+      config dir exists, else ``"builtin"``;
+    * ``rdma_core``: the rdma-core release whose provider tables apply (``"44"``,
+      ``"latest"``...); default: the installed libibverbs' release, else latest.
+    """
+    if len(options) > 6 or not OPTION_NAMES_SET.issuperset(options):
+        unknown = sorted(set(options) - OPTION_NAMES_SET)
+        raise WrongTypeError(f"unexpected keyword argument {unknown[0]!r}")
+    source = options.get("source", "auto")
+    sysfs_path = options.get("sysfs_path")
+    dev_dir = options.get("dev_dir")
+    config_dir = options.get("config_dir")
+    providers = options.get("providers")
+    rdma_core = options.get("rdma_core")
     if source not in sources.names():
         raise UsageError(f"source must be one of {', '.join(sources.names())}, not {source!r}")
     root = (
         env_sysfs_root()
         if sysfs_path is None
-        else _path(sysfs_path, "sysfs_path").rstrip(b"/")
+        else path_arg(sysfs_path, "sysfs_path").rstrip(b"/")
     )
-    ddir = DEFAULT_DEV_DIR if dev_dir is None else _path(dev_dir, "dev_dir").rstrip(b"/")
-    cdir = DEFAULT_CONFIG_DIR if config_dir is None else _path(config_dir, "config_dir")
+    ddir = DEFAULT_DEV_DIR if dev_dir is None else path_arg(dev_dir, "dev_dir").rstrip(b"/")
+    cdir = DEFAULT_CONFIG_DIR if config_dir is None else path_arg(config_dir, "config_dir")
     if providers is None:
         mode, why = _default_mode(cdir)
     elif providers in PROVIDER_MODES:

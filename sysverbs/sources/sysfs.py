@@ -1,4 +1,5 @@
-"""The sysfs source: ``find_sysfs_devs`` (spec 1.6) and the class ABI read (spec 1.7)."""
+"""The sysfs source: ``init.c: find_sysfs_devs`` and the class ABI read
+(``init.c: check_abi_version``; docs/behaviour.md: The sysfs scan, The ABI check)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ import os
 import stat
 import sys
 
-from .cparse import cstr, scan_u_u, strtol, to_int32
-from .errors import ScanError
-from .records import DeviceRecord, abi_number, read_node_type
-from .sysfs_read import (
+from .._core.cparse import cstr, scan_u_u, strtol, to_int32
+from .._core.records import DeviceRecord, abi_number, read_node_type
+from .._core.sysfs_read import (
     ABI_SIZE,
     CLASS_ABI_SIZE,
     DEV_SIZE,
@@ -19,7 +19,8 @@ from .sysfs_read import (
     PATH_MAX_IBV,
     read_sysfs_file,
 )
-from .typing_light import NamedTuple
+from .._core.typing_light import NamedTuple
+from ..errors import ScanError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ class Skipped(NamedTuple):
 
     ``reason`` is one of: ``"not_a_directory"``, ``"ibdev_unreadable"``,
     ``"name_too_long"``, ``"ibdev_path_too_long"``, ``"no_ibdev_dir"``, ``"bad_dev"``,
-    ``"no_dev_node"`` (the steps of spec 1.6, in that order).  ``ibdev_name`` is the
-    content of the entry's ``ibdev`` file when it was read.
+    ``"no_dev_node"`` (the steps of docs/behaviour.md: The sysfs scan, in that order).
+    ``ibdev_name`` is the content of the entry's ``ibdev`` file when it was read.
     """
 
     dev_name: bytes
@@ -79,10 +80,11 @@ def _open_path(path: bytes) -> Optional[int]:
 def _scan_entry(
     dirs: _Dirs, name: bytes, root: bytes, dev_dir: bytes, lazy: bool
 ) -> Union[DeviceRecord, Skipped]:
-    """Steps 2-10 of spec 1.6 for one class entry; a :class:`Skipped` is a silent skip.
+    """The steps of ``find_sysfs_devs`` (docs/behaviour.md: The sysfs scan) for one
+    class entry; a :class:`Skipped` is a silent skip.
 
     With ``lazy`` the record's ``abi_ver`` and ``node_type`` are read when first used
-    (see :class:`~sysverbs.records.DeviceRecord`)."""
+    (see :class:`~sysverbs._core.records.DeviceRecord`)."""
     try:
         entry_fd = os.open(name, _DIR_FLAGS, dir_fd=dirs.class_fd)
     except OSError:

@@ -19,8 +19,9 @@ import argparse
 import os
 import sys
 
-from . import api, sources
-from .errors import UsageError
+from .. import sources
+from .._core import api
+from ..errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,19 +63,14 @@ class _options:  # noqa: N801 (a context manager, used like a function)
 
     def __enter__(self) -> dict[str, Any]:
         args = self.args
-        opts: dict[str, Any] = {
-            "source": args.source,
-            "sysfs_path": args.sysfs_path,
-            "dev_dir": args.dev_dir,
-            "config_dir": args.config_dir,
-            "providers": args.providers,
-            "rdma_core": args.rdma_core,
-        }
+        from .._core.options import OPTION_NAMES
+
+        opts: dict[str, Any] = {name: getattr(args, name) for name in OPTION_NAMES}
         if args.fixture is None:
             return opts
         import tempfile
 
-        from .recording import fixture_path, materialize
+        from ..testing.host import fixture_path, materialize
 
         self.tmp = tempfile.TemporaryDirectory(prefix="sysverbs-")
         try:
@@ -151,10 +147,10 @@ def _devinfo(args: argparse.Namespace) -> int:
                 out.write(b"\n")
                 out.flush()
                 return 0
-            from .cli_devinfo import render
-            from .options import resolve
+            from .._core.options import resolve
+            from .devinfo import render
 
-            sysfs = resolve(opts["source"], opts["sysfs_path"]).sysfs_path
+            sysfs = resolve(source=opts["source"], sysfs_path=opts["sysfs_path"]).sysfs_path
             return render(list(devices), args.ib_dev, args.ib_port, args.verbose, args.json,
                           sysfs)
         finally:
@@ -163,7 +159,7 @@ def _devinfo(args: argparse.Namespace) -> int:
 
 def _run_tool(name: str) -> Any:
     def run(args: argparse.Namespace) -> int:
-        from . import cli_tools
+        from . import tools as cli_tools
 
         func = getattr(cli_tools, name)
         with _options(args) as opts:
@@ -193,7 +189,7 @@ class _PortAction(argparse.Action):
                  values: Any, option_string: Optional[str] = None) -> None:
         if ns.list:
             return
-        from .cli_devinfo import parse_port
+        from .devinfo import parse_port
 
         port = parse_port(str(values))
         if port <= 0:
@@ -337,7 +333,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = parser.parse_args(argv)
     except _Usage:
-        from .cli_devinfo import USAGE
+        from .devinfo import USAGE
 
         sys.stdout.write(USAGE.format(argv0="ibv_devinfo"))
         sys.stdout.flush()

@@ -1,7 +1,8 @@
 """The one sysfs reader: libibverbs' ``ibv_read_sysfs_file`` rules, used by every code path.
 
 A read opens the file, does exactly one ``read()`` of at most ``size`` bytes and
-then applies these rules (spec 1.5):
+then applies these rules (``sysfs.c: ibv_read_sysfs_file``;
+docs/behaviour.md: Reading sysfs files):
 
 * open or read fails (missing, EISDIR, EACCES, ELOOP, ...): ``None`` (C: -1);
 * the data ends in ``\\n``: the data without that one newline;
@@ -9,7 +10,7 @@ then applies these rules (spec 1.5):
 * otherwise (``size`` bytes, last one not ``\\n``): ``None``, the value would be cut.
 
 The result may contain NUL bytes; callers that treat it as a C string apply
-:func:`sysverbs.cparse.cstr`.  Unlike libibverbs the file is opened with
+:func:`sysverbs._core.cparse.cstr`.  Unlike libibverbs the file is opened with
 ``O_NONBLOCK`` so that a FIFO in a broken tree cannot hang the caller (libibverbs
 would block there); for regular and sysfs files this changes nothing.
 """
@@ -38,7 +39,7 @@ __all__ = [
     "NAME_MAX_IBV",
 ]
 
-#: Buffer sizes libibverbs reads with (spec 1.5).
+#: Buffer sizes libibverbs reads with (docs/behaviour.md: Reading sysfs files).
 IBDEV_SIZE = 64
 DEV_SIZE = 32
 ABI_SIZE = 32

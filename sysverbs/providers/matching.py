@@ -1,4 +1,4 @@
-"""Matching one device record to a provider (``try_drivers``/``try_driver``, spec 2.1).
+"""Matching one device record to a provider (``try_drivers``/``try_driver``, init.c: match_device).
 
 libibverbs tries every provider of its driver list in turn, and for each one runs
 ``match_device``: the driver id, then the text ``rdma_device:N<ibdev name>``, then
@@ -15,17 +15,17 @@ Pure over its inputs, except for the one cached read of ``device/modalias``.
 
 from __future__ import annotations
 
-from .cparse import cstr, fnmatch
-from .messages import AbiWarning, emit
-from .sysfs_read import MODALIAS_SIZE, PATH_MAX_IBV, read_sysfs_file
+from .._core.cparse import cstr, fnmatch
+from .._core.messages import AbiWarning, emit
+from .._core.sysfs_read import MODALIAS_SIZE, PATH_MAX_IBV, read_sysfs_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from typing import Optional
 
-    from .providers import Provider
-    from .records import DeviceRecord
+    from .._core.records import DeviceRecord
+    from .table import Provider
 
 __all__ = [
     "Matcher",

@@ -1,58 +1,25 @@
-"""A testing kit: fake RDMA hosts for your tests, built in code or recorded from a host.
-
-Everything here produces or consumes :class:`sysverbs.recording.Recording` objects,
-umockdev's recording format, so one host description serves three ways: as a
-``SYSFS_PATH`` tree on disk (:func:`materialize`, for sysverbs or for libibverbs
-itself), as a umockdev testbed (``umockdev-run -d FILE``, where ``/sys`` and
-``/dev`` are the host's for every library in the process, pyudev included) and as
-a file to keep next to your tests.
-
-* :class:`HostBuilder`: hosts in code: ``HostBuilder().mlx5(vfs=8).efa().rxe()``,
-  with the ABI, node type, missing ``/dev`` nodes and raw attribute bytes of your
-  choice;
-* :func:`load_fixture`, :func:`fixture_names`: the bundled realistic hosts;
-* :func:`materialize`: any of those (or a recording file) into a directory, giving a
-  :class:`FakeHost` whose :meth:`FakeHost.get_device_list` lists it;
-* :func:`record_host`: a live host (or any sysfs tree) into the same format,
-  bounded in size and never following a link out of sysfs;
-* ``sysverbs.pytest_plugin``: the same as pytest fixtures (``rdma_host``,
-  ``rdma_fixture``, ``rdma_builder``).
-
-See ``docs/testing-kit.md`` for examples.
-"""
+"""``HostBuilder``: fake RDMA hosts in code, as umockdev recordings
+(``HostBuilder().mlx5(vfs=8).efa().rxe()``)."""
 
 from __future__ import annotations
 
 import os
-import re
-import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
-from . import recording
-from .errors import RecordLimitError, UsageError
-from .recording import Attribute, Record, Recording
+from ..errors import UsageError
+from . import umockdev as recording
+from .host import FakeHost, materialize
+from .umockdev import Attribute, Record, Recording
 
-__all__ = [
-    "HostBuilder",
-    "FakeDevice",
-    "FakeHost",
-    "Limits",
-    "RecordLimitError",
-    "MLX5_MODELS",
-    "fixture_names",
-    "load_fixture",
-    "materialize",
-    "record_host",
-]
+__all__ = ["HostBuilder", "FakeDevice", "PciModel", "MLX5_MODELS", "MLX4_MODELS", "EFA_MODELS"]
 
 #: A value for a sysfs attribute: ``int`` and ``str`` get the newline the kernel's
 #: ``show()`` adds; ``bytes`` are written exactly (for broken values); ``None``
 #: leaves the file out.
 Value = Union[int, str, bytes, None]
-Source = Union["HostBuilder", Recording, str, "os.PathLike[str]"]
 
 NODE_TYPES = {
     1: "1: CA",
@@ -114,11 +81,12 @@ def _node_type(v: Value) -> Optional[bytes]:
     return _value(v)
 
 
-def _guid_text(value: int) -> str:
+def guid_text(value: int) -> str:
+    """A GUID as sysfs shows it (``0c42:a103:00a5:1c30``)."""
     return ":".join(f"{(value >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0))
 
 
-def _kernel_link(link_dir: str, target: str) -> str:
+def kernel_link(link_dir: str, target: str) -> str:
     """The relative link the kernel writes from directory ``link_dir`` to ``target``
     (both ``/devices/...``-style paths below /sys)."""
     base = link_dir.strip("/").split("/")
@@ -274,10 +242,12 @@ class HostBuilder:
         return f"/devices/pci0000:00/0000:00:{port:02x}.{self._port // 0x20}", self._bus
 
     # ------------------------------------------------------------------ records
-    def _add(self, path: str, subsystem: str, props: Iterable[tuple[str, str]] = (),
-             attrs: Iterable[tuple[str, Optional[bytes]]] = (),
-             links: Iterable[tuple[str, str]] = (), node: Optional[str] = None,
-             dev_links: Iterable[str] = ()) -> str:
+    def add_device(self, path: str, subsystem: str, props: Iterable[tuple[str, str]] = (),
+                   attrs: Iterable[tuple[str, Optional[bytes]]] = (),
+                   links: Iterable[tuple[str, str]] = (), node: Optional[str] = None,
+                   dev_links: Iterable[str] = ()) -> str:
+        """One device record at ``path``: its uevent keys, attributes (None: left
+        out), links, ``/dev`` node and node links; returns ``path``."""
         attributes = [Attribute(n, v) for n, v in attrs if v is not None]
         attributes += [Attribute(n, b"", target) for n, target in links]
         rec = Record(path, (("SUBSYSTEM", subsystem), *props), tuple(attributes), node, None,
@@ -285,11 +255,12 @@ class HostBuilder:
         self._records.append(rec)
         return path
 
-    def _pci(self, path: str, vendor: int, device: int, sub_vendor: int, sub_device: int,
-             pci_class: int, driver: Optional[str], *, numa_node: int = 0,
-             extra: Iterable[tuple[str, Optional[bytes]]] = (),
-             links: Iterable[tuple[str, str]] = (), vendor_name: Optional[str] = None,
-             model_name: Optional[str] = None, revision: int = 0) -> str:
+    def add_pci_function(self, path: str, vendor: int, device: int, sub_vendor: int,
+                         sub_device: int, pci_class: int, driver: Optional[str], *,
+                         numa_node: int = 0, extra: Iterable[tuple[str, Optional[bytes]]] = (),
+                         links: Iterable[tuple[str, str]] = (),
+                         vendor_name: Optional[str] = None, model_name: Optional[str] = None,
+                         revision: int = 0) -> str:
         """A PCI function's record: uevent keys, modalias and attributes, driver link
         (also what ``tools/make_fixtures.py`` builds the bundled fixtures with)."""
         slot = path.rsplit("/", 1)[1]
@@ -326,13 +297,14 @@ class HostBuilder:
         ]
         all_links = list(links)
         if driver:
-            all_links.insert(0, ("driver", _kernel_link(path, f"/bus/pci/drivers/{driver}")))
-        return self._add(path, "pci", props, sorted(attrs), all_links)
+            all_links.insert(0, ("driver", kernel_link(path, f"/bus/pci/drivers/{driver}")))
+        return self.add_device(path, "pci", props, sorted(attrs), all_links)
 
-    def _aux(self, parent: str, name: str, driver: str) -> str:
+    def add_aux_device(self, parent: str, name: str, driver: str) -> str:
+        """An auxiliary device ``<parent>/<name>`` bound to ``driver``; its path."""
         path = f"{parent}/{name}"
-        link = _kernel_link(path, f"/bus/auxiliary/drivers/{driver}")
-        return self._add(path, "auxiliary",
+        link = kernel_link(path, f"/bus/auxiliary/drivers/{driver}")
+        return self.add_device(path, "auxiliary",
                          [("DRIVER", driver), ("MODALIAS", "auxiliary:" + name.rsplit(".", 1)[0])],
                          [], [("driver", link)])
 
@@ -349,9 +321,10 @@ class HostBuilder:
             ("operstate", _value("up")),
             ("type", _value(1)),
         ]
-        links = [("device", _kernel_link(path, parent))] if parent else []
-        return self._add(path, "net", [("INTERFACE", ifname), ("IFINDEX", str(self._ifindex))],
-                         attrs, links)
+        links = [("device", kernel_link(path, parent))] if parent else []
+        return self.add_device(path, "net",
+                               [("INTERFACE", ifname), ("IFINDEX", str(self._ifindex))],
+                               attrs, links)
 
     def _rdma(self, *, parent: Optional[str], driver: str, name: str, uverbs: Optional[int],
               verbs: bool, abi_version: Value, node_type: Value, node_guid: Union[int, Value],
@@ -363,7 +336,7 @@ class HostBuilder:
         if not name or "/" in name:
             raise UsageError(f"invalid IB device name {name!r}")
         if isinstance(node_guid, int) and not isinstance(node_guid, bool):
-            guid: Optional[bytes] = _value(_guid_text(node_guid))
+            guid: Optional[bytes] = _value(guid_text(node_guid))
             guid_int = node_guid
         else:
             guid = _value(node_guid)
@@ -377,7 +350,7 @@ class HostBuilder:
                                     else "25 Gb/sec (1X EDR)")),
             ("ports/1/lid", _value("0x1" if link_layer == "InfiniBand" else "0x0")),
             ("ports/1/sm_lid", _value("0x1" if link_layer == "InfiniBand" else "0x0")),
-            ("ports/1/gids/0", _value("fe80:0000:0000:0000:" + _guid_text(guid_int))),
+            ("ports/1/gids/0", _value("fe80:0000:0000:0000:" + guid_text(guid_int))),
             ("ports/1/pkeys/0", _value("0xffff")),
         ]
         files: dict[str, Optional[bytes]] = dict(sorted([
@@ -391,17 +364,17 @@ class HostBuilder:
         files.update(port)
         for key, val in (ib_attrs or {}).items():
             files[key] = _value(val)
-        links = [("device", _kernel_link(ib_path, parent))] if parent else []
-        self._add(ib_path, "infiniband", [("NAME", name)], files.items(), links)
+        links = [("device", kernel_link(ib_path, parent))] if parent else []
+        self.add_device(ib_path, "infiniband", [("NAME", name)], files.items(), links)
         uverbs_name: Optional[str] = None
         if verbs:
-            uverbs_name = self._uverbs(parent, self._next_uverbs(uverbs), name, abi_version,
+            uverbs_name = self.add_uverbs(parent, self._next_uverbs(uverbs), name, abi_version,
                                        dev_node=dev_node, pci=pci, attrs=uverbs_attrs)
         fake = FakeDevice(name, uverbs_name, driver, parent, dev_node and verbs, pci, vf_of)
         self._devices.append(fake)
         return fake
 
-    def _uverbs(self, parent: Optional[str], index: int, ibdev: str, abi_version: Value, *,
+    def add_uverbs(self, parent: Optional[str], index: int, ibdev: str, abi_version: Value, *,
                 dev_node: bool = True, pci: Optional[str] = None,
                 attrs: Optional[Mapping[str, Value]] = None) -> str:
         """``infiniband_verbs/uverbs<index>`` of ``ibdev``, its /dev node (unless
@@ -422,8 +395,8 @@ class HostBuilder:
         dev_links = [f"infiniband/by-ibdev/uverbs-{ibdev}"] if dev_node else []
         if dev_node and pci is not None:
             dev_links.append(f"infiniband/by-path/pci-{pci}")
-        uv_links = [("device", _kernel_link(uv_path, parent))] if parent else []
-        self._add(uv_path, "infiniband_verbs",
+        uv_links = [("device", kernel_link(uv_path, parent))] if parent else []
+        self.add_device(uv_path, "infiniband_verbs",
                   [("MAJOR", str(major)), ("MINOR", str(minor)),
                    ("DEVNAME", f"/dev/infiniband/{uverbs_name}"), ("DEVMODE", "0666")],
                   uv_files.items(), uv_links,
@@ -504,10 +477,10 @@ class HostBuilder:
                        uverbs_attrs: Optional[Mapping[str, Value]],
                        vf_of: Optional[str]) -> None:
         index = self._count("mlx5")
-        self._pci(path, 0x15B3, device, 0x15B3, 0x0007, pci_class, "mlx5_core",
+        self.add_pci_function(path, 0x15B3, device, 0x15B3, 0x0007, pci_class, "mlx5_core",
                   numa_node=numa_node, extra=extra, links=links, vendor_name=vendor_name,
                   model_name=model_name)
-        self._aux(path, f"mlx5_core.rdma.{index}", "mlx5_ib.rdma")
+        self.add_aux_device(path, f"mlx5_core.rdma.{index}", "mlx5_ib.rdma")
         guid = node_guid if node_guid is not None else self._guid(0xB8599F0300A20000)
         if netdev is not None and isinstance(guid, int):
             mac = ":".join(f"{(guid >> s) & 0xFF:02x}" for s in (56, 48, 40, 16, 8, 0))
@@ -551,7 +524,7 @@ class HostBuilder:
         for i, (slot, device, links, vf_of) in enumerate(functions):
             index = self._count("mlx4")
             path = f"{root}/{slot}"
-            self._pci(path, 0x15B3, device, 0x15B3, 0x0006, IB_CLASS, "mlx4_core",
+            self.add_pci_function(path, 0x15B3, device, 0x15B3, 0x0006, IB_CLASS, "mlx4_core",
                       links=links)
             first = i == 0
             self._rdma(parent=path, driver="mlx4", name=(name if first and name else
@@ -588,7 +561,7 @@ class HostBuilder:
         root, bus = self._new_bus()
         slot = f"0000:{bus:02x}:00.0"
         path = f"{root}/{slot}"
-        self._pci(path, 0x1D0F, pm.device, 0x1D0F, pm.device, ETH_CLASS, "efa")
+        self.add_pci_function(path, 0x1D0F, pm.device, 0x1D0F, pm.device, ETH_CLASS, "efa")
         self._count("efa")
         self._rdma(parent=path, driver="efa", name=name or f"rdmap{bus}s0", uverbs=uverbs,
                    verbs=True, abi_version=abi_version, node_type=node_type,
@@ -615,8 +588,8 @@ class HostBuilder:
         slot = f"0000:{bus:02x}:00.0"
         path = f"{root}/{slot}"
         index = self._count("irdma")
-        self._pci(path, 0x8086, 0x1593, 0x8086, 0x0002, ETH_CLASS, "ice")
-        self._aux(path, f"ice.{'iwarp' if iwarp else 'roce'}.{index}", "irdma")
+        self.add_pci_function(path, 0x8086, 0x1593, 0x8086, 0x0002, ETH_CLASS, "ice")
+        self.add_aux_device(path, f"ice.{'iwarp' if iwarp else 'roce'}.{index}", "irdma")
         self._rdma(parent=path, driver="irdma", name=name or f"irdma{index}", uverbs=uverbs,
                    verbs=True, abi_version=abi_version,
                    node_type=(4 if iwarp else 1) if node_type is None else node_type,
@@ -642,8 +615,8 @@ class HostBuilder:
         slot = f"0000:{bus:02x}:00.0"
         path = f"{root}/{slot}"
         index = self._count("bnxt_re")
-        self._pci(path, 0x14E4, 0x16D7, 0x14E4, 0x1402, ETH_CLASS, "bnxt_en")
-        self._aux(path, f"bnxt_en.rdma.{index}", "bnxt_re")
+        self.add_pci_function(path, 0x14E4, 0x16D7, 0x14E4, 0x1402, ETH_CLASS, "bnxt_en")
+        self.add_aux_device(path, f"bnxt_en.rdma.{index}", "bnxt_re")
         self._rdma(parent=path, driver="bnxt_re", name=name or f"bnxt_re{index}",
                    uverbs=uverbs, verbs=True, abi_version=abi_version, node_type=node_type,
                    node_guid=self._guid(0x0A0B0CFFFE0D0000) if node_guid is None else node_guid,
@@ -732,11 +705,11 @@ class HostBuilder:
         root, bus = self._new_bus()
         slot = f"0000:{bus:02x}:00.0"
         path = f"{root}/{slot}"
-        self._pci(path, vendor, device, vendor if sub_vendor is None else sub_vendor,
+        self.add_pci_function(path, vendor, device, vendor if sub_vendor is None else sub_vendor,
                   device if sub_device is None else sub_device, pci_class,
                   pci_driver or driver)
         if aux is not None:
-            self._aux(path, aux, driver)
+            self.add_aux_device(path, aux, driver)
         self._rdma(parent=path, driver=driver, name=name, uverbs=uverbs, verbs=verbs,
                    abi_version=abi_version, node_type=node_type,
                    node_guid=self._guid(0x0011220000000000) if node_guid is None else node_guid,
@@ -745,409 +718,3 @@ class HostBuilder:
         return self
 
 
-# --------------------------------------------------------------------------- FakeHost
-
-
-@dataclass(frozen=True)
-class FakeHost:
-    """A host written to disk: ``sysfs`` stands for /sys, ``dev`` for /dev/infiniband.
-
-    ``get_device_list()`` lists it with sysverbs (``providers="builtin"`` unless you
-    say otherwise, so the test machine's rdma-core does not matter).
-    """
-
-    root: Path
-    sysfs: Path
-    dev: Path
-    dev_nodes: tuple[str, ...]
-    recording: Recording = field(repr=False)
-
-    def options(self, **overrides: Any) -> dict[str, Any]:
-        """Keyword arguments for :func:`sysverbs.get_device_list` on this host."""
-        # source="sysfs": with "auto", a host with RDMA netlink would list its real devices.
-        opts: dict[str, Any] = {"sysfs_path": str(self.sysfs), "dev_dir": str(self.dev),
-                                "providers": "builtin", "source": "sysfs"}
-        opts.update(overrides)
-        return opts
-
-    def get_device_list(self, **overrides: Any) -> Any:
-        """``sysverbs.get_device_list(**self.options(**overrides))``."""
-        from .api import get_device_list
-
-        return get_device_list(**self.options(**overrides))
-
-    def recording_file(self) -> Path:
-        """The host's recording, written once to ``root/host.umockdev``."""
-        path = self.root / "host.umockdev"
-        if not path.exists():
-            path.write_text(recording.dumps(self.recording), encoding="utf-8",
-                            errors="surrogateescape")
-        return path
-
-    def umockdev_command(self, argv: Sequence[str]) -> list[str]:
-        """``umockdev-run -d <recording> -- argv``: run ``argv`` with this host as its
-        /sys and /dev (libibverbs, pyudev and sysverbs all see it; leave SYSFS_PATH
-        unset)."""
-        return recording.umockdev_run_command(self.recording_file(), argv)
-
-
-def fixture_names() -> list[str]:
-    """The bundled fixture hosts (``dgx-demo``, ``mlx5-sriov``, ``efa``, ...)."""
-    return recording.fixture_names()
-
-
-def load_fixture(name: str) -> Recording:
-    """A bundled fixture host by name."""
-    return recording.load(recording.fixture_path(name))
-
-
-def _as_recording(source: Source) -> Recording:
-    if isinstance(source, HostBuilder):
-        return source.build()
-    if isinstance(source, Recording):
-        return source
-    text = os.fspath(source)
-    if isinstance(source, str) and "/" not in text and not os.path.exists(text):
-        return load_fixture(text)
-    return recording.load(text)
-
-
-def materialize(source: Source, root: Union[str, os.PathLike[str]]) -> FakeHost:
-    """Write a host below ``root``: a :class:`HostBuilder`, a :class:`Recording`, the
-    name of a bundled fixture or the path of a recording file."""
-    rec = _as_recording(source)
-    host = recording.materialize(rec, root)
-    return FakeHost(host.root, host.sysfs, host.dev, host.dev_nodes, rec)
-
-
-# ------------------------------------------------------------------------ record_host
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds of :func:`record_host`.
-
-    A file larger than ``max_file_size`` is left out (sysfs text attributes are at
-    most a page); more than ``max_files`` files, ``max_total_bytes`` bytes or
-    ``max_devices`` devices raise :class:`RecordLimitError`; directories deeper than
-    ``max_depth`` inside a device are not entered.
-    """
-
-    max_file_size: int = 65536
-    max_files: int = 200_000
-    max_total_bytes: int = 64 << 20
-    max_devices: int = 20_000
-    max_depth: int = 8
-
-
-#: Files of a PCI device never read: config space, ROM, VPD and BARs (reads can be slow,
-#: have side effects or map device memory) and the triggers (write-only anyway).
-_PCI_SKIP = frozenset({"config", "rom", "vpd", "remove", "rescan", "reset"})
-_PCI_SKIP_RE = re.compile(r"resource\d+(_wc)?")
-_RDMA_CLASSES = ("infiniband", "infiniband_verbs", "infiniband_mad")
-_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class _Recorder:
-    def __init__(self, root: str, dev_root: Optional[str], limits: Limits) -> None:
-        self.root = root  # resolved sysfs root
-        self.devices_dir = os.path.join(root, "devices")
-        self.dev_root = dev_root
-        self.limits = limits
-        self.files = 0
-        self.bytes = 0
-
-    # -- bounded, non-following reads -------------------------------------------------
-    def inside(self, real: str, area: Optional[str] = None) -> bool:
-        area = area or self.root
-        return real == area or real.startswith(area + os.sep)
-
-    def read(self, path: str) -> Optional[bytes]:
-        """The bytes of regular file ``path`` (None: skipped), counted against limits."""
-        try:
-            fd = os.open(path, _READ_FLAGS)
-        except (OSError, ValueError):
-            return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return None
-            chunks: list[bytes] = []
-            size = 0
-            while size <= self.limits.max_file_size:
-                chunk = os.read(fd, self.limits.max_file_size + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        except OSError:
-            return None  # EIO, EINVAL, EAGAIN...: attributes that cannot be read now
-        finally:
-            os.close(fd)
-        if size > self.limits.max_file_size:
-            return None
-        self.files += 1
-        self.bytes += size
-        if self.files > self.limits.max_files:
-            raise RecordLimitError(f"more than {self.limits.max_files} files")
-        if self.bytes > self.limits.max_total_bytes:
-            raise RecordLimitError(f"more than {self.limits.max_total_bytes} bytes")
-        return b"".join(chunks)
-
-    def is_device(self, path: str) -> bool:
-        try:
-            return stat.S_ISREG(os.lstat(os.path.join(path, "uevent")).st_mode)
-        except OSError:
-            return False
-
-    def resolve(self, path: str) -> Optional[str]:
-        """``path`` resolved, if it is a device directory below ``<root>/devices``."""
-        try:
-            real = os.path.realpath(path)
-        except (OSError, ValueError):
-            return None
-        if not self.inside(real, self.devices_dir) or not os.path.isdir(real):
-            return None
-        return real if self.is_device(real) else None
-
-    # -- selecting devices -----------------------------------------------------------
-    def class_entries(self, cls: str) -> list[str]:
-        d = os.path.join(self.root, "class", cls)
-        try:
-            names = sorted(os.listdir(d))
-        except OSError:
-            return []
-        return [os.path.join(d, n) for n in names if not n.startswith(".")]
-
-    def rdma_devices(self) -> list[str]:
-        found: list[str] = []
-        seeds: list[str] = []
-        for cls in _RDMA_CLASSES:
-            for entry in self.class_entries(cls):
-                real = self.resolve(entry)
-                if real is not None:
-                    seeds.append(real)
-        for real in seeds:
-            found.append(real)
-            # the parent device (device link), its parents up to the PCI function
-            parent = self.resolve(os.path.join(real, "device"))
-            cur = parent
-            steps = 0
-            while cur is not None and steps < 8:
-                found.append(cur)
-                if self._subsystem(cur) == "pci":
-                    break
-                nxt = os.path.dirname(cur)
-                while self.inside(nxt, self.devices_dir) and nxt != self.devices_dir \
-                        and not self.is_device(nxt):
-                    nxt = os.path.dirname(nxt)
-                cur = nxt if self.inside(nxt, self.devices_dir) and nxt != self.devices_dir \
-                    else None
-                steps += 1
-            # net devices of the parent, and an rxe/siw's netdev
-            if parent is not None:
-                for entry in self._listdir(os.path.join(parent, "net")):
-                    net = self.resolve(os.path.join(parent, "net", entry))
-                    if net is not None:
-                        found.append(net)
-            value = self.read(os.path.join(real, "parent"))
-            if value:
-                name = value.decode("utf-8", "replace").strip()
-                if name and "/" not in name and not name.startswith("."):
-                    net = self.resolve(os.path.join(self.root, "class", "net", name))
-                    if net is not None:
-                        found.append(net)
-        return found
-
-    def all_devices(self) -> list[str]:
-        found: list[str] = []
-        for dirpath, dirnames, _ in os.walk(self.devices_dir, followlinks=False):
-            depth = dirpath[len(self.devices_dir):].count(os.sep)
-            if depth > 32:
-                dirnames[:] = []
-            if dirpath != self.devices_dir and self.is_device(dirpath):
-                found.append(dirpath)
-                if len(found) > self.limits.max_devices:
-                    raise RecordLimitError(f"more than {self.limits.max_devices} devices")
-        return found
-
-    @staticmethod
-    def _listdir(path: str) -> list[str]:
-        try:
-            return sorted(os.listdir(path))
-        except OSError:
-            return []
-
-    @staticmethod
-    def _subsystem(path: str) -> Optional[str]:
-        try:
-            return os.path.basename(os.readlink(os.path.join(path, "subsystem")))
-        except OSError:
-            return None
-
-    # -- one device ----------------------------------------------------------------
-    def record(self, path: str, dev_links: Mapping[str, list[str]]) -> Optional[Record]:
-        subsystem = self._subsystem(path)
-        if not subsystem:
-            return None  # umockdev needs a SUBSYSTEM; such a directory is no device
-        sys_path = "/" + os.path.relpath(path, self.root)
-        props: list[tuple[str, str]] = [("SUBSYSTEM", subsystem)]
-        uevent = self.read(os.path.join(path, "uevent")) or b""
-        devname: Optional[str] = None
-        for line in uevent.decode("utf-8", "surrogateescape").split("\n"):
-            key, sep, val = line.partition("=")
-            if not sep or not key or key == "SUBSYSTEM":
-                continue
-            if key == "DEVNAME":
-                devname = val
-                val = "/dev/" + val
-            props.append((key, val))
-        files: list[Attribute] = []
-        links: list[Attribute] = []
-        self._walk(path, "", 0, files, links, pci=subsystem == "pci")
-        node: Optional[str] = None
-        s_links: tuple[str, ...] = ()
-        if devname and self.dev_root is not None and ".." not in devname.split("/") \
-                and not devname.startswith("/"):
-            if os.path.lexists(os.path.join(self.dev_root, devname)):
-                node = devname
-                s_links = tuple(dev_links.get(devname, ()))
-        return Record(sys_path, tuple(props), tuple(files + links), node, None, s_links)
-
-    def _walk(self, base: str, prefix: str, depth: int, files: list[Attribute],
-              links: list[Attribute], *, pci: bool = False) -> None:
-        try:
-            entries = sorted(os.scandir(os.path.join(base, prefix) if prefix else base),
-                             key=lambda e: e.name)
-        except OSError:
-            return
-        for entry in entries:
-            name = prefix + entry.name
-            if "=" in entry.name or "\n" in entry.name or entry.name.startswith("."):
-                continue
-            if entry.is_symlink():
-                if not prefix and entry.name == "subsystem":
-                    continue
-                try:
-                    target = os.readlink(entry.path)
-                except OSError:
-                    continue
-                real = os.path.normpath(os.path.join(os.path.dirname(entry.path), target))
-                if os.path.isabs(target) or not self.inside(real):
-                    continue  # never record (or follow) a link out of sysfs
-                links.append(Attribute(name, b"", target))
-            elif entry.is_dir(follow_symlinks=False):
-                if self.is_device(entry.path) or depth >= self.limits.max_depth:
-                    continue  # a child device: recorded on its own, if at all
-                self._walk(base, name + "/", depth + 1, files, links)
-            elif entry.is_file(follow_symlinks=False):
-                if not prefix and (entry.name == "uevent" or pci and (
-                        entry.name in _PCI_SKIP or _PCI_SKIP_RE.fullmatch(entry.name))):
-                    continue  # uevent: recorded as E: lines
-                try:
-                    mode = entry.stat(follow_symlinks=False).st_mode
-                except OSError:
-                    continue
-                if not mode & 0o444:
-                    continue  # write-only
-                value = self.read(entry.path)
-                if value is not None:
-                    files.append(Attribute(name, value))
-
-    def dev_links(self, top: Iterable[str]) -> dict[str, list[str]]:
-        """Symlinks below ``dev_root/<top>`` (three levels), by the node they name."""
-        out: dict[str, list[str]] = {}
-        if self.dev_root is None:
-            return out
-        dev_real = os.path.realpath(self.dev_root)
-        for t in sorted(set(top)):
-            start = os.path.join(self.dev_root, t)
-            if not os.path.isdir(start) or os.path.islink(start):
-                continue
-            for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
-                if dirpath[len(start):].count(os.sep) >= 3:
-                    dirnames[:] = []
-                for n in sorted(dirnames + filenames):
-                    p = os.path.join(dirpath, n)
-                    if not os.path.islink(p):
-                        continue
-                    real = os.path.realpath(p)
-                    if not self.inside(real, dev_real):
-                        continue
-                    out.setdefault(os.path.relpath(real, dev_real), []).append(
-                        os.path.relpath(p, self.dev_root))
-        return out
-
-    def class_files(self, classes: Iterable[str]) -> list[tuple[str, bytes]]:
-        out: list[tuple[str, bytes]] = []
-        for cls in classes:
-            d = os.path.join(self.root, "class", cls)
-            for n in self._listdir(d):
-                p = os.path.join(d, n)
-                if os.path.islink(p) or not os.path.isfile(p) or n.startswith("."):
-                    continue
-                value = self.read(p)
-                if value is not None:
-                    out.append((f"/class/{cls}/{n}", value))
-        return out
-
-
-def record_host(
-    sysfs_root: Union[str, os.PathLike[str]] = "/sys",
-    *,
-    dev_root: Union[str, os.PathLike[str], None] = None,
-    devices: str = "rdma",
-    limits: Limits = Limits(),
-) -> Recording:
-    """Record a host's sysfs (and which ``/dev`` nodes exist) as a :class:`Recording`.
-
-    * ``sysfs_root``: ``/sys``, or any tree laid out like it (a materialized host);
-    * ``dev_root``: the ``/dev`` of that host (default: ``/dev`` for ``/sys``, else
-      ``dev`` beside the sysfs root); device nodes are noted (``N:``), never read;
-      their ``infiniband/by-*`` links become ``S:`` lines;
-    * ``devices``: ``"rdma"`` (default): the ``infiniband``, ``infiniband_verbs`` and
-      ``infiniband_mad`` devices, their parent devices up to the PCI function, the
-      network interfaces of those parents and of rxe/siw devices, and the loopback
-      interface (which carries the class files, as in the bundled fixtures);
-      ``"all"``: every device below ``/sys/devices`` (for small or fake trees);
-    * ``limits``: see :class:`Limits`.
-
-    Nothing outside the sysfs root is read or recorded: class entries and ``device``
-    links that resolve outside ``<sysfs_root>/devices`` are ignored, links are
-    recorded as links (and dropped when they point outside sysfs), and PCI config
-    space, ROMs, VPD and BARs are never read.  Unreadable attributes are left out.
-    """
-    if devices not in ("rdma", "all"):
-        raise UsageError("devices must be 'rdma' or 'all'")
-    root = os.path.realpath(os.fspath(sysfs_root))
-    if not os.path.isdir(os.path.join(root, "devices")):
-        raise FileNotFoundError(f"{root}/devices: not a sysfs tree")
-    if dev_root is None:
-        guess = "/dev" if root == "/sys" else os.path.join(os.path.dirname(root), "dev")
-        dev = guess if os.path.isdir(guess) else None
-    else:
-        dev = os.fspath(dev_root)
-    rec = _Recorder(root, dev, limits)
-    chosen = rec.rdma_devices() if devices == "rdma" else rec.all_devices()
-    lo = os.path.join(root, LO_PATH.lstrip("/"))
-    ordered: list[str] = []
-    seen: set[str] = set()
-    carrier_first = [lo] if rec.is_device(lo) and not os.path.islink(lo) else []
-    for p in carrier_first + sorted(chosen):
-        if p not in seen:
-            seen.add(p)
-            ordered.append(p)
-    if len(ordered) > limits.max_devices:
-        raise RecordLimitError(f"more than {limits.max_devices} devices")
-    links = rec.dev_links(["infiniband"])
-    records = [r for r in (rec.record(p, links) for p in ordered) if r is not None]
-    classes = _RDMA_CLASSES if devices == "rdma" else rec._listdir(os.path.join(root, "class"))
-    class_files = rec.class_files(classes)
-    if class_files:
-        if not records:
-            records.append(Record(LO_PATH, (("SUBSYSTEM", "net"),)))
-        carrier = records[0]
-        extra = tuple(recording.class_file(carrier.path, target, value)
-                      for target, value in class_files)
-        records[0] = replace(carrier, attributes=carrier.attributes + extra)
-    return Recording(tuple(records))

@@ -15,7 +15,7 @@ __all__ = ["DeviceRecord", "read_abi_version", "read_node_type", "abi_number"]
 
 def read_node_type(ibdev_path: bytes) -> int:
     """``<ibdev_path>/node_type``: result ``<= 0`` is UNKNOWN, else strtoul as uint32
-    (a :mod:`sysverbs.node_types` number)."""
+    (a :mod:`sysverbs._core.node_types` number)."""
     value = read_sysfs_file(ibdev_path + b"/node_type", NODE_TYPE_SIZE)
     if not value:
         return UNKNOWN

@@ -1,6 +1,6 @@
 """The ``NETLINK_RDMA`` transport: what libnl's socket calls do for libibverbs.
 
-:func:`sysverbs.sources.open_netlink` creates the socket and wraps it in a
+:func:`sysverbs.sources.netlink.open_netlink` creates the socket and wraps it in a
 :class:`SocketTransport`; tests put a fake kernel (any :class:`Transport`) there.
 """
 
@@ -9,19 +9,16 @@ from __future__ import annotations
 import errno
 import os
 
-from .errors import NetlinkFailure
-from .sources import NETLINK_RDMA
+from ...errors import NetlinkFailure
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from _socket import socket
 
 __all__ = [
-    "NETLINK_RDMA",
     "SOCKET_BUFFER",
     "RECV_BUFFER",
     "RECV_TIMEOUT",
-    "NetlinkFailure",
     "Transport",
     "SocketTransport",
 ]

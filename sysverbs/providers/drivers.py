@@ -1,4 +1,4 @@
-"""Which providers libibverbs would load, and in which order (``load_drivers``, spec 2.3).
+"""Which providers libibverbs would load, and in which order (``init.c: load_drivers``).
 
 libibverbs reads its config directory (``/etc/libibverbs.d``), then loads the
 names in ``RDMAV_DRIVERS`` (or ``IBV_DRIVERS``), then the config names in reverse
@@ -14,16 +14,16 @@ import errno
 import os
 import stat
 
-from .messages import ConfigWarning, DriverLoadWarning, SysverbsWarning
-from .providers import pabi_for, provider_dir
-from .typing_light import NamedTuple
+from .._core.messages import ConfigWarning, DriverLoadWarning, SysverbsWarning
+from .._core.typing_light import NamedTuple
+from .table import pabi_for, provider_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Optional
 
-    from .providers import Provider
+    from .table import Provider
 
     Message = tuple[bytes, type[SysverbsWarning]]
 
@@ -178,10 +178,10 @@ def _dl_error(path: bytes) -> Optional[bytes]:
 
 
 def _search_dirs(env: Mapping[str, str]) -> list[bytes]:
-    from .providers import _lib_dirs
+    from .table import lib_dirs
 
     dirs = [os.fsencode(d) for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
-    return dirs + [os.fsencode(d) for d in _lib_dirs()]
+    return dirs + [os.fsencode(d) for d in lib_dirs()]
 
 
 def _library_name(path: bytes) -> bytes:
@@ -277,7 +277,7 @@ def load_for_mode(
     mode: str, release: int, config_dir: bytes, env: Mapping[str, str]
 ) -> DriverLoad:
     """The driver list of ``providers=mode`` ("builtin" or "installed") for a release."""
-    from .providers import provider_table
+    from .table import provider_table
 
     table = provider_table(release)
     if mode == "builtin":

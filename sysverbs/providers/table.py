@@ -1,18 +1,14 @@
-"""Provider match tables: loaded from ``data/providers.json``, derived per rdma-core release.
+"""Provider match tables: from ``providers.json``, derived per rdma-core release.
 
 The data file records, for every rdma-core provider and every entry of its match
 table, the first rdma-core release that shipped it (``since``) and, for entries
 that were dropped, the first release without it (``until``).  The table of any
 release is therefore a pure function of the data: :func:`provider_table`.
 
-``data/providers.marshal`` holds the same data in :mod:`marshal` form, and each
-release's table already derived (marshalled on its own), only because loading and
-deriving cost more than a whole first call at 64 devices (``import json`` alone
-imports ``re``).  It carries a copy of the ``providers.json`` it was made from and
-is used only while that copy is byte for byte the file beside it; otherwise the JSON
-is parsed and the tables derived from it.  Regenerate it with
-``tools/write_provider_cache.py`` (a test checks it is current and that its tables
-are the derived ones).
+``_data.py`` holds each release's table already derived, and the release span and
+PABI list, as Python literals: it loads from its ``.pyc`` with no parse at run time
+and is the same on every interpreter.  ``tools/write_provider_data.py`` writes it
+from ``providers.json`` (:func:`render_data_module`); a test checks it is current.
 """
 
 from __future__ import annotations
@@ -20,12 +16,13 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import UsageError, WrongTypeError
-from .typing_light import NamedTuple
+from .._core.typing_light import NamedTuple
+from ..errors import UsageError, WrongTypeError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Optional, Union
+    from collections.abc import Sequence
+    from typing import Any, Optional, Union
 
 __all__ = [
     "Provider",
@@ -70,22 +67,20 @@ class Provider(NamedTuple):
 
 
 def _checked_pattern(pattern: bytes) -> bytes:
-    """A MODALIAS/NAME pattern :func:`sysverbs.cparse.fnmatch` can match exactly."""
+    """A MODALIAS/NAME pattern :func:`sysverbs._core.cparse.fnmatch` can match exactly."""
     if b"[" in pattern or b"\\" in pattern or b"\0" in pattern:
         raise ValueError(f"unsupported fnmatch pattern {pattern!r}")
     return pattern
 
 
-_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+_DATA_DIR = os.path.dirname(os.path.abspath(__file__))
 _JSON_PATH = os.path.join(_DATA_DIR, "providers.json")
-_CACHE_PATH = os.path.join(_DATA_DIR, "providers.marshal")
-_CACHE_TAG = "sysverbs-providers-cache-2"
 _loaded: dict[str, Any] = {}
 
 if TYPE_CHECKING:
-    #: One provider of a release, as the cache stores it: the fields of :class:`Provider`,
-    #: with lists for the sets.
-    TableRow = tuple[str, str, int, int, list[bytes], tuple[bytes, ...], list[int]]
+    #: One provider of a release, as ``_data.py`` stores it: the fields of
+    #: :class:`Provider`, with sorted tuples for the sets.
+    TableRow = tuple[str, str, int, int, tuple[bytes, ...], tuple[bytes, ...], tuple[int, ...]]
 
 
 def _table_rows(data: dict[str, Any], release: int) -> list[TableRow]:
@@ -113,48 +108,13 @@ def _table_rows(data: dict[str, Any], release: int) -> list[TableRow]:
                 patterns.append(_checked_pattern(e["pattern"].encode()))
             else:
                 raise ValueError(f"unknown match kind {kind!r}")
-        rows.append((raw["name"], raw["library"], min_abi, max_abi, prefixes,
-                     tuple(patterns), driver_ids))
+        rows.append((raw["name"], raw["library"], min_abi, max_abi, tuple(sorted(prefixes)),
+                     tuple(patterns), tuple(sorted(driver_ids))))
     return rows
 
 
 def _span_of(data: dict[str, Any]) -> tuple[int, int]:
     return min(int(p["since"]) for p in data["providers"]), int(data["latest"])
-
-
-class _Cache(NamedTuple):
-    """A current ``providers.marshal``: its head, and where each part lies in the file."""
-
-    head: dict[str, Any]  # "span": (first, last release), "pabi": the PABI list
-    tables: dict[int, int]  # release -> the part that holds its marshalled table
-    spans: list[tuple[int, int]]  # (offset, size) of each part
-
-
-def _cache_blob(raw: bytes, data: dict[str, Any]) -> bytes:
-    """The cache of one providers.json (``raw``, parsed: ``data``).
-
-    Eight ASCII digits give the length of the marshalled head that follows: the tag,
-    the release span and PABI list, which part holds each release's table, and the
-    size of each part.  The parts follow: ``raw`` itself (the cache is used only while
-    providers.json is byte for byte the same), the marshalled table of each release
-    (each on its own, so that a first call loads just one; releases with the same
-    table share a part), and last the whole data, marshalled."""
-    import marshal
-
-    first, last = _span_of(data)
-    parts = [raw]
-    part_of: dict[bytes, int] = {}
-    tables: dict[int, int] = {}
-    for release in range(first, last + 1):
-        blob = marshal.dumps(_table_rows(data, release))
-        if blob not in part_of:
-            part_of[blob] = len(parts)
-            parts.append(blob)
-        tables[release] = part_of[blob]
-    parts.append(marshal.dumps(data))
-    head = marshal.dumps((_CACHE_TAG, {"span": (first, last), "pabi": data["pabi"]}, tables,
-                          [len(part) for part in parts]))
-    return b"%08d" % len(head) + head + b"".join(parts)
 
 
 def _read_file(path: str) -> bytes:
@@ -170,110 +130,60 @@ def _read_file(path: str) -> bytes:
         os.close(fd)
 
 
-def _read_part(spans: list[tuple[int, int]], part: int) -> bytes:
-    """Part ``part`` of the cache file, read on its own."""
-    offset, size = spans[part]
-    fd = os.open(_CACHE_PATH, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        blob = os.pread(fd, size, offset)
-    finally:
-        os.close(fd)
-    if len(blob) != size:
-        raise ValueError("providers.marshal is cut short")
-    return blob
-
-
-def _cache() -> Optional[_Cache]:
-    """The cache when it was made from the providers.json beside it, else None (looked
-    at once).  Reads its head and its copy of providers.json, not the tables."""
-    if "cache" not in _loaded:
-        import marshal
-
-        found = None
-        try:
-            fd = os.open(_CACHE_PATH, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                start = os.pread(fd, 4096, 0)  # the head (a larger read costs more)
-                end = 8 + int(start[:8])
-                if end > len(start):
-                    start = os.pread(fd, end, 0)
-                tag, head, tables, sizes = marshal.loads(start[8:end])
-                spans = []
-                for size in sizes:
-                    spans.append((end, size))
-                    end += size
-                offset, size = spans[0]
-                copy = (start[offset:offset + size] if offset + size <= len(start)
-                        else os.pread(fd, size, offset))
-            finally:
-                os.close(fd)
-            if tag == _CACHE_TAG and len(copy) == size:
-                fd = os.open(_JSON_PATH, os.O_RDONLY | os.O_CLOEXEC)
-                try:  # one byte more than the copy: a longer file differs too
-                    same = os.read(fd, size + 1) == copy
-                finally:
-                    os.close(fd)
-                if same:
-                    found = _Cache(head, tables, spans)
-        except (OSError, ValueError, EOFError, TypeError):
-            pass
-        _loaded["cache"] = found
-    cache: Optional[_Cache] = _loaded["cache"]
-    return cache
-
-
-def _cached(part: Callable[[_Cache], Optional[int]]) -> Any:
-    """The unmarshalled cache part that ``part`` picks, or None (no current cache, no
-    such part, or it cannot be read)."""
-    import marshal
-
-    cache = _cache()
-    n = part(cache) if cache is not None else None
-    if cache is None or n is None:
-        return None
-    try:
-        return marshal.loads(_read_part(cache.spans, n))
-    except (OSError, ValueError, EOFError, TypeError, IndexError):
-        return None
-
-
 def _data() -> dict[str, Any]:
-    """The whole provider data: from the cache when it is current, else providers.json."""
+    """The whole provider data, parsed from providers.json (once)."""
     data: Optional[dict[str, Any]] = _loaded.get("data")
     if data is None:
-        data = _cached(lambda cache: len(cache.spans) - 1)
-        if data is None:  # no cache, or one made from another providers.json
-            import json
+        import json
 
-            data = json.loads(_read_file(_JSON_PATH))
-        _loaded["data"] = data
+        data = _loaded["data"] = json.loads(_read_file(_JSON_PATH))
     assert data is not None
     return data
 
 
-def _head() -> dict[str, Any]:
-    """The release span and the PABI list, without loading the whole data if possible."""
-    head: Optional[dict[str, Any]] = _loaded.get("head")
-    if head is None:
-        cache = _cache()
-        if cache is not None:
-            head = cache.head
-        else:
-            data = _data()
-            head = {"span": _span_of(data), "pabi": data["pabi"]}
-        _loaded["head"] = head
-    return head
+def render_data_module(data: Optional[dict[str, Any]] = None) -> str:
+    """The text of ``_data.py`` for ``data`` (default: providers.json)."""
+    data = _data() if data is None else data
+    first, last = _span_of(data)
+    rows: list[TableRow] = []  # every distinct provider row, once
+    tables: list[tuple[int, ...]] = []  # each distinct table: indexes into rows
+    table_of: dict[int, int] = {}
+    for release in range(first, last + 1):
+        table = []
+        for row in _table_rows(data, release):
+            if row not in rows:
+                rows.append(row)
+            table.append(rows.index(row))
+        if tuple(table) not in tables:
+            tables.append(tuple(table))
+        table_of[release] = tables.index(tuple(table))
+    lines = [
+        '"""Provider tables derived from providers.json, one per rdma-core release.',
+        "",
+        "Written by tools/write_provider_data.py (sysverbs.providers.table.render_data_module);",
+        'do not edit: tests/test_provider_data.py checks that it is current."""',
+        "",
+        f"SPAN = {(first, last)!r}",
+        f"PABI = {tuple(tuple(int(v) for v in pair) for pair in data['pabi'])!r}",
+        "#: release -> its table in TABLES",
+        f"TABLE_OF = {table_of!r}",
+        "#: each table: its providers, as indexes into ROWS, in registration order",
+        "TABLES = (",
+        *(f"    {table!r}," for table in tables),
+        ")",
+        "#: (name, library, min_abi, max_abi, PCI prefixes, patterns, driver ids)",
+        "ROWS = (",
+        *(f"    {row!r}," for row in rows),
+        ")",
+    ]
+    return "\n".join(lines) + "\n"
 
 
-def write_cache() -> str:
-    """Rewrite ``data/providers.marshal`` from ``data/providers.json``; its path."""
-    import json
+def _head() -> tuple[tuple[int, int], tuple[tuple[int, int], ...]]:
+    """The release span and the PABI list."""
+    from . import _data as generated
 
-    with open(_JSON_PATH, "rb") as f:
-        raw = f.read()
-    with open(_CACHE_PATH, "wb") as f:
-        f.write(_cache_blob(raw, json.loads(raw)))
-    return _CACHE_PATH
+    return generated.SPAN, generated.PABI
 
 
 def latest_release() -> int:
@@ -289,8 +199,7 @@ def known_releases() -> list[int]:
 
 def _span() -> tuple[int, int]:
     """The first and last release of :func:`known_releases` (computed once)."""
-    first, last = _head()["span"]
-    return int(first), int(last)
+    return _head()[0]
 
 
 def resolve_release(release: Release) -> int:
@@ -322,7 +231,7 @@ def resolve_release(release: Release) -> int:
 def pabi_for(release: int) -> int:
     """The provider ABI suffix (``lib<name>-rdmav<PABI>.so``) of a release."""
     pabi = 0
-    for first, value in _head()["pabi"]:
+    for first, value in _head()[1]:
         if int(first) <= release:
             pabi = int(value)
     return pabi
@@ -365,9 +274,14 @@ def provider_table(release: int) -> tuple[Provider, ...]:
 
 
 def _derive_table(release: int) -> tuple[Provider, ...]:
-    rows: Optional[list[TableRow]] = _cached(lambda cache: cache.tables.get(release))
-    if rows is None:
-        rows = _table_rows(_data(), release)
+    from . import _data as generated
+
+    index = generated.TABLE_OF.get(release)
+    if index is None:
+        rows: Sequence[TableRow] = _table_rows(_data(), release)
+    else:
+        every = generated.ROWS
+        rows = [every[i] for i in generated.TABLES[index]]
     return tuple(
         Provider(name, library, min_abi, max_abi, frozenset(prefixes), patterns,
                  frozenset(driver_ids))
@@ -375,7 +289,9 @@ def _derive_table(release: int) -> tuple[Provider, ...]:
     )
 
 
-def _lib_dirs() -> list[str]:
+def lib_dirs() -> list[str]:
+    """The library directories searched for provider libraries (the multiarch one
+    first)."""
     dirs = []
     multiarch = getattr(sys.implementation, "_multiarch", None)
     if not multiarch:
@@ -400,7 +316,7 @@ def libibverbs_library() -> Optional[str]:
     names (what the dynamic linker loads), else the last such file in sorted order."""
     if "lib" not in _loaded:
         found: Optional[str] = None
-        for d in _lib_dirs():
+        for d in lib_dirs():
             try:  # one readlink instead of listing a directory of thousands of files
                 target = os.path.join(d, os.readlink(os.path.join(d, "libibverbs.so.1")))
                 name = os.path.basename(target)
@@ -441,4 +357,4 @@ def provider_dir() -> str:
     lib = libibverbs_library()
     if lib is not None:
         return os.path.join(os.path.dirname(lib), "libibverbs")
-    return os.path.join(_lib_dirs()[0], "libibverbs")
+    return os.path.join(lib_dirs()[0], "libibverbs")
