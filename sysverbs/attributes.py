@@ -2,7 +2,7 @@
 
 libibverbs reads none of this during discovery; ``ibv_devinfo`` asks the kernel
 through verbs calls.  sysverbs reads the same facts from the kernel's sysfs files
-(``/sys/class/infiniband/<dev>/...``), each with :func:`sysverbs.sysfs_read.read_sysfs_file`
+(``/sys/class/infiniband/<dev>/...``), each with :func:`sysverbs._core.sysfs_read.read_sysfs_file`
 and a bounded size, and parses them strictly: a value that is missing, empty or
 not in the kernel's format becomes ``None``, and the text as read is kept in
 ``raw`` (``None`` there when the file could not be read).  Nothing but ``OSError``
@@ -33,12 +33,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Union
 
+from ._core.cparse import scan_hx4
+from ._core.options import path_arg
+from ._core.sysfs_read import read_sysfs_file
 from .enums import NodeType, node_type_from_number
-from .options import _path as _fspath
-from .sysfs_read import read_sysfs_file
 
 if TYPE_CHECKING:
-    from .device import Device
+    from ._core.device import Device
 
 __all__ = [
     "ATTR_SIZE",
@@ -298,20 +299,20 @@ def resolve_ibdev(device: DeviceArg, sysfs_path: Optional[PathArg] = None) -> tu
     """``(ibdev_path, name)`` of a :class:`~sysverbs.Device`, an IB device name (looked
     up in ``<sysfs_path>/class/infiniband``, default the effective sysfs root) or the
     path of an IB device directory."""
-    from .device import Device
+    from ._core.device import Device
 
     if isinstance(device, Device):
         path = os.fsencode(device.ibdev_path)
         return path, os.fsencode(device.name)
-    raw = _fspath(device, "device")
+    raw = path_arg(device, "device")
     if b"/" in raw:
         return raw.rstrip(b"/"), os.path.basename(raw.rstrip(b"/"))
     if sysfs_path is None:
-        from .options import env_sysfs_root
+        from ._core.options import env_sysfs_root
 
         root = env_sysfs_root()
     else:
-        root = _fspath(sysfs_path, "sysfs_path").rstrip(b"/")
+        root = path_arg(sysfs_path, "sysfs_path").rstrip(b"/")
     return root + b"/class/infiniband/" + raw, raw
 
 
@@ -333,7 +334,6 @@ def numbered_entries(path: bytes) -> list[int]:
 
 _HEX = re.compile(r"0x([0-9a-fA-F]{1,16})")
 _DEC = re.compile(r"[0-9]{1,10}")
-_GUID = re.compile(r"([0-9a-fA-F]{4}):([0-9a-fA-F]{4}):([0-9a-fA-F]{4}):([0-9a-fA-F]{4})")
 _GID = re.compile(r"[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}")
 _NUMBERED = re.compile(r"(\d{1,10}): (\S.*)")
 _BARE_HEX = re.compile(r"(?:0x)?([0-9a-fA-F]{1,16})")
@@ -349,11 +349,15 @@ def _dec(text: Optional[str]) -> Optional[int]:
 
 
 def parse_guid(text: Optional[str]) -> Optional[int]:
-    """``"b859:9f03:0052:9348"`` (four groups of four hex digits) -> int, else None."""
-    m = _GUID.fullmatch(text) if text is not None else None
-    if m is None:
+    """``"b859:9f03:0052:9348"`` -> int, parsed as libibverbs parses ``node_guid``
+    (``device.c: ibv_get_device_guid``: ``sscanf("%hx:%hx:%hx:%hx")``, each field cut
+    to 16 bits, anything after the fourth ignored); None when that fails."""
+    if text is None:
         return None
-    return int("".join(m.groups()), 16)
+    parts = scan_hx4(os.fsencode(text))
+    if parts is None:
+        return None
+    return parts[0] << 48 | parts[1] << 32 | parts[2] << 16 | parts[3]
 
 
 def parse_gid(text: Optional[str]) -> Optional[ipaddress.IPv6Address]:

@@ -23,7 +23,7 @@ from a second implementation; nothing is printed and no process-wide state chang
 (The fixture's ``/dev`` nodes are plain files, so no device can be opened.)
 
 Codes, errors (the device cannot be used) first, then warnings; :data:`CODES` has
-the list.  ``python -m sysverbs.diagnosis`` prints the report for this machine.
+the list.  ``sysverbs doctor`` prints the report for this machine (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -32,32 +32,31 @@ import errno
 import os
 import re
 import stat
-import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import sources
-from .api import memlock_too_small
+from ._core.api import memlock_too_small
+from ._core.cparse import cstr
+from ._core.device import makedev, open_cdev
+from ._core.devlist import MAX_ABI, MIN_ABI
+from ._core.options import resolve
+from ._core.records import DeviceRecord
 from .attributes import LinkLayer, PortState, device_attributes
-from .cparse import cstr
-from .device import _open_cdev_internal, makedev
-from .devlist import MAX_ABI, MIN_ABI, LibraryKey
-from .drivers import load_for_mode
-from .matching import DEV_PATH_TOO_LONG, PROVIDER_ABI, explain_match, modalias_of
-from .options import resolve
-from .providers import Provider, latest_release, pabi_for, provider_dir, provider_table
+from .errors import SourceUnavailable
+from .providers.drivers import load_for_mode
+from .providers.matching import DEV_PATH_TOO_LONG, PROVIDER_ABI, explain_match, modalias_of
+from .providers.table import Provider, latest_release, pabi_for, provider_dir, provider_table
 from .rdmacm import RDMA_USER_CM_MAX_ABI_VERSION, RDMA_USER_CM_MIN_ABI_VERSION, rdma_cm_abi
-from .records import DeviceRecord
-from .sysfs_source import ScanError, Skipped, read_class_abi, scan_sysfs_detailed
+from .sources.base import LibraryKey
+from .sources.sysfs import ScanError, Skipped, read_class_abi, scan_sysfs_detailed
 
 if TYPE_CHECKING:
-    import argparse
+    from typing_extensions import Unpack
 
-    from .options import PathArg, ReleaseArg
+    from ._core.options import ListOptions
 
-__all__ = ["CODES", "Diagnosis", "DiagnosisList", "Reason", "diagnose", "main"]
+__all__ = ["CODES", "Diagnosis", "DiagnosisList", "Reason", "diagnose"]
 
 ERROR = "error"
 WARNING = "warning"
@@ -176,7 +175,7 @@ def _candidates(key: LibraryKey) -> tuple[list[DeviceRecord], list[Skipped], boo
                     break
                 try:
                     found = sources.scan(key._replace(source=name))
-                except sources.SourceUnavailable:
+                except SourceUnavailable:
                     continue
                 return list(found.records), [], bool(found.netlink)
         records, skipped = scan_sysfs_detailed(key.sysfs_root, key.dev_dir)
@@ -301,7 +300,7 @@ def _node_reasons(key: LibraryKey, rec: DeviceRecord, probe_open: bool) -> list[
         return [_access_reason(node, st)]
     if probe_open:
         try:
-            fd = _open_cdev_internal(path, makedev(major, minor) if (major or minor) else 0)
+            fd = open_cdev(path, makedev(major, minor) if (major or minor) else 0)
         except OSError as e:
             if e.errno == errno.EACCES:
                 return [_access_reason(node, st)]
@@ -389,16 +388,7 @@ def _host_reasons(key: LibraryKey, any_device: bool) -> list[Reason]:
     return out
 
 
-def diagnose(
-    *,
-    source: str = "auto",
-    sysfs_path: Optional[PathArg] = None,
-    dev_dir: Optional[PathArg] = None,
-    config_dir: Optional[PathArg] = None,
-    providers: Optional[str] = None,
-    rdma_core: ReleaseArg = None,
-    probe_open: bool = True,
-) -> DiagnosisList:
+def diagnose(*, probe_open: bool = True, **options: Unpack[ListOptions]) -> DiagnosisList:
     """One :class:`Diagnosis` per RDMA device the kernel shows, sorted by name.
 
     The options are those of :func:`sysverbs.get_device_list`.  ``probe_open``: try
@@ -407,7 +397,7 @@ def diagnose(
     a fresh process would see: the caching of a rejected kernel ABI value by an
     earlier call in this process is not taken into account.
     """
-    opts = resolve(source, sysfs_path, dev_dir, config_dir, providers, rdma_core)
+    opts = resolve(**options)
     key = opts.key()
     root = key.sysfs_root
     host: list[Reason] = []
@@ -447,7 +437,7 @@ def diagnose(
         if r is not None:
             host.append(r)
             device_wide.append(r)
-    except sources.SourceUnavailable as e:  # a source asked for by name
+    except SourceUnavailable as e:  # a source asked for by name
         r = _reason("no_uverbs_module", f"The {key.source} source is unavailable: {e}.")
         host.append(r)
         device_wide.append(r)
@@ -534,64 +524,3 @@ def diagnose(
             "RDMA driver loaded (mlx5_ib, irdma, efa, bnxt_re..., or rdma_rxe for soft-RoCE)."))
     host.extend(_host_reasons(key, bool(out)))
     return DiagnosisList(out, tuple(host))
-
-
-# ------------------------------------------------------------------------------ CLI
-
-
-@contextmanager
-def _fixture(name: Optional[str], args: argparse.Namespace) -> Iterator[None]:
-    if name is None:
-        yield
-        return
-    import tempfile
-
-    from .recording import fixture_path, materialize
-
-    with tempfile.TemporaryDirectory(prefix="sysverbs-") as tmp:
-        host = materialize(fixture_path(name), tmp)
-        args.sysfs_path = str(host.sysfs)
-        args.dev_dir = str(host.dev)
-        if args.providers is None:
-            args.providers = "builtin"
-        yield
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m sysverbs.diagnosis``: print the report; exit 0 when every device is
-    usable (and there is one), else 1."""
-    import argparse
-    import json
-
-    p = argparse.ArgumentParser(prog="python -m sysverbs.diagnosis",
-                                description="Why is my RDMA device missing?")
-    p.add_argument("--sysfs-path")
-    p.add_argument("--dev-dir")
-    p.add_argument("--config-dir")
-    p.add_argument("--source", default="auto")
-    p.add_argument("--providers", choices=["installed", "builtin"])
-    p.add_argument("--rdma-core")
-    p.add_argument("--fixture", help="a bundled fixture host (e.g. dgx-demo)")
-    p.add_argument("--no-open", action="store_true", help="do not try to open the devices")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    args = p.parse_args(argv)
-    try:
-        with _fixture(args.fixture, args):
-            found = diagnose(source=args.source, sysfs_path=args.sysfs_path,
-                             dev_dir=args.dev_dir, config_dir=args.config_dir,
-                             providers=args.providers, rdma_core=args.rdma_core,
-                             probe_open=not args.no_open)
-    except (ValueError, TypeError, KeyError) as e:
-        sys.stderr.write(f"sysverbs: {e.args[0] if e.args else e}\n")
-        return 2
-    if args.json:
-        doc = {"host": [asdict(r) for r in found.host],
-               "devices": [asdict(d) for d in found]}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    else:
-        sys.stdout.write(found.report() + "\n")
-    return 0 if found and all(d.usable for d in found) else 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -3,7 +3,7 @@ vendor and model names of udev's hardware database.
 
 These are *extra* facts: nothing here changes a device list, and every sysfs
 value that is read (the ``modalias`` handed to the hardware database) is read by
-:func:`sysverbs.sysfs_read.read_sysfs_file`, with libibverbs' buffer size.
+:func:`sysverbs._core.sysfs_read.read_sysfs_file`, with libibverbs' buffer size.
 
 * :func:`udev_properties`: the udev properties of the device's uverbs char device
   (``DEVNAME``, ``DEVLINKS``, ``ID_PATH``...), of its IB device, or of its parent
@@ -15,7 +15,7 @@ value that is read (the ``modalias`` handed to the hardware database) is read by
   (nearest first), else from a lookup of the ``modalias`` in udev's hardware
   database (``hwdb.bin``), which also works without udevd and for fixture trees.
 
-Both raise :class:`sysverbs.udev_source.UdevUnavailable` (its text says why and
+Both raise :class:`sysverbs.errors.UdevUnavailable` (its text says why and
 what to install) when pyudev or libudev is missing.
 """
 
@@ -26,10 +26,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Optional
 
-from . import udev_source
-from .cparse import cstr
-from .device import Device
-from .sysfs_read import MODALIAS_SIZE, read_sysfs_file
+from ._core.cparse import cstr
+from ._core.device import Device
+from ._core.sysfs_read import MODALIAS_SIZE, read_sysfs_file
+from .errors import UsageError
+from .sources import udev as udev_source
 
 __all__ = ["udev_properties", "vendor_model", "VENDOR_KEY", "MODEL_KEY"]
 
@@ -63,7 +64,7 @@ def udev_properties(dev: Device, *, of: str = "uverbs") -> Mapping[str, str]:
     vmbus device...).  Empty when udev does not know that device.
     """
     if of not in _WHICH:
-        raise ValueError(f"of must be one of {', '.join(_WHICH)}, not {of!r}")
+        raise UsageError(f"of must be one of {', '.join(_WHICH)}, not {of!r}")
     path = dev.dev_path if of == "uverbs" else dev.ibdev_path
     real = _live_path(path)
     if real is None:

@@ -57,6 +57,7 @@ from ._nccl_gid import (
     read_gid_table,
     valid_gid,
 )
+from .errors import UsageError
 
 __all__ = [
     "Nic",
@@ -145,7 +146,7 @@ class RankEnvironment:
         if fmt == "json":
             return json.dumps(self.to_json(), indent=2) + "\n"
         if fmt not in FORMATS:
-            raise ValueError(f"unknown format {fmt!r} (have: {', '.join(FORMATS)})")
+            raise UsageError(f"unknown format {fmt!r} (have: {', '.join(FORMATS)})")
         nics = ", ".join(f"{n.device}:{n.port}" for n in self.nics) or "none"
         lines = [f"# sysverbs env for {nics}"]
         lines += [f"# warning: {w}" for w in self.warnings]
@@ -375,8 +376,8 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     its options).  ``addresses``: netdev -> IP addresses; default: the kernel's,
     through rtnetlink, when ``sysfs_path`` is None (the live host), else unknown.
     """
+    from ._core.options import env_sysfs_root
     from .attributes import numbered_entries, read_text, resolve_ibdev
-    from .options import env_sysfs_root
     from .topology import device_topology
 
     live = sysfs_path is None
@@ -387,7 +388,7 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
         addresses = interface_addresses()
     wanted: list[tuple[str, Optional[int], bool]] = []
     if nics is None:
-        from . import api
+        from ._core import api
 
         opts = dict(list_options or {})
         opts.setdefault("sysfs_path", sysfs_path)

@@ -1,4 +1,5 @@
-"""``ibv_fork_init()`` and ``ibv_is_fork_initialized()`` (spec 5.3).
+"""``ibv_fork_init()`` and ``ibv_is_fork_initialized()`` (``verbs.c``, ``memory.c``;
+docs/behaviour.md: Fork).
 
 sysverbs registers no memory, so fork safety changes nothing it does; the state
 is kept because programs read it, and because libibverbs' first list call turns
@@ -36,7 +37,7 @@ _huge_pages = False
 
 def _kernel_copy_on_fork() -> bool:
     """Whether the kernel reports copy-on-fork over RDMA netlink (never without netlink)."""
-    from . import netlink_source
+    from .sources.netlink import queries as netlink_source
 
     query = getattr(netlink_source, "query_copy_on_fork", None)
     if query is None:

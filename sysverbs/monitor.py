@@ -28,7 +28,7 @@ happens after that call is missed.  Backends (``DeviceMonitor.backend``):
     between two looks is missed).  ``DeviceMonitor.reason`` says why.
 
 Event values that come from sysfs (a uverbs device's ``ibdev``) are read by
-:func:`sysverbs.sysfs_read.read_sysfs_file`.
+:func:`sysverbs._core.sysfs_read.read_sysfs_file`.
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
-from . import udev_source
-from .cparse import cstr
-from .options import env_sysfs_root
-from .sysfs_read import IBDEV_SIZE, read_sysfs_file
+from ._core.cparse import cstr
+from ._core.options import env_sysfs_root
+from ._core.sysfs_read import IBDEV_SIZE, read_sysfs_file
+from .sources import udev as udev_source
 
 if TYPE_CHECKING:
-    from .options import PathArg
+    from ._core.options import PathArg
 
 __all__ = ["monitor", "DeviceMonitor", "DeviceEvent", "SUBSYSTEMS", "BACKENDS"]
 
@@ -407,7 +407,7 @@ def monitor(
     * ``sysfs_path``: the sysfs root (default ``$SYSFS_PATH`` as libibverbs reads
       it, else ``/sys``); udev watches only the live ``/sys``, other roots are polled.
     * ``backend``: ``"auto"`` (udev when pyudev and libudev work, else polling),
-      ``"udev"`` (raises :class:`sysverbs.udev_source.UdevUnavailable` saying why
+      ``"udev"`` (raises :class:`sysverbs.errors.UdevUnavailable` saying why
       when it cannot) or ``"poll"``.
     * ``netlink``: the udev backend's event source: ``"kernel"`` (raw uevents, no
       udevd needed), ``"udev"`` (udevd's) or ``"auto"`` (udev's when udevd runs or

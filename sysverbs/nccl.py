@@ -38,8 +38,14 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
+from .errors import UsageError
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
+
+    from typing_extensions import Unpack
+
+    from ._core.options import ListOptions
 
 __all__ = [
     "MAX_IB_DEVS",
@@ -98,7 +104,7 @@ def parse_version(version: VersionArg) -> Version:
     device table) are not modelled: ValueError."""
     v = _parse_version(version)
     if v < _V_OLDEST:
-        raise ValueError(f"NCCL {v[0]}.{v[1]}.{v[2]} is older than 2.5.6, the oldest "
+        raise UsageError(f"NCCL {v[0]}.{v[1]}.{v[2]} is older than 2.5.6, the oldest "
                          "release modelled")
     return v
 
@@ -121,11 +127,11 @@ def _parse_version(version: VersionArg) -> Version:
         try:
             nums = [int(p) for p in parts]
         except ValueError:
-            raise ValueError(f"not an NCCL version: {version!r}") from None
+            raise UsageError(f"not an NCCL version: {version!r}") from None
     else:
         nums = [int(p) for p in version]
     if not 1 <= len(nums) <= 3:
-        raise ValueError(f"not an NCCL version: {version!r}")
+        raise UsageError(f"not an NCCL version: {version!r}")
     nums += [0] * (3 - len(nums))
     return (nums[0], nums[1], nums[2])
 
@@ -747,6 +753,14 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
                        notes=tuple(notes))
 
 
+def _state_number(text: str) -> Optional[int]:
+    """``"4: ACTIVE"`` -> 4 (the kernel's ``%d: %s`` format of a port's ``state``)."""
+    import re
+
+    m = re.fullmatch(r"(\d{1,10}): (\S.*)", text)
+    return int(m.group(1)) if m else None
+
+
 def _realpath(path: str) -> str:
     """``realpath(3)``, "" when the path does not resolve: the kernel's answer for an
     ``O_PATH`` descriptor (three system calls, where os.path.realpath lstat()s every
@@ -763,25 +777,24 @@ def _realpath(path: str) -> str:
         os.close(fd)
 
 
-def host_ports(*, sysfs_path: Optional[str] = None, dev_dir: Optional[str] = None,
-               source: str = "auto", providers: Optional[str] = None,
-               open_devices: Optional[bool] = None) -> list[IbPort]:
+def host_ports(*, open_devices: Optional[bool] = None,
+               **options: Unpack[ListOptions]) -> list[IbPort]:
     """The ports of this host's RDMA devices (or a sysfs tree's), in libibverbs'
     device order, with what :func:`select_ib` needs.
 
-    ``open_devices``: whether to try ``ibv_open_device`` on each device (NCCL skips
-    those that fail); default: only on this host (``sysfs_path`` None), since the
-    nodes of a recorded tree are not the devices NCCL would open."""
+    ``options`` are those of :func:`sysverbs.get_device_list`.  ``open_devices``:
+    whether to try ``ibv_open_device`` on each device (NCCL skips those that fail);
+    default: only on this host (``sysfs_path`` None), since the nodes of a recorded
+    tree are not the devices NCCL would open."""
     if open_devices is None:
-        open_devices = sysfs_path is None
-    from . import api
-    from .attributes import _numbered, numbered_entries, parse_guid, read_text
-    from .device import open_device
-    from .options import resolve
+        open_devices = options.get("sysfs_path") is None
+    from ._core import api
+    from ._core.device import open_device
+    from ._core.options import resolve
+    from .attributes import numbered_entries, parse_guid, read_text
 
-    sysfs = resolve(source, sysfs_path).sysfs_path
-    devices = api.get_device_list(source=source, sysfs_path=sysfs_path, dev_dir=dev_dir,
-                                  providers=providers)
+    sysfs = resolve(**options).sysfs_path
+    devices = api.get_device_list(**options)
     out: list[IbPort] = []
     try:
         for dev in devices:
@@ -798,7 +811,7 @@ def host_ports(*, sysfs_path: Optional[str] = None, dev_dir: Optional[str] = Non
             for num in numbered_entries(ibdev + b"/ports"):
                 base = ibdev + b"/ports/%d/" % num
                 state = read_text(base + b"state") or ""
-                out.append(IbPort(dev.name, num, _numbered(state) == 4,
+                out.append(IbPort(dev.name, num, _state_number(state) == 4,
                                   read_text(base + b"link_layer"), full, guid, opens,
                                   state.strip()))
     finally:
@@ -806,16 +819,15 @@ def host_ports(*, sysfs_path: Optional[str] = None, dev_dir: Optional[str] = Non
     return out
 
 
-def predict_ib(env: Optional[Mapping[str, str]] = None, *, sysfs_path: Optional[str] = None,
-               dev_dir: Optional[str] = None, source: str = "auto",
-               providers: Optional[str] = None, conf_root: Optional[str] = None,
-               nccl_version: VersionArg = None) -> IbSelection:
-    """:func:`select_ib` on this host (or a sysfs tree), with the environment NCCL would
-    see after reading its config files (:func:`nccl_environment`)."""
+def predict_ib(env: Optional[Mapping[str, str]] = None, *, conf_root: Optional[str] = None,
+               nccl_version: VersionArg = None,
+               **options: Unpack[ListOptions]) -> IbSelection:
+    """:func:`select_ib` on this host (or a sysfs tree: ``options`` are those of
+    :func:`sysverbs.get_device_list`), with the environment NCCL would see after
+    reading its config files (:func:`nccl_environment`)."""
     full_env, _ = nccl_environment(env, root=conf_root, nccl_version=nccl_version)
     try:
-        ports = host_ports(sysfs_path=sysfs_path, dev_dir=dev_dir, source=source,
-                           providers=providers, open_devices=sysfs_path is None)
+        ports = host_ports(open_devices=options.get("sysfs_path") is None, **options)
     except OSError as e:
         sel = select_ib([], full_env, nccl_version=nccl_version)
         return replace(sel, notes=(*sel.notes, no_device_list_note(e)))

@@ -1,4 +1,5 @@
-"""librdmacm's device list: ``rdma_get_devices()`` and ``rdma_free_devices()`` (spec 6).
+"""librdmacm's device list: ``rdma_get_devices()`` and ``rdma_free_devices()``
+(``cma.c``; docs/behaviour.md: librdmacm).
 
 librdmacm keeps its own process-wide list of devices on top of libibverbs'.  The
 first call checks the rdma_cm ABI (netlink, then ``class/misc/rdma_cm/abi_version``,
@@ -44,15 +45,24 @@ import os
 import threading
 from typing import TYPE_CHECKING, Optional
 
-from .api import DeviceList, free_device_list, get_device_guid, get_device_index, get_device_list
-from .cparse import strtol, to_int32
-from .device import Context, Device, open_device
-from .devlist import LibraryKey
-from .options import resolve
-from .sysfs_read import RDMA_CM_ABI_SIZE, read_sysfs_file
+from ._core.api import (
+    DeviceList,
+    free_device_list,
+    get_device_guid,
+    get_device_index,
+    get_device_list,
+)
+from ._core.cparse import strtol, to_int32
+from ._core.device import Context, Device, open_device
+from ._core.options import resolve
+from ._core.sysfs_read import RDMA_CM_ABI_SIZE, read_sysfs_file
+from .errors import UsageError, WrongTypeError
+from .sources.base import LibraryKey
 
 if TYPE_CHECKING:
-    from .options import PathArg, ReleaseArg
+    from typing_extensions import Unpack
+
+    from ._core.options import ListOptions, PathArg
 
 __all__ = [
     "ContextList",
@@ -120,7 +130,7 @@ def _abi_from_netlink(key: LibraryKey) -> Optional[int]:
     if key.source not in ("auto", "netlink"):
         return None
     try:
-        from . import netlink_source
+        from .sources.netlink import queries as netlink_source
     except ImportError:  # pragma: no cover - the module is part of the package
         return None
     query = getattr(netlink_source, "chardev_abi", None)
@@ -136,37 +146,16 @@ def _abi_from_netlink(key: LibraryKey) -> Optional[int]:
 class _CmaState:
     """librdmacm's process-wide state for one set of options."""
 
-    def __init__(
-        self,
-        key: LibraryKey,
-        source: str,
-        sysfs_path: Optional[PathArg],
-        dev_dir: Optional[PathArg],
-        config_dir: Optional[PathArg],
-        providers: Optional[str],
-        rdma_core: ReleaseArg,
-    ) -> None:
+    def __init__(self, key: LibraryKey, options: ListOptions) -> None:
         self.key = key
-        self._source = source
-        self._sysfs_path = sysfs_path
-        self._dev_dir = dev_dir
-        self._config_dir = config_dir
-        self._providers = providers
-        self._rdma_core = rdma_core
+        self._options = options  # those of the first call: the same key
         self.lock = threading.RLock()
         self.abi_ver = -1
         self.cma_list: list[_CmaDevice] = []
         self.dev_list: Optional[DeviceList] = None
 
     def _ibv_list(self) -> DeviceList:
-        return get_device_list(
-            source=self._source,
-            sysfs_path=self._sysfs_path,
-            dev_dir=self._dev_dir,
-            config_dir=self._config_dir,
-            providers=self._providers,
-            rdma_core=self._rdma_core,
-        )
+        return get_device_list(**self._options)
 
     # -- check_abi_version ----------------------------------------------------------
     def _check_abi(self) -> bool:
@@ -284,15 +273,7 @@ _states: dict[LibraryKey, _CmaState] = {}
 _states_lock = threading.Lock()
 
 
-def rdma_get_devices(
-    *,
-    source: str = "auto",
-    sysfs_path: Optional[PathArg] = None,
-    dev_dir: Optional[PathArg] = None,
-    config_dir: Optional[PathArg] = None,
-    providers: Optional[str] = None,
-    rdma_core: ReleaseArg = None,
-) -> ContextList:
+def rdma_get_devices(**options: Unpack[ListOptions]) -> ContextList:
     """``rdma_get_devices()``: an open context for every usable RDMA device.
 
     Ordered by kernel device index, or by node GUID (ascending; a new device goes
@@ -303,13 +284,11 @@ def rdma_get_devices(
     those of :func:`sysverbs.get_device_list`; each set of options has its own
     librdmacm state for the process.
     """
-    key = resolve(source, sysfs_path, dev_dir, config_dir, providers, rdma_core).key()
+    key = resolve(**options).key()
     with _states_lock:
         state = _states.get(key)
         if state is None:
-            state = _states[key] = _CmaState(
-                key, source, sysfs_path, dev_dir, config_dir, providers, rdma_core
-            )
+            state = _states[key] = _CmaState(key, options)
     return ContextList(state.get_devices(), state)
 
 
@@ -320,8 +299,8 @@ def rdma_free_devices(contexts: list[Context]) -> None:
     the others stay open (librdmacm keeps them for later calls).
     """
     if not isinstance(contexts, ContextList):
-        raise TypeError("rdma_free_devices() takes a list returned by rdma_get_devices()")
+        raise WrongTypeError("rdma_free_devices() takes a list returned by rdma_get_devices()")
     if contexts._freed:
-        raise ValueError("this context list was already freed")
+        raise UsageError("this context list was already freed")
     contexts._freed = True
     contexts._state.free(contexts._handed)

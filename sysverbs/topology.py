@@ -2,7 +2,7 @@
 auxiliary-bus relations, the netdevs of each port and its char devices.
 
 Everything comes from sysfs links and attribute files (each value read by
-:func:`sysverbs.sysfs_read.read_sysfs_file` with a bounded size) plus a ``stat``
+:func:`sysverbs._core.sysfs_read.read_sysfs_file` with a bounded size) plus a ``stat``
 of the ``/dev`` nodes.  Missing pieces are ``None`` or empty, never an error.
 
 Netdevs of a port:
@@ -37,6 +37,10 @@ import stat
 from dataclasses import dataclass
 from typing import Optional
 
+from ._core.cparse import cstr, scan_u_u
+from ._core.device import makedev
+from ._core.options import path_arg
+from ._core.sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, read_sysfs_file
 from .attributes import (
     DeviceArg,
     LinkLayer,
@@ -46,10 +50,6 @@ from .attributes import (
     read_text,
     resolve_ibdev,
 )
-from .cparse import cstr, scan_u_u
-from .device import makedev
-from .options import _path as _fspath
-from .sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, read_sysfs_file
 
 __all__ = [
     "AuxDevice",
@@ -404,13 +404,13 @@ def device_topology(
     ``dev_dir`` is where the char device nodes are (default: the device's, else
     ``/dev/infiniband``).
     """
-    from .device import Device
+    from ._core.device import Device
 
     ibdev_path, name = resolve_ibdev(device, sysfs_path)
     if dev_dir is not None:
-        ddir = _fspath(dev_dir, "dev_dir").rstrip(b"/")
+        ddir = path_arg(dev_dir, "dev_dir").rstrip(b"/")
     elif isinstance(device, Device):
-        ddir = device._dev_dir
+        ddir = os.fsencode(device.dev_dir)
     else:
         ddir = b"/dev/infiniband"
     root = _sysfs_root(ibdev_path, name)

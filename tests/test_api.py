@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import sysverbs
-from sysverbs import sysfs_read
+from sysverbs._core import sysfs_read
 from tests import trees
 from tests.trees import Dir, Link, host, rdma_dev, rxe_dev
 
@@ -44,6 +44,7 @@ def test_returns_a_plain_list_with_libibverbs_fields(tmp_path: Path) -> None:
     assert mlx.ibdev_path == f"{tmp_path}/sys/class/infiniband/mlx5_0"
     assert f"{sysverbs.get_device_guid(mlx):016x}" == "0c42a10300a51c30"
     assert sysverbs.get_device_index(mlx) == -1
+    assert (mlx.guid, mlx.index) == (sysverbs.get_device_guid(mlx), -1)
     assert sysverbs.get_device_name(mlx) == "mlx5_0"
     sysverbs.free_device_list(devs)
 
@@ -86,9 +87,21 @@ def test_context_manager_and_open_errors(tmp_path: Path) -> None:
     assert info.value.errno == errno.ENOENT
 
 
-def test_free_requires_a_returned_list() -> None:
+def test_free_takes_a_returned_list_or_a_plain_list_of_held_devices(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
-        sysverbs.free_device_list([])
+        sysverbs.free_device_list(["rxe0"])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        sysverbs.free_device_list(None)  # type: ignore[arg-type]
+    sysverbs.free_device_list([])  # nothing to release
+    opts = make(tmp_path, rxe_dev("uverbs0", "rxe0"), rxe_dev("uverbs1", "rxe1"))
+    devs = sysverbs.get_device_list(**opts)  # type: ignore[arg-type]
+    first, second = sorted(devs, key=lambda d: d.name)
+    sysverbs.free_device_list([first])  # a plain list: one reference of each device
+    assert not first.valid and second.valid
+    with pytest.raises(sysverbs.UsageError):
+        sysverbs.free_device_list([first])  # nothing holds it any more
+    sysverbs.free_device_list(devs)
+    assert not second.valid and not first.valid
 
 
 def test_errors_are_oserrors_with_libibverbs_errno(tmp_path: Path) -> None:

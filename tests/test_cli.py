@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from sysverbs import recording, sources
-from sysverbs.cli_devinfo import inet_ntop6, parse_port
+from sysverbs.cli.devinfo import inet_ntop6, parse_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,7 +64,7 @@ def test_devices_imports_no_heavy_module() -> None:
                        env=env)
     mods = {line.split("|")[-1].strip() for line in p.stderr.splitlines() if "|" in line}
     for heavy in ("sysverbs.attributes", "sysverbs.topology", "sysverbs.diagnosis",
-                  "sysverbs.cli_devinfo", "sysverbs.cli_tools", "sysverbs.testing"):
+                  "sysverbs.cli.devinfo", "sysverbs.cli.tools", "sysverbs.testing"):
         assert heavy not in mods
 
 
@@ -333,3 +333,21 @@ def test_docs_shell_examples() -> None:
             assert got == shown, cmd
             ran += 1
     assert ran >= 6
+
+
+def test_fixture_forces_the_sysfs_source_for_every_command(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --fixture, "auto" would list a host's real devices over netlink."""
+    from sysverbs.cli import main, tools
+
+    seen: dict[str, Any] = {}
+
+    def fake(args: Any, opts: dict[str, Any]) -> int:
+        seen.update(opts)
+        return 0
+
+    monkeypatch.setattr(tools, "doctor", fake)
+    assert main(["doctor", "--fixture", "rxe"]) == 0
+    assert seen["source"] == "sysfs" and seen["providers"] == "builtin"
+    assert main(["doctor", "--fixture", "rxe", "--source", "udev"]) == 0
+    assert seen["source"] == "udev"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sysverbs import cparse
+from sysverbs._core import cparse
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.strtoul.restype = ctypes.c_ulong

@@ -95,11 +95,12 @@ def run(root: Path, **kw: Any) -> Seen:
 
 
 def run_as_nobody(root: Path, memlock: Optional[int] = None) -> Seen:
-    """python -m sysverbs.diagnosis --json as uid 65534 (for access and memlock checks)."""
+    """python -m sysverbs doctor --json as uid 65534 (for access and memlock checks)."""
     cmd = [
         sys.executable,
         "-m",
-        "sysverbs.diagnosis",
+        "sysverbs",
+        "doctor",
         "--json",
         "--providers",
         "builtin",
@@ -545,13 +546,18 @@ def test_report_and_str(tmp_path: Path) -> None:
 
 
 def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
-    assert diagnose_module.main(["--fixture", "rxe", "--json", "--no-open"]) == 1
+    """``sysverbs doctor`` is the command line of diagnose()."""
+    from sysverbs.cli import main
+
+    assert main(["doctor", "--fixture", "rxe", "--json", "--no-open"]) == 1
     doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "sysverbs.doctor/1"
     assert [d["name"] for d in doc["devices"]] == ["rxe0", "rxe1"]
     assert doc["devices"][0]["reasons"][0]["code"] == "dev_node_wrong"
-    assert diagnose_module.main(["--fixture", "usnic"]) == 1
+    assert main(["doctor", "--fixture", "usnic"]) == 1
     assert "usnic_0: MISSING" in capsys.readouterr().out
-    assert diagnose_module.main(["--fixture", "nosuch"]) == 2
+    assert main(["doctor", "--fixture", "nosuch"]) == 2
+    assert not hasattr(diagnose_module, "main")  # one command line: the CLI's
 
 
 def test_probe_open_false_skips_the_open(tmp_path: Path) -> None:

@@ -54,7 +54,8 @@ def test_fixture(otmp: Path, name: str) -> None:
 
 
 def test_malformed_entries(otmp: Path) -> None:
-    """The 23 malformed uverbs entries of the core oracle test (spec 1.6)."""
+    """The 23 malformed uverbs entries of the core oracle test (docs/behaviour.md: The
+    sysfs scan)."""
     listed = check(otmp, lambda root: trees.build(root, _parse_tree()))
     assert "rxe_ok" in listed and "rxe_nodev" not in listed
 

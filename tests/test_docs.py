@@ -30,3 +30,19 @@ def test_examples_run(doc: Path) -> None:
             exec(compile(code, str(doc), "exec"), namespace)
         if expected is not None:
             assert buf.getvalue() == expected, f"{doc.name}: example output differs"
+
+
+def test_readme_is_short_and_keeps_its_sections() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    for title in ("## The two commands", "## API", "## Command line",
+                  "## Compared with libibverbs", "## Performance", "## Development"):
+        assert title in text
+
+
+def test_docs_cite_only_the_repository() -> None:
+    """Docstrings and docs name rdma-core's functions or the project's own docs, never a
+    document outside the repository."""
+    texts = [p.read_text() for p in [*DOCS, *(ROOT / "sysverbs").rglob("*.py")]]
+    for text in texts:
+        assert not re.search(r"\bspec [0-9]|\.\./shared|\bissue [0-9]", text)

@@ -6,7 +6,8 @@ uid/gid 65534 with no groups (``setpriv --reuid=65534 --regid=65534
 tree and of the config directory made unreadable or untraversable (modes 000,
 700, 711, 744, ...) and RLIMIT_MEMLOCK around libibverbs' 32 KiB warning
 threshold; or keeps euid 0 with ruid 65534 (``setpriv --ruid=65534``), where
-libibverbs ignores SYSFS_PATH and RDMAV_DRIVERS/IBV_DRIVERS (spec 1.3, 2.3).
+libibverbs ignores SYSFS_PATH and RDMAV_DRIVERS/IBV_DRIVERS (docs/behaviour.md: The sysfs
+root; Matching providers).
 
 Profiles as in test_fuzz_differential.py (``SYSVERBS_FUZZ_PROFILE``): 150
 examples in CI, 1,500 in the deep profile.

@@ -19,10 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sysverbs import matching, messages
-from sysverbs.cparse import fnmatch
-from sysverbs.providers import Provider, provider_table
-from sysverbs.records import DeviceRecord
+from sysverbs._core import messages
+from sysverbs._core.cparse import fnmatch
+from sysverbs._core.records import DeviceRecord
+from sysverbs.providers import matching
+from sysverbs.providers.table import Provider, provider_table
 
 
 def _table_hit(prov: Provider, text: bytes) -> bool:

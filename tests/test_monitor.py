@@ -26,8 +26,9 @@ from typing import Any, Optional
 
 import pytest
 
-from sysverbs import recording, testing, udev_source
+from sysverbs import recording, testing
 from sysverbs.monitor import DeviceEvent, monitor
+from sysverbs.sources import udev as udev_source
 from sysverbs.testing import HostBuilder
 from tests.conftest import require
 from tests.oracle import harness

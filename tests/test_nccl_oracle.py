@@ -309,7 +309,7 @@ def test_env_rst_config_file_example(host: _Host, name: str, picked: Optional[st
 
 _IFS = [("b0", None, "fd00::b0/64"), ("a1", "127.3.0.1/32", None), ("eth2", "127.3.0.2/32", None),
         ("ib7", "127.3.0.7/32", "fd00::7/64"), ("docker0", "127.3.0.9/32", None)]
-_LIVE = ("import json; from sysverbs.cli_nccl import live_interfaces; "
+_LIVE = ("import json; from sysverbs.cli.nccl import live_interfaces; "
          "print(json.dumps(live_interfaces()))")
 
 

@@ -21,11 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sysverbs
-from sysverbs import netlink_source as nl
-from sysverbs import sources
-from sysverbs.devlist import LibraryKey
 from sysverbs.enums import NodeType
-from sysverbs.sources import SourceUnavailable
+from sysverbs.errors import NetlinkFailure, SourceUnavailable
+from sysverbs.sources import netlink
+from sysverbs.sources.base import LibraryKey, Scan
+from sysverbs.sources.netlink import queries, wire
+from sysverbs.sources.netlink import scan as nlscan
 
 RXE = 14
 SIW = 18
@@ -60,11 +61,11 @@ def msg(kind: int, payload: bytes = b"", flags: int = 0, seq: int = 0) -> bytes:
 
 
 def done() -> bytes:
-    return msg(nl.NLMSG_DONE, struct.pack("=i", 0), nl.NLM_F_MULTI)
+    return msg(wire.NLMSG_DONE, struct.pack("=i", 0), wire.NLM_F_MULTI)
 
 
 def error(code: int) -> bytes:
-    return msg(nl.NLMSG_ERROR, struct.pack("=i", code) + msg(0)[:16])
+    return msg(wire.NLMSG_ERROR, struct.pack("=i", code) + msg(0)[:16])
 
 
 def dev_msg(
@@ -76,17 +77,17 @@ def dev_msg(
     drop: tuple[int, ...] = (),
 ) -> bytes:
     parts = {
-        nl.ATTR_DEV_INDEX: u32(nl.ATTR_DEV_INDEX, index),
-        nl.ATTR_DEV_NAME: string(nl.ATTR_DEV_NAME, name),
-        nl.ATTR_PORT_INDEX: u32(nl.ATTR_PORT_INDEX, ports),
+        wire.ATTR_DEV_INDEX: u32(wire.ATTR_DEV_INDEX, index),
+        wire.ATTR_DEV_NAME: string(wire.ATTR_DEV_NAME, name),
+        wire.ATTR_PORT_INDEX: u32(wire.ATTR_PORT_INDEX, ports),
         4: u64(4, 0x1234),  # CAP_FLAGS: no policy, ignored
-        nl.ATTR_NODE_GUID: u64(nl.ATTR_NODE_GUID, guid),
+        wire.ATTR_NODE_GUID: u64(wire.ATTR_NODE_GUID, guid),
         7: u64(7, guid),  # SYS_IMAGE_GUID
-        nl.ATTR_DEV_NODE_TYPE: u8(nl.ATTR_DEV_NODE_TYPE, node_type),
+        wire.ATTR_DEV_NODE_TYPE: u8(wire.ATTR_DEV_NODE_TYPE, node_type),
         67: string(67, b"roce"),  # DEV_PROTOCOL
     }
     payload = b"".join(v for k, v in parts.items() if k not in drop)
-    return msg(nl.TYPE_GET, payload, nl.NLM_F_MULTI)
+    return msg(wire.TYPE_GET, payload, wire.NLM_F_MULTI)
 
 
 def huge_encode_dev(major: int, minor: int) -> int:
@@ -102,13 +103,13 @@ def chardev_msg(
 ) -> bytes:
     parts = {}
     if driver_id is not None:
-        parts[nl.ATTR_UVERBS_DRIVER_ID] = u32(nl.ATTR_UVERBS_DRIVER_ID, driver_id)
+        parts[wire.ATTR_UVERBS_DRIVER_ID] = u32(wire.ATTR_UVERBS_DRIVER_ID, driver_id)
     parts[0] = attr(0, b"")  # a PAD attribute, as the kernel puts before u64s
-    parts[nl.ATTR_CHARDEV] = u64(nl.ATTR_CHARDEV, huge_encode_dev(*cdev))
-    parts[nl.ATTR_CHARDEV_ABI] = u64(nl.ATTR_CHARDEV_ABI, abi)
-    parts[nl.ATTR_CHARDEV_NAME] = string(nl.ATTR_CHARDEV_NAME, uverbs)
+    parts[wire.ATTR_CHARDEV] = u64(wire.ATTR_CHARDEV, huge_encode_dev(*cdev))
+    parts[wire.ATTR_CHARDEV_ABI] = u64(wire.ATTR_CHARDEV_ABI, abi)
+    parts[wire.ATTR_CHARDEV_NAME] = string(wire.ATTR_CHARDEV_NAME, uverbs)
     payload = b"".join(v for k, v in parts.items() if k not in drop)
-    return msg(nl.TYPE_GET_CHARDEV, payload)
+    return msg(wire.TYPE_GET_CHARDEV, payload)
 
 
 # -- a fake kernel ----------------------------------------------------------------------------
@@ -155,9 +156,9 @@ class FakeKernel:
     def send(self, data: bytes) -> None:
         self.sent.append(data)
         length, kind, flags, seq, _ = struct.unpack_from("=IHHII", data)
-        assert length == len(data) and flags & nl.NLM_F_REQUEST
-        if kind == nl.TYPE_GET:
-            assert flags & nl.NLM_F_DUMP == nl.NLM_F_DUMP
+        assert length == len(data) and flags & wire.NLM_F_REQUEST
+        if kind == wire.TYPE_GET:
+            assert flags & wire.NLM_F_DUMP == wire.NLM_F_DUMP
             if self.dump_error is not None:
                 self.queue.append(error(self.dump_error))
                 return
@@ -168,12 +169,12 @@ class FakeKernel:
             chunks.append(done())
             self.queue.append(chunks[0])  # the first chunk comes with the request
             self.pending.extend(chunks[1:])
-        elif kind == nl.TYPE_GET_CHARDEV:
-            tb = nl.parse_attrs(data)
-            assert tb is not None and tb.string(nl.ATTR_CHARDEV_TYPE) == b"uverbs"
+        elif kind == wire.TYPE_GET_CHARDEV:
+            tb = wire.parse_attrs(data)
+            assert tb is not None and tb.string(wire.ATTR_CHARDEV_TYPE) == b"uverbs"
             dev = None
-            if nl.ATTR_DEV_INDEX in tb:
-                dev = next((d for d in self.devs if d.index == tb.u32(nl.ATTR_DEV_INDEX)), None)
+            if wire.ATTR_DEV_INDEX in tb:
+                dev = next((d for d in self.devs if d.index == tb.u32(wire.ATTR_DEV_INDEX)), None)
             if dev is None or self.chardev_error is not None:
                 self.queue.append(error(self.chardev_error or -errno.EINVAL))
                 return
@@ -206,12 +207,12 @@ def host(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     yield root, dev
 
 
-def scan(kernel: FakeKernel, host: tuple[Path, Path]) -> nl.Scan:
+def scan(kernel: FakeKernel, host: tuple[Path, Path]) -> Scan:
     root, dev = host
-    return nl.scan_with(kernel, os.fsencode(root), os.fsencode(dev))
+    return nlscan.scan_with(kernel, os.fsencode(root), os.fsencode(dev))
 
 
-def summary(s: nl.Scan) -> list[tuple[str, int, str]]:
+def summary(s: Scan) -> list[tuple[str, int, str]]:
     return [(r.ibdev_name.decode(), r.ibdev_idx, r.dev_name.decode()) for r in s.records]
 
 
@@ -219,52 +220,52 @@ def summary(s: nl.Scan) -> list[tuple[str, int, str]]:
 
 
 def test_parse_attrs_last_wins_and_flags_masked() -> None:
-    m = msg(nl.TYPE_GET, u32(1, 5) + u32(1 | 0x8000, 7) + string(2, b"mlx5_0"))
-    tb = nl.parse_attrs(m)
+    m = msg(wire.TYPE_GET, u32(1, 5) + u32(1 | 0x8000, 7) + string(2, b"mlx5_0"))
+    tb = wire.parse_attrs(m)
     assert tb is not None and tb.u32(1) == 7 and tb.string(2) == b"mlx5_0"
 
 
 def test_parse_attrs_policy_too_short_fails() -> None:
-    assert nl.parse_attrs(msg(nl.TYPE_GET, attr(nl.ATTR_NODE_GUID, b"1234567"))) is None
-    assert nl.parse_attrs(msg(nl.TYPE_GET, attr(nl.ATTR_DEV_NODE_TYPE, b""))) is None
+    assert wire.parse_attrs(msg(wire.TYPE_GET, attr(wire.ATTR_NODE_GUID, b"1234567"))) is None
+    assert wire.parse_attrs(msg(wire.TYPE_GET, attr(wire.ATTR_DEV_NODE_TYPE, b""))) is None
     # an attribute without a policy may be any length; a longer one is fine
-    tb = nl.parse_attrs(msg(nl.TYPE_GET, attr(4, b"") + attr(nl.ATTR_DEV_INDEX, b"12345")))
-    assert tb is not None and tb.u32(nl.ATTR_DEV_INDEX) == int.from_bytes(b"1234", "little")
+    tb = wire.parse_attrs(msg(wire.TYPE_GET, attr(4, b"") + attr(wire.ATTR_DEV_INDEX, b"12345")))
+    assert tb is not None and tb.u32(wire.ATTR_DEV_INDEX) == int.from_bytes(b"1234", "little")
 
 
 def test_parse_attrs_walk_stops_silently() -> None:
-    good = u32(nl.ATTR_DEV_INDEX, 3)
+    good = u32(wire.ATTR_DEV_INDEX, 3)
     # an attribute longer than what is left ends the walk; the earlier ones count
-    bad = struct.pack("=HH", 200, nl.ATTR_NODE_GUID) + b"\0" * 8
-    tb = nl.parse_attrs(msg(nl.TYPE_GET, good + bad))
-    assert tb is not None and nl.ATTR_NODE_GUID not in tb and tb.u32(nl.ATTR_DEV_INDEX) == 3
+    bad = struct.pack("=HH", 200, wire.ATTR_NODE_GUID) + b"\0" * 8
+    tb = wire.parse_attrs(msg(wire.TYPE_GET, good + bad))
+    assert tb is not None and wire.ATTR_NODE_GUID not in tb and tb.u32(wire.ATTR_DEV_INDEX) == 3
     # an attribute shorter than its header too (and its policy is never checked)
-    tb = nl.parse_attrs(msg(nl.TYPE_GET, good + struct.pack("=HH", 2, nl.ATTR_NODE_GUID)))
-    assert tb is not None and nl.ATTR_NODE_GUID not in tb
+    tb = wire.parse_attrs(msg(wire.TYPE_GET, good + struct.pack("=HH", 2, wire.ATTR_NODE_GUID)))
+    assert tb is not None and wire.ATTR_NODE_GUID not in tb
 
 
 def test_parse_attrs_short_header() -> None:
-    assert nl.parse_attrs(b"") is None
-    assert nl.parse_attrs(b"\x08\0\0\0" + b"\0" * 12) is None  # nlmsg_len < 16
-    tb = nl.parse_attrs(msg(nl.TYPE_GET))
+    assert wire.parse_attrs(b"") is None
+    assert wire.parse_attrs(b"\x08\0\0\0" + b"\0" * 12) is None  # nlmsg_len < 16
+    tb = wire.parse_attrs(msg(wire.TYPE_GET))
     assert tb is not None and not tb.table
 
 
 def test_string_without_nul_runs_on() -> None:
     # no NUL inside the attribute: C reads on into the next bytes of the message
-    m = msg(nl.TYPE_GET, attr(2, b"abcd") + u32(1, 0x00636261))
-    tb = nl.parse_attrs(m)
+    m = msg(wire.TYPE_GET, attr(2, b"abcd") + u32(1, 0x00636261))
+    tb = wire.parse_attrs(m)
     assert tb is not None and tb.string(2) == b"abcd\x08"
 
 
 def test_requests() -> None:
-    assert nl.dump_request(7, 99) == struct.pack("=IHHII", 16, 5121, 0x301, 7, 99)
+    assert wire.dump_request(7, 99) == struct.pack("=IHHII", 16, 5121, 0x301, 7, 99)
     body = u32(1, 3) + string(69, b"uverbs")
     head = struct.pack("=IHHII", 16 + len(body), 5135, 1, 8, 99)
-    assert nl.chardev_request(3, 8, 99) == head + body
+    assert wire.chardev_request(3, 8, 99) == head + body
     # index -1 ((int) of 0xffffffff): no DEV_INDEX attribute at all
-    tb = nl.parse_attrs(nl.chardev_request(-1, 1))
-    assert tb is not None and nl.ATTR_DEV_INDEX not in tb and tb.string(69) == b"uverbs"
+    tb = wire.parse_attrs(wire.chardev_request(-1, 1))
+    assert tb is not None and wire.ATTR_DEV_INDEX not in tb and tb.string(69) == b"uverbs"
 
 
 # -- libnl's receive loop ----------------------------------------------------------------------
@@ -298,7 +299,7 @@ def collect(results: list[int]) -> tuple[list[bytes], Callable[[bytes], int]]:
 
     def cb(m: bytes) -> int:
         seen.append(m)
-        return results.pop(0) if results else nl.NL_OK
+        return results.pop(0) if results else wire.NL_OK
 
     return seen, cb
 
@@ -306,65 +307,65 @@ def collect(results: list[int]) -> tuple[list[bytes], Callable[[bytes], int]]:
 def test_recvmsgs_multipart_until_done() -> None:
     t = Script(dev_msg(0, b"a"), dev_msg(1, b"b") + done(), dev_msg(9, b"never"))
     seen, cb = collect([])
-    assert nl.recvmsgs(t, cb) == (0, False)
+    assert wire.recvmsgs(t, cb) == (0, False)
     assert len(seen) == 2 and t.reads == 2
 
 
 def test_recvmsgs_single_reply_stops() -> None:
     t = Script(chardev_msg(b"uverbs0"), chardev_msg(b"uverbs1"))
     seen, cb = collect([])
-    assert nl.recvmsgs(t, cb) == (0, False)
+    assert wire.recvmsgs(t, cb) == (0, False)
     assert t.reads == 1 and len(seen) == 1
 
 
 def test_recvmsgs_error_sets_failed_and_goes_on() -> None:
     t = Script(dev_msg(0, b"a") + error(-errno.EPERM) + dev_msg(1, b"b") + done())
     seen, cb = collect([])
-    assert nl.recvmsgs(t, cb) == (0, True)
+    assert wire.recvmsgs(t, cb) == (0, True)
     assert len(seen) == 2
     # an ACK (error 0) is nothing
-    assert nl.recvmsgs(Script(error(0)), cb) == (0, False)
+    assert wire.recvmsgs(Script(error(0)), cb) == (0, False)
 
 
 @pytest.mark.parametrize(
     "datagram",
     [
-        msg(nl.NLMSG_ERROR, b"\xff\xff\xff\xff"),  # truncated error message
-        msg(nl.NLMSG_OVERRUN),
-        msg(nl.TYPE_GET, b"", nl.NLM_F_MULTI | nl.NLM_F_DUMP_INTR) + done(),  # interrupted
+        msg(wire.NLMSG_ERROR, b"\xff\xff\xff\xff"),  # truncated error message
+        msg(wire.NLMSG_OVERRUN),
+        msg(wire.TYPE_GET, b"", wire.NLM_F_MULTI | wire.NLM_F_DUMP_INTR) + done(),  # interrupted
     ],
 )
 def test_recvmsgs_errors(datagram: bytes) -> None:
     seen, cb = collect([])
-    result, _ = nl.recvmsgs(Script(datagram), cb)
+    result, _ = wire.recvmsgs(Script(datagram), cb)
     assert result < 0
 
 
 def test_recvmsgs_callback_results() -> None:
     two = dev_msg(0, b"a") + dev_msg(1, b"b") + done()
     # a positive (libnl error) result ends reading and is reported as success
-    seen, cb = collect([nl.NLE_PARSE_ERR])
-    assert nl.recvmsgs(Script(two), cb) == (0, False) and len(seen) == 1
+    seen, cb = collect([wire.NLE_PARSE_ERR])
+    assert wire.recvmsgs(Script(two), cb) == (0, False) and len(seen) == 1
     # a negative one is an error
-    seen, cb = collect([-nl.NLE_RANGE])
-    assert nl.recvmsgs(Script(two), cb)[0] < 0
+    seen, cb = collect([-wire.NLE_RANGE])
+    assert wire.recvmsgs(Script(two), cb)[0] < 0
     # NL_SKIP goes on, NL_STOP stops without error
-    seen, cb = collect([nl.NL_SKIP])
-    assert nl.recvmsgs(Script(two), cb) == (0, False) and len(seen) == 2
-    seen, cb = collect([nl.NL_STOP])
-    assert nl.recvmsgs(Script(two), cb) == (0, False) and len(seen) == 1
+    seen, cb = collect([wire.NL_SKIP])
+    assert wire.recvmsgs(Script(two), cb) == (0, False) and len(seen) == 2
+    seen, cb = collect([wire.NL_STOP])
+    assert wire.recvmsgs(Script(two), cb) == (0, False) and len(seen) == 1
 
 
 def test_recvmsgs_transport_failures() -> None:
     seen, cb = collect([])
-    assert nl.recvmsgs(Script(OSError(errno.ENOBUFS, "x")), cb)[0] < 0
-    assert nl.recvmsgs(Script(), cb)[0] < 0  # timeout
-    assert nl.recvmsgs(Script(nl.NetlinkFailure("trunc", errno.EMSGSIZE)), cb)[0] < 0
-    assert nl.recvmsgs(Script(b""), cb) == (0, False)  # EOF: nothing, success
+    assert wire.recvmsgs(Script(OSError(errno.ENOBUFS, "x")), cb)[0] < 0
+    assert wire.recvmsgs(Script(), cb)[0] < 0  # timeout
+    assert wire.recvmsgs(Script(NetlinkFailure("trunc", errno.EMSGSIZE)), cb)[0] < 0
+    assert wire.recvmsgs(Script(b""), cb) == (0, False)  # EOF: nothing, success
     # trailing bytes that are no message are ignored; a bad length ends the datagram
-    assert nl.recvmsgs(Script(done() + b"\x01\x02"), cb) == (0, False)
-    bad = struct.pack("=IHHII", 1000, nl.TYPE_GET, 0, 0, 0)
-    assert nl.recvmsgs(Script(bad), cb) == (0, False) and not seen
+    assert wire.recvmsgs(Script(done() + b"\x01\x02"), cb) == (0, False)
+    bad = struct.pack("=IHHII", 1000, wire.TYPE_GET, 0, 0, 0)
+    assert wire.recvmsgs(Script(bad), cb) == (0, False) and not seen
 
 
 # -- find_sysfs_devs_nl -------------------------------------------------------------------------
@@ -389,7 +390,7 @@ def test_scan_order_and_fields(host: tuple[Path, Path]) -> None:
     assert qq0.cdev == (231, 300) and aa1.abi_ver == 2 and aa1.driver_id == 0
     assert mm2.time_created_ns == 0
     # requests: the dump, then one GET_CHARDEV per device in temporary-list order
-    idx = [nl.parse_attrs(m).u32(1) for m in kernel.sent[1:]]  # type: ignore[union-attr]
+    idx = [wire.parse_attrs(m).u32(1) for m in kernel.sent[1:]]  # type: ignore[union-attr]
     assert idx == [3, 2, 0]
 
 
@@ -410,8 +411,8 @@ def test_index_beyond_int_max(host: tuple[Path, Path]) -> None:
     s = scan(kernel, host)
     # (int)0xffffffff is -1: the GET_CHARDEV request then has no index (fails here)
     assert s.records == []
-    tb = nl.parse_attrs(kernel.sent[1])
-    assert tb is not None and nl.ATTR_DEV_INDEX not in tb
+    tb = wire.parse_attrs(kernel.sent[1])
+    assert tb is not None and wire.ATTR_DEV_INDEX not in tb
     s = scan(FakeKernel([Dev(0x80000000, "y", "uverbs0")]), host)
     assert [r.ibdev_idx for r in s.records] == [-0x80000000]
 
@@ -423,7 +424,7 @@ def test_dump_failures_fall_back(host: tuple[Path, Path]) -> None:
     # an attribute shorter than its policy: nlmsg_parse fails, the dump fails
     short = FakeKernel(
         [Dev(0, "a")],
-        dump=lambda i, m: msg(nl.TYPE_GET, attr(nl.ATTR_DEV_INDEX, b"\1\0"), nl.NLM_F_MULTI),
+        dump=lambda i, m: msg(wire.TYPE_GET, attr(wire.ATTR_DEV_INDEX, b"\1\0"), wire.NLM_F_MULTI),
     )
     with pytest.raises(SourceUnavailable):
         scan(short, host)
@@ -435,7 +436,7 @@ def test_dump_message_without_required_attribute_cuts_the_dump(host: tuple[Path,
     devs = [Dev(0, "a"), Dev(1, "b"), Dev(2, "c"), Dev(3, "d")]
 
     def hook(i: int, m: bytes) -> bytes:
-        return dev_msg(2, b"c", drop=(nl.ATTR_PORT_INDEX,)) if i == 2 else m
+        return dev_msg(2, b"c", drop=(wire.ATTR_PORT_INDEX,)) if i == 2 else m
 
     s = scan(FakeKernel(devs, dump=hook), host)
     # b's GET_CHARDEV reads d's dump message (no CHARDEV: fails, no sysfs fallback);
@@ -452,7 +453,8 @@ def test_long_sysfs_path_cuts_the_dump(tmp_path: Path, cut: int) -> None:
         (dev / f"uverbs{i}").touch()
     names = ["ab", "abcdef", "x", "y"] if cut else ["abcdef", "x", "y", "z"]
     root = b"/r" + b"o" * (256 - 18 - 6 - 2)  # room for names of up to 5 bytes
-    s = nl.scan_with(FakeKernel([Dev(i, n) for i, n in enumerate(names)]), root, os.fsencode(dev))
+    kernel = FakeKernel([Dev(i, n) for i, n in enumerate(names)])
+    s = nlscan.scan_with(kernel, root, os.fsencode(dev))
     if cut:
         # "ab" was read; its GET_CHARDEV gets "x"'s dump message: no chardev, and
         # the sysfs fallback path is too long: dropped.
@@ -515,7 +517,7 @@ def test_empty_chardev_name_falls_back_keeping_the_driver_id(host: tuple[Path, P
 
 def test_chardev_reply_without_attributes_falls_back(host: tuple[Path, Path]) -> None:
     kernel = FakeKernel(
-        [Dev(0, "a")], chardev=lambda d, m: chardev_msg(b"uverbs0", drop=(nl.ATTR_CHARDEV,))
+        [Dev(0, "a")], chardev=lambda d, m: chardev_msg(b"uverbs0", drop=(wire.ATTR_CHARDEV,))
     )
     s = scan(kernel, host)
     assert s.records == [] and s.netlink is False
@@ -529,7 +531,7 @@ def _no_rdma_netlink(monkeypatch: pytest.MonkeyPatch, err: int = errno.EPROTONOS
     real = _socket.socket
 
     def refuse(*args: Any, **kw: Any) -> Any:
-        if args[:3] == (_socket.AF_NETLINK, _socket.SOCK_RAW, sources.NETLINK_RDMA):
+        if args[:3] == (_socket.AF_NETLINK, _socket.SOCK_RAW, netlink.NETLINK_RDMA):
             raise OSError(err, os.strerror(err))
         return real(*args, **kw)
 
@@ -541,7 +543,7 @@ def test_no_socket_here_is_unavailable(monkeypatch: pytest.MonkeyPatch, err: int
     _no_rdma_netlink(monkeypatch, err)
     key = LibraryKey("netlink", b"/sys", b"/dev/infiniband", b"/etc/x", "builtin", 44)
     with pytest.raises(SourceUnavailable) as e:
-        nl.scan_netlink(key)
+        netlink.scan_netlink(key)
     assert e.value.errno == err
 
 
@@ -551,10 +553,10 @@ def test_no_socket_here_is_unavailable(monkeypatch: pytest.MonkeyPatch, err: int
 @pytest.mark.parametrize(
     ("reply", "expect"),
     [
-        (msg(nl.TYPE_SYS_GET, u8(50, 0) + u8(nl.ATTR_COPY_ON_FORK, 1)), True),
-        (msg(nl.TYPE_SYS_GET, u8(nl.ATTR_COPY_ON_FORK, 0)), False),
-        (msg(nl.TYPE_SYS_GET, u8(50, 1)), False),  # older kernels: no attribute
-        (msg(nl.TYPE_SYS_GET, attr(nl.ATTR_COPY_ON_FORK, b"")), False),  # too short
+        (msg(wire.TYPE_SYS_GET, u8(50, 0) + u8(wire.ATTR_COPY_ON_FORK, 1)), True),
+        (msg(wire.TYPE_SYS_GET, u8(wire.ATTR_COPY_ON_FORK, 0)), False),
+        (msg(wire.TYPE_SYS_GET, u8(50, 1)), False),  # older kernels: no attribute
+        (msg(wire.TYPE_SYS_GET, attr(wire.ATTR_COPY_ON_FORK, b"")), False),  # too short
         (error(-errno.EOPNOTSUPP), False),
     ],
 )
@@ -565,9 +567,9 @@ def test_copy_on_fork(reply: bytes, expect: bool) -> None:
         def send(self, data: bytes) -> None:
             sent.append(data)
 
-    assert nl.query_copy_on_fork(T(reply)) is expect
+    assert queries.query_copy_on_fork(T(reply)) is expect
     length, kind, flags, _, _ = struct.unpack_from("=IHHII", sent[0])
-    assert (length, kind, flags) == (16, nl.TYPE_SYS_GET, nl.NLM_F_REQUEST)
+    assert (length, kind, flags) == (16, wire.TYPE_SYS_GET, wire.NLM_F_REQUEST)
 
 
 @pytest.mark.parametrize(
@@ -578,7 +580,7 @@ def test_copy_on_fork(reply: bytes, expect: bool) -> None:
         (chardev_msg(b"rdma_cm", abi=0xFFFFFFFF), -1),  # reads as -1: not an answer
         (chardev_msg(b"rdma_cm", abi=0xFFFFFFFE), -2),
         (chardev_msg(b"r" * 64, abi=4), -1),
-        (chardev_msg(b"rdma_cm", abi=4, drop=(nl.ATTR_CHARDEV_NAME,)), -1),
+        (chardev_msg(b"rdma_cm", abi=4, drop=(wire.ATTR_CHARDEV_NAME,)), -1),
         (error(-errno.ENOENT), -1),
     ],
 )
@@ -589,16 +591,16 @@ def test_chardev_abi(reply: bytes, expect: int) -> None:
         def send(self, data: bytes) -> None:
             sent.append(data)
 
-    assert nl.chardev_abi("rdma_cm", T(reply)) == expect
-    tb = nl.parse_attrs(sent[0])
-    assert tb is not None and nl.ATTR_DEV_INDEX not in tb
-    assert tb.string(nl.ATTR_CHARDEV_TYPE) == b"rdma_cm"
+    assert queries.chardev_abi("rdma_cm", T(reply)) == expect
+    tb = wire.parse_attrs(sent[0])
+    assert tb is not None and wire.ATTR_DEV_INDEX not in tb
+    assert tb.string(wire.ATTR_CHARDEV_TYPE) == b"rdma_cm"
 
 
 def test_no_netlink_answers_for_fork_and_rdma_cm(monkeypatch: pytest.MonkeyPatch) -> None:
     _no_rdma_netlink(monkeypatch)
-    assert nl.query_copy_on_fork() is False
-    assert nl.chardev_abi("rdma_cm") == -1
+    assert queries.query_copy_on_fork() is False
+    assert queries.chardev_abi("rdma_cm") == -1
 
 
 # -- through the public API ----------------------------------------------------------------------
@@ -607,7 +609,7 @@ def test_no_netlink_answers_for_fork_and_rdma_cm(monkeypatch: pytest.MonkeyPatch
 @pytest.fixture
 def kernel(monkeypatch: pytest.MonkeyPatch) -> FakeKernel:
     k = FakeKernel([])
-    monkeypatch.setattr(sources, "open_netlink", lambda: k)
+    monkeypatch.setattr(netlink, "open_netlink", lambda: k)
     return k
 
 
@@ -680,8 +682,8 @@ def test_api_class_abi_checked_when_no_chardev_reply(
 def test_api_netlink_unavailable_here() -> None:
     # this test host has no RDMA netlink (as CI): asked by name, netlink is an OSError
     try:
-        sources.open_netlink().close()
-    except sources.SourceUnavailable:
+        netlink.open_netlink().close()
+    except SourceUnavailable:
         pass
     else:
         pytest.skip("this host has RDMA netlink")
@@ -696,12 +698,12 @@ def test_api_netlink_unavailable_here() -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=300))
 def test_parse_attrs_never_raises(data: bytes) -> None:
-    tb = nl.parse_attrs(data)
+    tb = wire.parse_attrs(data)
     if tb is not None:
         for kind in list(tb.table):
             tb.string(kind)
-            if kind in nl.POLICY_MINLEN:
-                {1: tb.u8, 4: tb.u32, 8: tb.u64}[nl.POLICY_MINLEN[kind]](kind)
+            if kind in wire.POLICY_MINLEN:
+                {1: tb.u8, 4: tb.u32, 8: tb.u64}[wire.POLICY_MINLEN[kind]](kind)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -712,7 +714,7 @@ def test_garbage_replies_never_crash(dump: list[bytes], chardev: list[bytes]) ->
             super().__init__(*dump, dev_msg(0, b"a") + done(), *chardev)
 
     try:
-        s = nl.scan_with(Garbage(), b"/nonexistent", b"/nonexistent")
+        s = nlscan.scan_with(Garbage(), b"/nonexistent", b"/nonexistent")
     except SourceUnavailable:
         return
     assert all(isinstance(r.dev_name, bytes) for r in s.records)
@@ -737,7 +739,7 @@ def test_mutated_kernel_replies_never_crash(data: st.DataObject) -> None:
         chardev=lambda d, m: mutate(m),
     )
     try:
-        s = nl.scan_with(kernel, b"/nonexistent", b"/dev/null/x")
+        s = nlscan.scan_with(kernel, b"/nonexistent", b"/dev/null/x")
     except SourceUnavailable:
         return
     assert s.records == []  # no /dev node anywhere

@@ -1,7 +1,7 @@
 """``sysverbs devices`` and ``sysverbs devinfo -l`` against the real ibv_devices and
 ibv_devinfo -l: stdout, stderr and exit status, byte for byte, on hand-made trees and
 on every bundled fixture (one namespace run per tool and implementation), plus the
-``ibv_devinfo`` paths that need no open device (spec 7.3: no device, ``-d`` unknown,
+``ibv_devinfo`` paths that need no open device (docs/cli.md: no device, ``-d`` unknown,
 ``-i 0`` usage, ``-l`` ignoring what follows it)."""
 
 from __future__ import annotations

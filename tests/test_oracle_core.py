@@ -97,7 +97,7 @@ def test_class_dir_is_a_file(otmp: Path) -> None:
     assert real.results()[2]["errno"] == 38
 
 
-# -- parse rules (spec 1.5, 1.6) -----------------------------------------------------------
+# -- parse rules (docs/behaviour.md: Reading sysfs files; The sysfs scan) --------------------------
 
 
 def _parse_tree() -> trees.Tree:
@@ -261,7 +261,7 @@ def test_files_longer_than_the_buffer(otmp: Path) -> None:
     check(otmp, tree, env=SHOW)
 
 
-# -- per-device ABI and provider matching (spec 2.1) ------------------------------------------
+# -- per-device ABI and provider matching (docs/behaviour.md: Matching providers) ------------------
 
 
 @pytest.mark.parametrize(
@@ -331,7 +331,7 @@ def test_duplicate_ibdev(otmp: Path) -> None:
     assert names(real) == ["rxe0", "rxe0"]
 
 
-# -- the global ABI (spec 1.7) -------------------------------------------------------------
+# -- the global ABI (docs/behaviour.md: The ABI check) ---------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -368,7 +368,7 @@ def test_no_abi_check_without_candidates(otmp: Path) -> None:
     assert real.results()[0]["devices"] == []
 
 
-# -- the process-wide list across calls (spec 1.8, 1.9) --------------------------------------
+# -- the process-wide list across calls (docs/behaviour.md: The device list across calls) ----------
 
 
 def test_add_remove_touch_between_calls(otmp: Path) -> None:
@@ -436,7 +436,7 @@ def test_renamed_ibdev_with_equal_mtime_keeps_old_name(otmp: Path) -> None:
     assert names(real, 3) == ["rxe_old"] and names(real, 5) == ["rxe_new"]
 
 
-# -- SYSFS_PATH (spec 1.3) and path lengths ----------------------------------------------------
+# -- SYSFS_PATH (docs/behaviour.md: The sysfs root) and path lengths -------------------------------
 
 
 @pytest.mark.parametrize("suffix", ["/sys", "/sys/", "/sys///", "//sys", "/./sys"])
@@ -478,7 +478,7 @@ def test_sysfs_path_lengths(otmp: Path, length: int) -> None:
         assert result["errno"] == 12  # ENOMEM
 
 
-# -- providers: config dir and RDMAV_DRIVERS (spec 2.3) -----------------------------------------
+# -- providers: config dir and RDMAV_DRIVERS (docs/behaviour.md: Matching providers) ---------------
 
 
 def _conf(tmp: Path, files: dict[str, Any]) -> Path:
@@ -570,7 +570,7 @@ def test_driver_env_ignored_when_setuid(otmp: Path) -> None:
     assert real.results()[0]["errno"] == 38
 
 
-# -- unprivileged callers (spec 1.2) ------------------------------------------------------------
+# -- unprivileged callers (docs/behaviour.md: The device list across calls) ------------------------
 
 
 @pytest.mark.parametrize("memlock", [32768, 33792, None])
@@ -611,7 +611,7 @@ def _chmod_build(root: Path, tree: trees.Tree, steps: list[dict[str, Any]]) -> N
         (root / s["path"]).chmod(int(s["mode"], 8))
 
 
-# -- ibv_open_device (spec 5.2) ----------------------------------------------------------------
+# -- ibv_open_device (docs/behaviour.md: Accessors and lifetime) -----------------------------------
 
 
 def test_open_device(otmp: Path) -> None:

@@ -1,6 +1,6 @@
 """Every bundled fixture host, listed by the real libibverbs and by sysverbs.
 
-The fixtures are umockdev recordings of realistic hosts (see sysverbs/fixtures/);
+The fixtures are umockdev recordings of realistic hosts (see sysverbs/testing/fixtures/);
 each is materialized into a SYSFS_PATH tree twice and both implementations must
 agree on everything, over several calls with devices removed and touched between.
 """

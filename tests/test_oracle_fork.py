@@ -1,5 +1,6 @@
 """Fork safety against the real libibverbs: ibv_fork_init, ibv_is_fork_initialized and the
-first-call RDMAV_FORK_SAFE / IBV_FORK_SAFE handling (spec 1.2, 5.3)."""
+first-call RDMAV_FORK_SAFE / IBV_FORK_SAFE handling (docs/behaviour.md: The device list across
+calls; Fork)."""
 
 from __future__ import annotations
 

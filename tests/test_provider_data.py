@@ -1,6 +1,6 @@
 """The provider match-table data file: shape, history and agreement with the spec dumps.
 
-``sysverbs/data/providers.json`` holds every provider's match table with per-entry
+``sysverbs/providers/providers.json`` holds every provider's match table with per-entry
 ``since``/``until`` releases (re-checkable with tools/check_provider_history.py).  The
 tables derived from it for rdma-core 44 and for latest must equal the dumps taken from
 the compiled libraries (shared/spec/providers-{v44,latest}.json).
@@ -24,7 +24,7 @@ def load_data() -> dict[str, Any]:
     try:
         text = resources.files("sysverbs").joinpath("data/providers.json").read_text("utf-8")
     except (ModuleNotFoundError, FileNotFoundError):
-        path = Path(__file__).resolve().parents[1] / "sysverbs" / "data" / "providers.json"
+        path = Path(__file__).resolve().parents[1] / "sysverbs" / "providers" / "providers.json"
         text = path.read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
@@ -250,45 +250,42 @@ def test_spot_checks_pabi() -> None:
     assert {r: pabi(r) for r in expected} == expected
 
 
-def _fresh(monkeypatch: pytest.MonkeyPatch, cache: Optional[Path] = None) -> None:
-    """Forget what sysverbs.providers loaded (and use ``cache`` as the cache file)."""
-    from sysverbs import providers
+def _fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forget what sysverbs.providers.table loaded."""
+    from sysverbs.providers import table as providers
 
-    if cache is not None:
-        monkeypatch.setattr(providers, "_CACHE_PATH", str(cache))
     monkeypatch.setattr(providers, "_loaded", {})
     monkeypatch.setattr(providers, "_tables", {})
 
 
-def test_marshal_cache_is_current_and_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``data/providers.marshal`` was made from this providers.json, holds the same data
-    and, for every release, the table derived from it; tools/write_provider_cache.py
-    rewrites it.  With it, a table and the release span load without the JSON parse."""
+def _fields(table: Any) -> list[tuple[Any, ...]]:
+    return [(p.name, p.library, p.min_abi, p.max_abi, p.pci_prefixes, p.patterns,
+             p.driver_ids) for p in table]
+
+
+def test_generated_data_is_current_and_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_data.py`` is what tools/write_provider_data.py writes from this providers.json
+    (regenerated in memory, compared as text), and a table and the release span load
+    from it without the JSON parse."""
     import json as json_module
 
-    from sysverbs import providers
+    from sysverbs.providers import _data as generated
+    from sysverbs.providers import table as providers
 
-    _fresh(monkeypatch)
-    raw = Path(providers._JSON_PATH).read_bytes()
-    cache = providers._cache()
-    assert cache is not None, "stale cache: run tools/write_provider_cache.py"
-    assert Path(providers._CACHE_PATH).read_bytes() == providers._cache_blob(raw, DATA), (
-        "stale cache: run tools/write_provider_cache.py"
-    )
-    assert providers._data() == json_module.loads(raw) == DATA
+    path = Path(generated.__file__)
+    assert path.read_text(encoding="utf-8") == providers.render_data_module(DATA), (
+        "stale sysverbs/providers/_data.py: run tools/write_provider_data.py")
     derived = {r: providers._table_rows(DATA, r) for r in providers.known_releases()}
 
     _fresh(monkeypatch)
 
     def refuse(*args: object) -> None:
-        raise AssertionError("the JSON was parsed or a table derived although the cache is current")
+        raise AssertionError("the JSON was parsed or a table derived although _data.py has it")
 
     monkeypatch.setattr(providers, "_table_rows", refuse)
     monkeypatch.setattr(json_module, "loads", refuse)
     for release, rows in derived.items():
-        table = providers.provider_table(release)
-        assert [(p.name, p.library, p.min_abi, p.max_abi, p.pci_prefixes, p.patterns,
-                 p.driver_ids) for p in table] == [
+        assert _fields(providers.provider_table(release)) == [
             (n, lib, lo, hi, frozenset(pre), pats, frozenset(ids))
             for n, lib, lo, hi, pre, pats, ids in rows]
     assert "data" not in providers._loaded  # the whole data was never needed
@@ -296,34 +293,22 @@ def test_marshal_cache_is_current_and_used(monkeypatch: pytest.MonkeyPatch) -> N
         DATA["latest"], min(p["since"] for p in DATA["providers"]))
 
 
-def test_stale_or_broken_cache_falls_back_to_json(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """A cache made from another providers.json, a garbled, cut-short or missing one is
-    not used: the data and every table come from providers.json."""
-    from sysverbs import providers
+def test_a_release_the_generated_data_lacks_is_derived_from_json(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from sysverbs.providers import _data as generated
+    from sysverbs.providers import table as providers
 
-    raw = Path(providers._JSON_PATH).read_bytes()
-    good = Path(providers._CACHE_PATH).read_bytes()
     expected = {r: providers.provider_table(r) for r in providers.known_releases()}
-    changed = json.loads(raw)
-    changed["latest"] = 1
-    stale = tmp_path / "stale.marshal"
-    stale.write_bytes(providers._cache_blob(raw + b" ", changed))
-    broken = tmp_path / "broken.marshal"
-    broken.write_bytes(b"\x00garbage")
-    short = tmp_path / "short.marshal"
-    short.write_bytes(good[: len(good) - 100])
-    for cache in (stale, broken, short, tmp_path / "missing.marshal"):
-        _fresh(monkeypatch, cache)
-        assert {r: providers.provider_table(r) for r in providers.known_releases()} == expected
-        assert providers._data() == DATA
+    _fresh(monkeypatch)
+    monkeypatch.setattr(generated, "TABLE_OF", {})
+    assert {r: providers.provider_table(r) for r in providers.known_releases()} == expected
+    assert providers._data() == DATA
 
 
 def test_match_entries_are_the_table_matching_uses() -> None:
     """providers.match_entries (the entries, one by one) and the Provider fields that
     matching reads describe the same table, in every release."""
-    from sysverbs import providers
+    from sysverbs.providers import table as providers
 
     for release in providers.known_releases():
         for prov in providers.provider_table(release):

@@ -1,4 +1,5 @@
-"""sysverbs.rdma_get_devices / rdma_free_devices against the REAL librdmacm (spec 6).
+"""sysverbs.rdma_get_devices / rdma_free_devices against the REAL librdmacm
+(docs/behaviour.md: librdmacm).
 
 Both run the same plan on copies of the same tree, in private mount namespaces
 (tests/oracle/harness.py), and must print the same results and the same stderr.

@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 
 import sysverbs
-from sysverbs import pytest_plugin, recording, testing
+from sysverbs import recording, testing
 from sysverbs.recording import Record, Recording
 from sysverbs.testing import HostBuilder, Limits, RecordLimitError, record_host
+from sysverbs.testing import plugin as pytest_plugin
 from tests.oracle import harness
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,7 +132,7 @@ def test_builder_recording_is_canonical_and_deterministic() -> None:
         rec = make().build()
         assert recording.parse(recording.dumps(rec)) == rec
         assert make().build() == rec
-        assert rec.records[0].path == testing.LO_PATH
+        assert rec.records[0].path == testing.builder.LO_PATH
 
 
 def test_builder_layout(tmp_path: Path) -> None:
@@ -176,7 +177,7 @@ def test_builder_extras(tmp_path: Path) -> None:
     assert b.add_record(extra) is b
     rec = b.build(loopback=False)
     assert [r.path for r in rec][-1] == extra.path
-    assert all(r.path != testing.LO_PATH for r in rec)
+    assert all(r.path != testing.builder.LO_PATH for r in rec)
     path = b.write(tmp_path / "h.umockdev")
     assert recording.load(path) == b.build()
 
@@ -243,7 +244,7 @@ def test_record_rdma_round_trip(name: str, tmp_path: Path) -> None:
     recorded = record_host(original.sysfs)
     copy = testing.materialize(recorded, tmp_path / "b")
     assert _listing(copy) == _listing(original)
-    assert recorded.records[0].path == testing.LO_PATH
+    assert recorded.records[0].path == testing.builder.LO_PATH
     for sub in ("infiniband", "infiniband_verbs", "infiniband_mad"):
         a, b = original.sysfs / "class" / sub, copy.sysfs / "class" / sub
         if not a.is_dir():
@@ -408,8 +409,8 @@ def _run_pytest(tmp_path: Path, code: str, *args: str, autoload: bool) -> str:
 
 
 def test_plugin_in_a_users_pytest_run(tmp_path: Path) -> None:
-    """The docs' example test file passes with ``-p sysverbs.pytest_plugin``."""
-    out = _run_pytest(tmp_path, _doc_pytest_example(), "-p", "sysverbs.pytest_plugin",
+    """The docs' example test file passes with ``-p sysverbs.testing.plugin``."""
+    out = _run_pytest(tmp_path, _doc_pytest_example(), "-p", "sysverbs.testing.plugin",
                       autoload=False)
     assert "4 passed" in out
 
@@ -419,8 +420,8 @@ def test_plugin_entry_point(tmp_path: Path) -> None:
     eps = [ep for ep in metadata.entry_points(group="pytest11") if ep.name == "sysverbs"]
     if not eps:
         pytest.skip("the pytest11 entry point 'sysverbs' is not installed (pyproject.toml: "
-                    "[project.entry-points.pytest11] sysverbs = \"sysverbs.pytest_plugin\")")
-    assert eps[0].value == "sysverbs.pytest_plugin"
+                    "[project.entry-points.pytest11] sysverbs = \"sysverbs.testing.plugin\")")
+    assert eps[0].value == "sysverbs.testing.plugin"
     code = textwrap.dedent(
         """
         def test_fixture_is_there(rdma_host, rdma_builder):

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import pytest
 
 import sysverbs
-from sysverbs.typing_light import NamedTuple
+from sysverbs._core.typing_light import NamedTuple
 
 
 class Light(NamedTuple):

@@ -23,7 +23,8 @@ from typing import Any, Optional
 import pytest
 
 import sysverbs
-from sysverbs import enrich, recording, testing, udev_source
+from sysverbs import enrich, recording, testing
+from sysverbs.sources import udev as udev_source
 from sysverbs.testing import HostBuilder
 from tests.conftest import require
 from tests.oracle import harness
@@ -90,7 +91,7 @@ def probes(fixture: Path, runs: list[tuple[str, dict[str, Any]]]
 
 def write_host(tmp_path: Path, source: testing.Source, name: str = "host") -> Path:
     path = tmp_path / f"{name}.umockdev"
-    rec = testing._as_recording(source)
+    rec = testing.as_recording(source)
     path.write_text(recording.dumps(rec), encoding="utf-8", errors="surrogateescape")
     return path
 
@@ -120,7 +121,7 @@ def run_python(code: str, *, env: Optional[dict[str, str]] = None) -> str:
 
 def test_import_sysverbs_does_not_import_pyudev() -> None:
     out = run_python(
-        "import sys, sysverbs, sysverbs.udev_source, sysverbs.monitor, sysverbs.enrich, "
+        "import sys, sysverbs, sysverbs.sources.udev, sysverbs.monitor, sysverbs.enrich, "
         "sysverbs.testing\n"
         "print('pyudev' in sys.modules, 'pytest' in sys.modules)"
     )
@@ -134,7 +135,8 @@ DEGRADED = textwrap.dedent(
     import errno, json, sys, tempfile
     {prelude}
     import sysverbs
-    from sysverbs import enrich, testing, udev_source
+    from sysverbs import enrich, testing
+    from sysverbs.sources import udev as udev_source
     from sysverbs.monitor import monitor
     out = {{"reason": udev_source.unavailable_reason()}}
     try:

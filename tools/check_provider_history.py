@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Re-derive the release history in ``sysverbs/data/providers.json`` from rdma-core's git.
+"""Re-derive the release history in ``sysverbs/providers/providers.json`` from rdma-core's git.
 
 Usage::
 
@@ -1061,7 +1061,7 @@ def collect(git: Git, head: Optional[str], verbose: bool) -> list[ReleaseSnap]:
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     ap.add_argument("repo", help="rdma-core git repository (bare or with work tree)")
-    default_data = Path(__file__).resolve().parents[1] / "sysverbs" / "data" / "providers.json"
+    default_data = Path(__file__).resolve().parents[1] / "sysverbs" / "providers" / "providers.json"
     ap.add_argument("--data", type=Path, default=default_data, help="data file to check")
     ap.add_argument("--head", default="HEAD",
                     help="ref for the newest, possibly untagged, release (default HEAD; "

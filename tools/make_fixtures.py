@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write sysverbs' bundled device fixtures (``sysverbs/fixtures/*.umockdev``).
+"""Write sysverbs' bundled device fixtures (``sysverbs/testing/fixtures/*.umockdev``).
 
 Each fixture is a plain umockdev recording (see ``sysverbs/recording.py``) laid out the
 way the Linux kernel lays out sysfs: PCI functions under ``/devices/pciDDDD:BB/...``,
@@ -56,16 +56,16 @@ from sysverbs.recording import (  # noqa: E402
     dumps,
     parse,
 )
-from sysverbs.testing import (  # noqa: E402
+from sysverbs.testing.builder import (  # noqa: E402
     ETH_CLASS,
     IB_CLASS,
     NODE_TYPES,
     HostBuilder,
+    kernel_link,
 )
-from sysverbs.testing import _guid_text as guid_fmt  # noqa: E402
-from sysverbs.testing import _kernel_link as kernel_link  # noqa: E402
+from sysverbs.testing.builder import guid_text as guid_fmt  # noqa: E402
 
-OUT_DIR = ROOT / "sysverbs" / "fixtures"
+OUT_DIR = ROOT / "sysverbs" / "testing" / "fixtures"
 
 # Per-driver uverbs ABI (drivers' ``.uverbs_abi_ver``, include/uapi/rdma/*-abi.h).
 ABI = {
@@ -214,7 +214,7 @@ class Fixture:
     def add(self, path: str, subsystem: str, props: Iterable[tuple[str, str]] = (),
             attrs: Iterable[tuple[str, str]] = (), links: Iterable[tuple[str, str]] = (),
             node: str | None = None, dev_links: Iterable[str] = ()) -> str:
-        return self.host._add(path, subsystem, props, encoded(attrs), links, node, dev_links)
+        return self.host.add_device(path, subsystem, props, encoded(attrs), links, node, dev_links)
 
     # -- hardware -------------------------------------------------------------
 
@@ -223,13 +223,13 @@ class Fixture:
             extra: Iterable[tuple[str, str]] = (), links: Iterable[tuple[str, str]] = ()
             ) -> str:
         """A PCI function, with the attributes and uevent keys the kernel gives it."""
-        return self.host._pci(path, vendor, device, sub_vendor, sub_device, pci_class, driver,
-                              numa_node=numa, revision=revision, extra=encoded(extra),
-                              links=links)
+        return self.host.add_pci_function(path, vendor, device, sub_vendor, sub_device,
+                                          pci_class, driver, numa_node=numa,
+                                          revision=revision, extra=encoded(extra), links=links)
 
     def aux(self, parent: str, name: str, driver: str) -> str:
         """An auxiliary-bus device (mlx5_core.rdma.0, ice.roce.1, bnxt_en.rdma.0...)."""
-        return self.host._aux(parent, name, driver)
+        return self.host.add_aux_device(parent, name, driver)
 
     def net(self, parent: str | None, ifname: str, ifindex: int, address: str, *,
             arp_type: int = 1, mtu: int = 1500, operstate: str = "up", dev_port: int = 0,
@@ -300,7 +300,7 @@ class Fixture:
         """``infiniband_verbs/uverbsN`` with its /dev node and rdma-core's udev links."""
         last = parent.rsplit("/", 1)[1] if parent else ""
         pci = last if parent and "/pci" in parent and last.count(":") == 2 else None
-        return self.host._uverbs(parent, index, ibdev, abi, pci=pci)
+        return self.host.add_uverbs(parent, index, ibdev, abi, pci=pci)
 
     def mad(self, parent: str | None, kind: str, index: int, ibdev: str, port: int) -> str:
         """``infiniband_mad/umadN`` or ``issmN`` (ib_umad) with its /dev node."""

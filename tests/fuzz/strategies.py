@@ -33,12 +33,12 @@ generate (docs/reliability.md has the full list):
   and ``open``.
 
 Excluded, each because the spec says libibverbs does not define the result
-(spec 1.13, "Undefined behaviour to avoid in test trees") or because sysverbs
+(docs/behaviour.md: sysverbs' choices) or because sysverbs
 documents an intended difference (README, "Intended differences"):
 
 * an EMPTY class ``abi_version``, EMPTY per-device ``dev`` and EMPTY
   ``node_guid`` (also through a link to an empty file, and in rewrites between
-  calls): libibverbs parses an uninitialised stack buffer (spec 1.13);
+  calls): libibverbs parses an uninitialised stack buffer (docs/behaviour.md: sysverbs' choices);
 * a FIFO where libibverbs reads a file: libibverbs blocks forever (README,
   "FIFOs");
 * ``open`` steps when a ``/dev`` node is a real char device: a provider's
@@ -74,7 +74,7 @@ T = TypeVar("T")
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 
 _DATA = json.loads(
-    (Path(__file__).resolve().parents[2] / "sysverbs/data/providers.json").read_text("utf-8")
+    (Path(__file__).resolve().parents[2] / "sysverbs/providers/providers.json").read_text("utf-8")
 )
 #: Every (vendor, device) any rdma-core release matched, with its provider's ABI range.
 PCI_IDS: tuple[tuple[int, int, str, int, int], ...] = tuple(
@@ -90,7 +90,7 @@ PCI_IDS: tuple[tuple[int, int, str, int, int], ...] = tuple(
 LIBRARIES: tuple[str, ...] = tuple(sorted({p["library"] for p in _DATA["providers"]}))
 VMBUS = b"vmbus:3daf2e8ca732094bab99bd1f1c86b501"
 
-# libibverbs' buffer sizes (spec 1.5)
+# libibverbs' buffer sizes (docs/behaviour.md: Reading sysfs files)
 IBDEV, DEV, ABI, NODE_TYPE, CLASS_ABI, MODALIAS, NODE_GUID = 64, 32, 32, 32, 8, 512, 24
 
 BOUNDARIES = (
@@ -178,9 +178,9 @@ def c_integer(g: G, typical: Sequence[int] = (0, 1, 2, 3, 4, 5, 6, 7, 8)) -> byt
 
 
 def sized(g: G, core: bytes, size: int, allow_empty: bool = True, normal: int = 12) -> bytes:
-    """File contents around ``core`` for a ``size``-byte read (spec 1.5): every ending and
-    every length from size-2 to size+2.  ``allow_empty=False`` never gives b"";
-    ``normal`` weighs the plain ``core + b"\\n"``."""
+    """File contents around ``core`` for a ``size``-byte read (docs/behaviour.md: Reading
+    sysfs files): every ending and every length from size-2 to size+2.
+    ``allow_empty=False`` never gives b""; ``normal`` weighs the plain ``core + b"\\n"``."""
     kind = g.weighted(
         (normal, "nl"),
         (2, "raw"),
@@ -610,7 +610,7 @@ def render_device(tree: dict[str, Entry], d: DevSpec) -> DevPaths:
 
 
 def class_abi(g: G) -> FileSpec:
-    """The class abi_version: never empty (spec 1.13)."""
+    """The class abi_version: never empty (docs/behaviour.md: sysverbs' choices)."""
     if g.weighted((3, True), (1, False)):
         return FileSpec("file", b"6\n")
     core = g.pick(
@@ -766,7 +766,9 @@ def mutation(g: G, devs: list[DevPaths], next_idx: list[int]) -> list[dict[str, 
         steps: list[dict[str, Any]] = [
             {"op": "write", "path": p.uv + "/ibdev", "data": (new_name + b"\n").hex()}
         ]
-        if g.coin():  # the same mtime: libibverbs keeps the old name (spec 1.8)
+        # the same mtime: libibverbs keeps the old name (docs/behaviour.md: The device list
+        # across calls)
+        if g.coin():
             steps.append({"op": "utime", "path": q.name_path, "like": p.name_path})
         return steps
     if kind == "guid" and p.ib is not None:
@@ -835,9 +837,9 @@ CLASS_EXTRAS: dict[str, Entry] = {
 
 
 #: libibverbs crashes (SIGSEGV) when a device that bnxt_re takes has a dev_path of 256
-#: bytes or more: try_driver()'s error path for a too-long dev_path (spec 2.1) calls
-#: ops->uninit_device(), and bnxt_re's verbs_device_ops has none (rdma-core v44,
-#: providers/bnxt_re/main.c), so it calls NULL.  Undefined behaviour in the oracle:
+#: bytes or more: try_driver()'s error path for a too-long dev_path (docs/behaviour.md:
+#: Matching providers) calls ops->uninit_device(), and bnxt_re's verbs_device_ops has none
+#: (rdma-core v44, providers/bnxt_re/main.c), so it calls NULL.  Undefined behaviour in the oracle:
 #: a case that may have a bnxt_re device never gets the long SYSFS_PATH that makes
 #: dev_path that long (with the short default root it cannot reach 256 bytes).
 BNXT_RE_PREFIXES = tuple(

@@ -107,7 +107,7 @@ def preload(impl: str) -> None:
     import sysconfig
     from pathlib import Path
 
-    sysconfig.get_config_vars()  # loads _sysconfigdata_* (read by sysverbs.providers)
+    sysconfig.get_config_vars()  # loads _sysconfigdata_* (read by sysverbs.providers.table)
     repo = Path(__file__).resolve().parents[2]
     files = [repo / "tests/fuzz/probe.py", repo / "tests/oracle/probe.py"]
     if impl == "sysverbs":

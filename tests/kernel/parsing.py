@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any, Optional
 
-from sysverbs.cli_devinfo import UNAVAILABLE
+from sysverbs.cli.devinfo import UNAVAILABLE
 
 
 def utf8(text: str) -> str:

@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 
 from sysverbs.attributes import DeviceAttributes, GidType, LinkLayer, PhysState, PortState
-from sysverbs.cli_devinfo import QUERY_ONLY_DEVICE, QUERY_ONLY_PORT, UNAVAILABLE
+from sysverbs.cli.devinfo import QUERY_ONLY_DEVICE, QUERY_ONLY_PORT, UNAVAILABLE
 from tests.kernel import parsing
 from tests.kernel.conftest import unavailable
 from tests.kernel.lab import LabResults

@@ -49,7 +49,8 @@ from typing import Any, Optional
 
 import sysverbs  # imported once here, before any fork
 import sysverbs.cli  # noqa: F401
-import sysverbs.netlink_source  # noqa: F401
+import sysverbs.sources.netlink.queries  # noqa: F401
+import sysverbs.sources.netlink.scan  # noqa: F401
 from tests.oracle.probe import Libibverbs, Sysverbs
 
 CLONE_NEWNS = 0x00020000
@@ -417,7 +418,7 @@ def main() -> None:
     os.environ.pop("SV_NLBLOCK", None)
     # Warm what is cached process-wide and costs 9p round trips, without calling any
     # stateful part of sysverbs (the workers must start clean).
-    from sysverbs import providers
+    from sysverbs.providers import table as providers
 
     providers.libibverbs_library()
     results: dict[str, Any] = {"preload": preload, "scenarios": {}}

@@ -1,0 +1,190 @@
+"""The process-wide device list: ``init.c: ibverbs_get_device_list``
+(docs/behaviour.md: The device list across calls).
+
+One :class:`Library` object plays the part of one loaded libibverbs: it keeps
+the global ABI value, whether providers were loaded, the driver list and the
+persistent, ordered list of matched devices across calls.  Each distinct set of
+options (sysfs root, /dev directory, config directory, provider mode, release)
+gets its own ``Library``, created on first use and kept for the process.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from _thread import RLock, allocate_lock
+
+from .. import sources
+from ..errors import KernelAbiFatal, NoDriverWarning, ScanError, SourceUnavailable
+from ..providers.matching import Matcher
+from ..sources.sysfs import read_class_abi
+from .device import Device
+from .messages import emit
+from .node_types import transport_number
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..providers.table import Provider
+    from ..sources.base import LibraryKey
+    from .records import DeviceRecord
+
+__all__ = ["Library", "library_for", "MIN_ABI", "MAX_ABI"]
+
+#: IB_USER_VERBS_MIN_ABI_VERSION / IB_USER_VERBS_MAX_ABI_VERSION.
+MIN_ABI = 3
+MAX_ABI = 6
+
+
+class Library:
+    """One emulated libibverbs: its process-wide state and enumeration."""
+
+    def __init__(self, key: LibraryKey) -> None:
+        self.key = key
+        self.lock = RLock()
+        self.abi_ver = 0
+        self.drivers_loaded = False
+        self.driver_list: tuple[Provider, ...] = ()
+        self.matcher = Matcher(self.driver_list)
+        self.devices: list[Device] = []
+
+    # -- provider loading ----------------------------------------------------------
+    def _load_drivers(self, env: Mapping[str, str]) -> None:
+        from ..providers.drivers import load_for_mode
+
+        key = self.key
+        load = load_for_mode(key.providers, key.release, key.config_dir, env)
+        for body, category in load.messages:
+            emit(body, category)
+        known = list(self.driver_list)
+        for prov in load.providers:
+            if prov not in known:
+                known.append(prov)
+        self.driver_list = tuple(known)
+        self.matcher = Matcher(self.driver_list)
+
+    # -- matching -------------------------------------------------------------------
+    def _try_all(self, records: list[DeviceRecord]) -> None:
+        """One matching pass: each match is prepended to the persistent list."""
+        remaining = []
+        matched = []
+        match = self.matcher.match
+        for rec in records:
+            prov = match(rec)
+            if prov is None:
+                remaining.append(rec)
+                continue
+            node_type = rec.node_type
+            matched.append(
+                Device(
+                    name=rec.ibdev_name,
+                    dev_name=rec.dev_name,
+                    dev_path=rec.dev_path,
+                    ibdev_path=rec.ibdev_path,
+                    node_type=node_type,
+                    transport_type=transport_number(node_type),
+                    provider=prov.name,
+                    abi_ver=rec.abi_ver,
+                    cdev=rec.cdev,
+                    index=rec.ibdev_idx,
+                    guid=rec.node_guid,
+                    dev_dir=self.key.dev_dir,
+                    time_created_ns=rec.time_created_ns,
+                ),
+            )
+        # Prepending one by one (as libibverbs' list_add does) is quadratic in Python.
+        matched.reverse()
+        self.devices[:0] = matched
+        records[:] = remaining
+
+    def _check_abi(self) -> None:
+        if self.abi_ver:
+            return
+        root = self.key.sysfs_root
+        path = root + b"/class/infiniband_verbs/abi_version"
+        abi = read_class_abi(root)
+        if abi is None:
+            raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), os.fsdecode(path))
+        self.abi_ver = abi
+        if abi < MIN_ABI or abi > MAX_ABI:
+            emit(
+                b"Fatal: kernel ABI version %d doesn't match library version %d.\n"
+                % (abi, MAX_ABI),
+                KernelAbiFatal,
+            )
+            raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), os.fsdecode(path))
+
+    def enumerate(self, env: Mapping[str, str]) -> list[Device]:
+        """``ibverbs_get_device_list``: update the persistent list and return it."""
+        try:
+            found = sources.scan(self.key)
+        except ScanError as e:
+            raise OSError(e.errno, os.strerror(e.errno), os.fsdecode(e.path)) from None
+        except SourceUnavailable as e:  # a source asked for by name
+            why = f"source {self.key.source!r} unavailable: {e}"
+            if isinstance(e, OSError):  # UdevUnavailable: the same exception everywhere
+                raise type(e)(why, e.errno) from None
+            raise OSError(e.errno, why) from None
+        records = found.records
+        if found.netlink:
+            self.abi_ver = MAX_ABI  # netlink mode forces the global ABI (``ibdev_nl.c``)
+        if records:
+            self._check_abi()
+        # For each listed device (in list order) the first record that is the same
+        # device survives it; the others are new.  same_sysfs_dev: the uverbs name and
+        # the kernel index, plus the mtime of ibdev_path when there is no index.  Keyed,
+        # not nested loops, so a repeated call stays linear in the number of devices.
+        first: dict[tuple[bytes, int, int], int] = {}
+        more: dict[tuple[bytes, int, int], list[int]] = {}  # same key again (rare)
+        for i, rec in enumerate(records):
+            index = rec.ibdev_idx
+            key = (rec.dev_name, index, rec.time_created_ns if index == -1 else 0)
+            if key in first:
+                more.setdefault(key, []).append(i)
+            else:
+                first[key] = i
+        taken: list[int] = []
+        survivors: list[Device] = []
+        for dev in self.devices:
+            key = dev.identity
+            i = first.pop(key, -1)
+            if i < 0:
+                continue
+            rest = more.get(key)
+            if rest:
+                first[key] = rest.pop(0)
+            taken.append(i)
+            survivors.append(dev)
+        self.devices = survivors
+        if len(taken) == len(records):
+            records = []
+        elif taken:
+            gone = set(taken)
+            records = [rec for i, rec in enumerate(records) if i not in gone]
+        self._try_all(records)
+        if records and not self.drivers_loaded:
+            self._load_drivers(env)
+            self.drivers_loaded = True
+            self._try_all(records)
+        if "IBV_SHOW_WARNINGS" in env:
+            for rec in records:
+                emit(
+                    b"Warning: no userspace device-specific driver found for %s\n" % rec.ibdev_name,
+                    NoDriverWarning,
+                )
+        return list(self.devices)
+
+
+
+_libraries: dict[LibraryKey, Library] = {}
+_libraries_lock = allocate_lock()
+
+
+def library_for(key: LibraryKey) -> Library:
+    """The process-wide ``Library`` for these options."""
+    with _libraries_lock:
+        lib = _libraries.get(key)
+        if lib is None:
+            lib = _libraries[key] = Library(key)
+        return lib

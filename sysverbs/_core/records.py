@@ -1,0 +1,139 @@
+"""What a source (sysfs, netlink, udev) reports about one uverbs device, before matching."""
+
+from __future__ import annotations
+
+from .cparse import strtoul
+from .node_types import UNKNOWN, node_type_number
+from .sysfs_read import ABI_SIZE, NODE_TYPE_SIZE, read_sysfs_file
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
+__all__ = ["DeviceRecord", "read_abi_version", "read_node_type", "abi_number"]
+
+
+def read_node_type(ibdev_path: bytes) -> int:
+    """``<ibdev_path>/node_type``: result ``<= 0`` is UNKNOWN, else strtoul as uint32
+    (a :mod:`sysverbs._core.node_types` number)."""
+    value = read_sysfs_file(ibdev_path + b"/node_type", NODE_TYPE_SIZE)
+    if not value:
+        return UNKNOWN
+    return node_type_number(strtoul(value) & 0xFFFFFFFF)
+
+
+def abi_number(value: Optional[bytes]) -> int:
+    """An ``abi_version`` read: strtoul as uint32, 0 when unreadable or empty."""
+    return strtoul(value) & 0xFFFFFFFF if value else 0
+
+
+def read_abi_version(entry_path: bytes) -> int:
+    """``<entry_path>/abi_version`` of a ``class/infiniband_verbs`` entry."""
+    return abi_number(read_sysfs_file(entry_path + b"/abi_version", ABI_SIZE))
+
+
+class DeviceRecord:
+    """libibverbs' ``struct verbs_sysfs_dev``.  Names and paths are bytes, as in C.
+
+    A plain class with slots (not a dataclass: ``import dataclasses`` alone costs
+    more than the rest of ``import sysverbs``).
+
+    ``abi_ver`` and ``node_type`` may be given as None: they are then read from sysfs
+    (``<S>/class/infiniband_verbs/<dev_name>/abi_version``, ``<ibdev_path>/node_type``)
+    the first time they are used.  A failed read of either only gives 0 or UNKNOWN
+    and never skips a device, so reading them late changes nothing but the order of
+    the reads, and a device that survives from an earlier call never needs them.
+    """
+
+    __slots__ = (
+        "dev_name",
+        "ibdev_name",
+        "ibdev_path",
+        "sysfs_root",
+        "cdev",
+        "_abi_ver",
+        "_node_type",
+        "time_created_ns",
+        "ibdev_idx",
+        "driver_id",
+        "node_guid",
+        "modalias",
+        "modalias_read",
+    )
+
+    def __init__(
+        self,
+        dev_name: bytes,  # the uverbs entry name, e.g. b"uverbs0"
+        ibdev_name: bytes,  # the IB device name, e.g. b"mlx5_0" (may be empty)
+        ibdev_path: bytes,  # <S>/class/infiniband/<ibdev_name>
+        sysfs_root: bytes,  # <S>, used to build dev_path
+        cdev: tuple[int, int],  # (major, minor) of the char device
+        abi_ver: Optional[int],  # per-device uverbs ABI, unsigned 32-bit; None: read later
+        node_type: Optional[int],  # a node_types number (-1: unknown); None: read later
+        time_created_ns: int,  # st_mtime in ns of ibdev_path (sysfs mode identity)
+        ibdev_idx: int = -1,  # kernel index in netlink mode, -1 in sysfs mode
+        driver_id: int = 0,  # RDMA_DRIVER_UNKNOWN unless the kernel said (netlink)
+        node_guid: Optional[int] = None,  # pre-cached GUID (netlink mode)
+        modalias: Optional[bytes] = None,  # cache for matching
+        modalias_read: bool = False,
+    ) -> None:
+        self.dev_name = dev_name
+        self.ibdev_name = ibdev_name
+        self.ibdev_path = ibdev_path
+        self.sysfs_root = sysfs_root
+        self.cdev = cdev
+        self._abi_ver = abi_ver
+        self._node_type = node_type
+        self.time_created_ns = time_created_ns
+        self.ibdev_idx = ibdev_idx
+        self.driver_id = driver_id
+        self.node_guid = node_guid
+        self.modalias = modalias
+        self.modalias_read = modalias_read
+
+    @property
+    def dev_path(self) -> bytes:
+        """``<S>/class/infiniband_verbs/<dev_name>``: libibverbs' ``sysfs_path`` of the
+        device (``ibv_device.dev_path``)."""
+        return self.sysfs_root + b"/class/infiniband_verbs/" + self.dev_name
+
+    @property
+    def abi_ver(self) -> int:
+        value = self._abi_ver
+        if value is None:
+            value = self._abi_ver = read_abi_version(self.dev_path)
+        return value
+
+    @abi_ver.setter
+    def abi_ver(self, value: int) -> None:
+        self._abi_ver = value
+
+    @property
+    def node_type(self) -> int:
+        value = self._node_type
+        if value is None:
+            value = self._node_type = read_node_type(self.ibdev_path)
+        return value
+
+    @node_type.setter
+    def node_type(self, value: int) -> None:
+        self._node_type = value
+
+    _FIELDS = (
+        "dev_name", "ibdev_name", "ibdev_path", "sysfs_root", "cdev", "abi_ver", "node_type",
+        "time_created_ns", "ibdev_idx", "driver_id", "node_guid",
+    )
+
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, k) for k in self._FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeviceRecord):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._FIELDS)
+        return f"DeviceRecord({inner})"

@@ -1,0 +1,380 @@
+"""The ``sysverbs`` command: rdma-core's device tools without rdma-core (docs/cli.md).
+
+    sysverbs devices                 # byte-identical to ibv_devices
+    sysverbs devinfo -l              # byte-identical to ibv_devinfo -l
+    sysverbs devinfo [-d DEV] [-i PORT] [-v]   # ibv_devinfo's layout, from sysfs
+    sysverbs netdev                  # ibdev2netdev: mlx5_0 port 1 ==> ib0 (Up)
+    sysverbs doctor                  # why a device is missing or unusable, and the fix
+    sysverbs watch [--json]          # hotplug events as they happen
+    sysverbs snapshot [-o FILE]      # record this host's RDMA sysfs as a fixture
+    sysverbs nccl check [VALUE]      # NCCL_IB_HCA as NCCL reads it, with fixes
+    sysverbs env [--device DEV:PORT] # NCCL/UCX variables for a rank
+    sysverbs devices --fixture dgx-demo   # a bundled demo host instead of this one
+
+Only this module is imported for ``devices`` and ``devinfo -l``; each other command
+imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .. import sources
+from .._core import api
+from ..errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from tempfile import TemporaryDirectory
+    from typing import Any, BinaryIO, Optional
+
+__all__ = ["main"]
+
+#: The exit status of a usage error or an invalid option value (argparse's).
+EXIT_USAGE = 2
+
+
+class _Usage(UsageError):
+    """``ibv_devinfo``'s usage exit (``-i`` not a positive number)."""
+
+
+def _out() -> BinaryIO:
+    return sys.stdout.buffer
+
+
+def _perror(prefix: str, err: OSError) -> None:
+    """C ``perror``: ``<prefix>: <strerror(errno)>``."""
+    code = err.errno or 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.stderr.buffer.write(f"{prefix}: {os.strerror(code)}\n".encode())
+    sys.stderr.buffer.flush()
+
+
+class _options:  # noqa: N801 (a context manager, used like a function)
+    """The listing options of the command line; with ``--fixture``, the fixture is
+    materialized in a temporary directory for as long as the block runs.  (A class,
+    not contextlib/tempfile at import: ``sysverbs devices`` imports only what it uses.)"""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.tmp: Optional[TemporaryDirectory[str]] = None
+
+    def __enter__(self) -> dict[str, Any]:
+        args = self.args
+        from .._core.options import OPTION_NAMES
+
+        opts: dict[str, Any] = {name: getattr(args, name) for name in OPTION_NAMES}
+        if args.fixture is None:
+            return opts
+        import tempfile
+
+        from ..testing.host import fixture_path, materialize
+
+        self.tmp = tempfile.TemporaryDirectory(prefix="sysverbs-")
+        try:
+            host = materialize(fixture_path(args.fixture), self.tmp.name)
+        except BaseException:
+            self.tmp.cleanup()
+            raise
+        opts["sysfs_path"] = str(host.sysfs)
+        opts["dev_dir"] = str(host.dev)
+        if args.providers is None:
+            opts["providers"] = "builtin"
+        if args.source == "auto":
+            # A fixture is a sysfs tree: on a host with RDMA netlink, "auto" would list
+            # the real kernel's devices (as libibverbs does with SYSFS_PATH set).
+            opts["source"] = "sysfs"
+        return opts
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+def _json(doc: Any) -> None:
+    import json
+
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def _devices(args: argparse.Namespace) -> int:
+    with _options(args) as opts:
+        try:
+            devices = api.get_device_list(**opts)
+        except OSError as e:
+            _perror("Failed to get IB devices list", e)
+            return 1
+        if args.json:
+            _json({"schema": "sysverbs.devices/1", "devices": [
+                {"name": d.name, "node_guid": f"{api.get_device_guid(d):016x}",
+                 "node_type": d.node_type.name, "transport": d.transport_type.name,
+                 "provider": d.provider, "uverbs": d.dev_name, "dev_path": d.dev_path,
+                 "ibdev_path": d.ibdev_path} for d in devices]})
+            api.free_device_list(devices)
+            return 0
+        out = _out()
+        out.write(b"    %-16s\t   node GUID\n" % b"device")
+        out.write(b"    %-16s\t----------------\n" % b"------")
+        for dev in devices:
+            guid = api.get_device_guid(dev)
+            out.write(b"    %-16s\t%016x\n" % (os.fsencode(dev.name), guid))
+        out.flush()
+        api.free_device_list(devices)
+    return 0
+
+
+def _devinfo(args: argparse.Namespace) -> int:
+    with _options(args) as opts:
+        try:
+            devices = api.get_device_list(**opts)
+        except OSError as e:
+            _perror("Failed to get IB devices list", e)
+            return 255
+        try:
+            if args.list:
+                if args.json:
+                    _json({"schema": "sysverbs.devinfo-list/1",
+                           "devices": [d.name for d in devices]})
+                    return 0
+                out = _out()
+                n = len(devices)
+                out.write(b"%d HCA%s found:\n" % (n, b"" if n == 1 else b"s"))
+                for dev in devices:
+                    out.write(b"\t%s\n" % os.fsencode(dev.name))
+                out.write(b"\n")
+                out.flush()
+                return 0
+            from .._core.options import resolve
+            from .devinfo import render
+
+            sysfs = resolve(source=opts["source"], sysfs_path=opts["sysfs_path"]).sysfs_path
+            return render(list(devices), args.ib_dev, args.ib_port, args.verbose, args.json,
+                          sysfs)
+        finally:
+            api.free_device_list(devices)
+
+
+def _with_options(func: Any) -> Any:
+    """``func(args, opts)`` as a command: ``opts`` are the listing options of
+    :class:`_options` (a fixture materialized for as long as ``func`` runs)."""
+
+    def run(args: argparse.Namespace) -> int:
+        with _options(args) as opts:
+            rc: int = func(args, opts)
+        return rc
+
+    return run
+
+
+def _run_tool(name: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        from . import tools as cli_tools
+
+        func = getattr(cli_tools, name)
+        with _options(args) as opts:
+            rc: int = func(args, opts)
+        return rc
+
+    return run
+
+
+# getopt-like ibv_devinfo options: -l acts when it is parsed, so what follows is ignored,
+# and an -i that is not a positive number exits with the usage at once.
+class _ListAction(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        ns.list = True
+
+
+class _DevAction(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        if not ns.list:
+            ns.ib_dev = values
+
+
+class _PortAction(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        if ns.list:
+            return
+        from .devinfo import parse_port
+
+        port = parse_port(str(values))
+        if port <= 0:
+            raise _Usage()
+        ns.ib_port = port
+
+
+class _VerboseAction(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        if not ns.list:
+            ns.verbose = True
+
+
+_EPILOG = """\
+commands (each has --help):
+  devices    list devices and node GUIDs, byte-identical to ibv_devices
+  devinfo    ibv_devinfo: -l is byte-identical; otherwise what sysfs knows, in its layout
+  netdev     which network interface each port uses, in ibdev2netdev's format
+  doctor     why each device is (not) usable, and what to do; exit 0 when all are
+  watch      print RDMA devices as they appear and disappear (hotplug)
+  snapshot   record this host's RDMA sysfs as a fixture (umockdev format)
+  nccl check NCCL's 'NET/IB : Using' line for NCCL_IB_HCA, then warnings with fixes
+  env        NCCL_IB_HCA, UCX_NET_DEVICES, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX for a rank
+
+exit status: 0 success; 1 (devices) / 255 (devinfo) as the real tools; doctor 1 when a
+device is not usable; 2 for a usage error or a bad option value.
+Try: sysverbs devices --fixture dgx-demo     (a bundled demo host)
+Docs: docs/cli.md; JSON schemas there (--json on every listing command)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("where to look (defaults: this machine)")
+    g.add_argument("--sysfs-path", metavar="DIR",
+                   help="sysfs root (default: $SYSFS_PATH, else /sys)")
+    g.add_argument("--dev-dir", metavar="DIR",
+                   help="uverbs device nodes (default: /dev/infiniband)")
+    g.add_argument("--config-dir", metavar="DIR",
+                   help="provider config dir (default: /etc/libibverbs.d)")
+    g.add_argument("--source", default="auto", choices=sources.names(),
+                   help="where device records come from (default: auto, as libibverbs: "
+                   "netlink, else sysfs)")
+    g.add_argument("--providers", choices=["installed", "builtin"],
+                   help="which providers count (default: installed if the config dir "
+                   "exists, else builtin)")
+    g.add_argument("--rdma-core", metavar="RELEASE",
+                   help="rdma-core release of the provider tables "
+                   "(e.g. 44, latest; default: the installed one, else latest)")
+    g.add_argument("--fixture", metavar="NAME",
+                   help="use a bundled fixture host (e.g. dgx-demo) instead of this machine")
+    js = argparse.ArgumentParser(add_help=False)
+    js.add_argument("--json", action="store_true",
+                    help="print JSON (schema in docs/cli.md) instead of text")
+
+    p = argparse.ArgumentParser(
+        prog="sysverbs",
+        description="RDMA device discovery exactly as libibverbs does it, in pure Python: "
+        "rdma-core's device tools for machines and containers without rdma-core.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    d = sub.add_parser("devices", parents=[common, js],
+                       help="list devices and node GUIDs, exactly as ibv_devices",
+                       description="List RDMA devices and their node GUIDs. stdout, stderr "
+                       "and exit status are those of ibv_devices (exit 1 when the device "
+                       "list cannot be read).")
+    d.set_defaults(func=_devices)
+
+    i = sub.add_parser(
+        "devinfo", parents=[common, js], help="ibv_devinfo (-l: exactly; else from sysfs)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Like ibv_devinfo. -l is byte-identical to ibv_devinfo -l. Without -l, "
+        "the values sysfs knows are printed in ibv_devinfo's layout and those only a device "
+        "query knows (vendor_id, vendor_part_id, hw_ver, MTUs, device capabilities...) say "
+        "'(unavailable)'; the device is never opened.",
+        epilog="exit status: 0; 255 when no device / -d not found / the list fails; 4 when "
+        "-i names a port the device lacks; 1 (with ibv_devinfo's usage) for -i <= 0.",
+    )
+    i.set_defaults(list=False, ib_dev=None, ib_port=0, verbose=False)
+    i.add_argument("-d", "--ib-dev", action=_DevAction, metavar="DEV",
+                   help="use IB device DEV (default: all devices)")
+    i.add_argument("-i", "--ib-port", action=_PortAction, metavar="PORT",
+                   help="use port PORT of the device (default: all ports)")
+    i.add_argument("-l", "--list", action=_ListAction, nargs=0,
+                   help="print only the device names, exactly as ibv_devinfo -l")
+    i.add_argument("-v", "--verbose", action=_VerboseAction, nargs=0,
+                   help="print all attributes (device capabilities are unavailable)")
+    i.set_defaults(func=_devinfo)
+
+    n = sub.add_parser("netdev", parents=[common, js],
+                       help="port to network interface, as ibdev2netdev",
+                       description="For each RDMA device port, its network interface and "
+                       "whether it is up, in ibdev2netdev's format "
+                       "('mlx5_0 port 1 ==> ib0 (Up)'): RoCE/iWARP ports by their GIDs' "
+                       "netdevs (or the rxe/siw parent), InfiniBand ports by the IPoIB "
+                       "interface whose address ends in the port GUID. All vendors.")
+    n.set_defaults(func=_run_tool("netdev"))
+
+    dr = sub.add_parser("doctor", parents=[common, js],
+                        help="why each device is (not) usable, and the fix",
+                        description="One line per RDMA device the kernel shows: usable or "
+                        "not, the first reason and what to do. Exit 0 when there is a "
+                        "device and every device is usable, else 1.")
+    dr.add_argument("-v", "--verbose", action="store_true", help="list every reason")
+    dr.add_argument("--no-open", action="store_true",
+                    help="do not try to open the device nodes")
+    dr.set_defaults(func=_run_tool("doctor"))
+
+    w = sub.add_parser("watch", parents=[common, js], help="print hotplug events",
+                       description="Print RDMA devices (infiniband and infiniband_verbs) as "
+                       "they appear and disappear, until Ctrl-C or --timeout. --json: one "
+                       "JSON object per line (schema sysverbs.event/1).")
+    w.add_argument("--timeout", type=float, metavar="SECONDS", help="stop after SECONDS")
+    w.add_argument("--count", type=int, default=0, metavar="N", help="stop after N events")
+    w.add_argument("--existing", action="store_true",
+                   help="first report an add for every device present now")
+    w.add_argument("--backend", choices=["auto", "udev", "poll"], default="auto",
+                   help="udev events or polling sysfs (default: auto; other sysfs roots "
+                   "are polled)")
+    w.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
+                   help="poll interval (default 0.5)")
+    w.add_argument("--all-actions", action="store_true",
+                   help="also report move (rename), change, bind... (udev only)")
+    w.set_defaults(func=_run_tool("watch"))
+
+    s = sub.add_parser("snapshot", parents=[common],
+                       help="record this host's RDMA sysfs as a fixture",
+                       description="Record the RDMA devices of this host's sysfs (or "
+                       "--sysfs-path), their parents and netdevs, in the umockdev fixture "
+                       "format sysverbs.recording and umockdev read. No device is opened; "
+                       "nothing outside sysfs is read.")
+    s.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    s.add_argument("--all-devices", action="store_true",
+                   help="record every device below devices/ (small or fake trees)")
+    s.set_defaults(func=_run_tool("snapshot"))
+    from .env import register as register_env
+    from .nccl import register as register_nccl
+
+    register_nccl(sub, [common, js], _with_options)
+    register_env(sub, [common], _with_options)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except _Usage:
+        from .devinfo import USAGE
+
+        sys.stdout.write(USAGE.format(argv0="ibv_devinfo"))
+        sys.stdout.flush()
+        return 1
+    try:
+        rc: int = args.func(args)
+    except UsageError as e:
+        sys.stderr.write(f"sysverbs: {e.args[0] if e.args else e}\n")
+        return EXIT_USAGE
+    except BrokenPipeError:  # `sysverbs ... | head`: stop quietly, as the C tools do
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+        return 1
+    except OSError as e:
+        sys.stderr.write(f"sysverbs {args.command}: {e}\n")
+        return 1
+    return rc
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""``sysverbs nccl check [VALUE]``: NCCL_IB_HCA as NCCL reads it on this host (docs/nccl.md).
+
+Prints the ``NET/IB : Using ...`` line NCCL would print, then one warning (with a
+fix) per problem :func:`sysverbs.nccl.lint_hca` finds.  Exit status: 0 clean, 1
+warnings, 2 usage errors or a device list that cannot be read.
+
+Only :func:`register` runs when the ``sysverbs`` command starts; the rest is imported
+when the command runs.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any, Optional
+
+    from ..nccl import IbSelection, LintResult
+
+__all__ = ["register", "check", "live_interfaces"]
+
+EXIT_CLEAN, EXIT_WARNINGS, EXIT_ERROR = 0, 1, 2
+
+
+def register(subparsers: Any, parents: list[argparse.ArgumentParser],
+             with_options: Any) -> None:
+    """Add ``nccl check`` to the ``sysverbs`` parser (``parents``: the common options;
+    ``with_options``: how the command gets its listing options, ``sysverbs.cli``'s)."""
+    import argparse
+
+    n = subparsers.add_parser(
+        "nccl", help="NCCL_IB_HCA as NCCL reads it: the devices it uses, and a linter",
+        description="NCCL's view of this host's RDMA devices.")
+    nsub = n.add_subparsers(dest="nccl_command", required=True, metavar="COMMAND")
+    c = nsub.add_parser(
+        "check", parents=parents, formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="print NCCL's 'NET/IB : Using' line for VALUE, then warnings with fixes",
+        description="Print the 'NET/IB : Using ...' line NCCL would print on this host with "
+        "NCCL_IB_HCA=VALUE (default: $NCCL_IB_HCA, or its value from NCCL's config files), "
+        "then a warning and a fix for each entry that does not mean what it seems: prefix "
+        "collisions, entries matching nothing, whitespace or newlines, a misplaced '^' or "
+        "'=', ports that do not exist or are not ACTIVE, too many entries or too long names, "
+        "a value that selects no device.",
+        epilog="exit status: 0 no warning; 1 warnings; 2 usage error, or the device list "
+        "cannot be read (a host without RDMA support has no device: exit 1).")
+    c.add_argument("value", nargs="?", metavar="VALUE",
+                   help="the NCCL_IB_HCA value to check (default: as NCCL would read it)")
+    c.add_argument("--nccl-version", metavar="X.Y.Z",
+                   help="the NCCL release whose rules apply (default: the newest known, "
+                   "2.32.3; 2.5.6 and later)")
+    c.add_argument("--conf-root", metavar="DIR",
+                   help="alternate root for NCCL's config files (NCCL_CONF_FILE or "
+                   "~/.nccl.conf, then /etc/nccl.conf)")
+    c.add_argument("--oob", metavar="IF:ADDR",
+                   help="the OOB interface text of the Using line (default: computed from "
+                   "this host's interfaces and NCCL_SOCKET_IFNAME; '?' for another host)")
+    c.set_defaults(func=with_options(check))
+
+
+def live_interfaces() -> list[tuple[str, str]]:
+    """``(name, address)`` of this host's running interfaces with an IPv4 or IPv6
+    address, as NCCL's ``ncclOsFindInterfaces`` walks ``getifaddrs``: IPv4 addresses by
+    interface index, then IPv6 ones (``/proc/net/if_inet6``, loopback excluded) by
+    interface index and, as the kernel keeps each interface's list, wider scopes first.  The
+    address is as ``ncclSocketToString`` prints it, with port 0: ``10.0.0.1<0>``."""
+    import fcntl
+    import ipaddress
+    import socket
+    import struct
+
+    siocgifflags, siocgifaddr, iff_running = 0x8913, 0x8915, 0x40
+    out: list[tuple[str, str]] = []
+    running: dict[str, bool] = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for name in _if_names():
+            req = struct.pack("16sH22x", name.encode()[:15], 0)
+            try:
+                flags = struct.unpack("16sH", fcntl.ioctl(s, siocgifflags, req)[:18])[1]
+            except OSError:
+                continue
+            running[name] = bool(flags & iff_running)
+            if not running[name]:
+                continue
+            try:
+                res = fcntl.ioctl(s, siocgifaddr, struct.pack("16s24x", name.encode()[:15]))
+            except OSError:
+                continue
+            out.append((name, socket.inet_ntoa(res[20:24]) + "<0>"))
+    try:
+        with open("/proc/net/if_inet6") as fh:
+            rows = [line.split() for line in fh]
+    except OSError:
+        rows = []
+    rows = [r for r in rows if len(r) >= 6]
+    rows.sort(key=lambda r: (int(r[1], 16), int(r[3], 16)))  # ifindex, then scope
+    for row in rows:
+        if not running.get(row[5]):
+            continue
+        addr = ipaddress.IPv6Address(int(row[0], 16))
+        if addr.is_loopback:
+            continue
+        text = str(addr) + (f"%{row[5]}" if addr.is_link_local else "")
+        out.append((row[5], text + "<0>"))
+    return out
+
+
+def _if_names() -> list[str]:
+    """The interfaces by index (socket.if_nameindex; PyPy lacks it: /sys/class/net)."""
+    import os
+    import socket
+
+    try:
+        return [n for _, n in sorted(socket.if_nameindex())]
+    except (AttributeError, OSError):
+        pass
+    found = []
+    try:
+        for name in os.listdir("/sys/class/net"):
+            try:
+                with open(f"/sys/class/net/{name}/ifindex") as fh:
+                    found.append((int(fh.read()), name))
+            except (OSError, ValueError):
+                continue
+    except OSError:
+        return []
+    return [n for _, n in sorted(found)]
+
+
+def _oob(args: argparse.Namespace, env: dict[str, str], live: bool) -> Optional[str]:
+    if args.oob is not None:
+        return str(args.oob)
+    if not live:
+        return None
+    from ..nccl import socket_interface
+
+    ifs = live_interfaces()
+    name = socket_interface([n for n, _ in ifs], env.get("NCCL_SOCKET_IFNAME"),
+                            nccl_version=args.nccl_version)
+    for n, addr in ifs:
+        if n == name:
+            return f"{n}:{addr}"
+    return None
+
+
+def _doc(result: LintResult, sel: IbSelection, source: str, lines: list[str],
+         version: str) -> dict[str, Any]:
+    return {
+        "schema": "sysverbs.nccl-check/1",
+        "value": result.value,
+        "value_source": source,
+        "nccl_version": version,
+        "lines": lines,
+        "devices": [{"slot": d.slot, "device": d.device, "port": d.port, "link": d.link,
+                     "rail": d.rail, "plane": d.plane} for d in sel.devices],
+        "virtual_devices": sel.virtual_names(),
+        "warnings": [w._asdict() for w in result.warnings],
+        "notes": list(sel.notes),
+    }
+
+
+def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
+    """``sysverbs nccl check``: ``opts`` are the listing options of the command line; a
+    bad ``--nccl-version`` raises :class:`~sysverbs.errors.UsageError` (exit 2)."""
+    import errno
+    import json
+    import os
+    import sys
+    from dataclasses import replace
+
+    from .. import nccl
+
+    version = nccl.parse_version(args.nccl_version)
+    env, sources = nccl.nccl_environment(os.environ, root=args.conf_root,
+                                         nccl_version=version)
+    if args.value is not None:
+        value: Optional[str] = args.value
+        source = "argument"
+    else:
+        value = env.get("NCCL_IB_HCA")
+        source = sources.get("NCCL_IB_HCA", "environment" if value is not None else "unset")
+    live = args.fixture is None and args.sysfs_path is None
+    extra: list[str] = []
+    try:
+        ports = nccl.host_ports(sysfs_path=opts["sysfs_path"], dev_dir=opts["dev_dir"],
+                                source=opts["source"], providers=opts["providers"],
+                                open_devices=live)
+    except OSError as e:
+        if e.errno not in (errno.ENOSYS, errno.ENOENT):
+            sys.stderr.write(f"sysverbs nccl check: cannot read the device list: {e}\n")
+            return EXIT_ERROR
+        ports = []  # ibv_get_device_list returns NULL: NCCL counts no device
+        extra.append(nccl.no_device_list_note(e))
+    result = nccl.lint_hca(value, ports, env, nccl_version=version)
+    sel = result.selection
+    if extra:
+        sel = replace(sel, notes=(*sel.notes, *extra))
+    lines = sel.lines(_oob(args, env, live))
+    vtext = ".".join(map(str, version))
+    if args.json:
+        sys.stdout.write(json.dumps(_doc(result, sel, source, lines, vtext), indent=2) + "\n")
+        return EXIT_WARNINGS if result.warnings else EXIT_CLEAN
+    out = sys.stdout
+    for line in lines:
+        out.write(line + "\n")
+    for name in sel.virtual_names():
+        if "+" in name:
+            out.write(f"  (merged into the virtual device {name})\n")
+    for note in sel.notes:
+        out.write(f"note: {note}\n")
+    shown = "NCCL_IB_HCA unset" if value is None else f"NCCL_IB_HCA={value!r} ({source})"
+    out.write(f"{shown}; NCCL {vtext} rules\n")
+    for w in result.warnings:
+        out.write(f"warning [{w.code}] {w.entry!r}: {w.message}\n")
+        if w.fix:
+            out.write(f"  fix: NCCL_IB_HCA={w.fix!r}\n")
+    return EXIT_WARNINGS if result.warnings else EXIT_CLEAN

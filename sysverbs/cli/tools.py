@@ -1,0 +1,161 @@
+"""``sysverbs netdev``, ``doctor``, ``watch`` and ``snapshot`` (see docs/cli.md).
+
+Each function takes the parsed arguments and the resolved options of
+``sysverbs.cli``'s ``_options`` and returns the exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import Any, Optional
+
+from ..errors import UsageError
+
+__all__ = ["netdev", "doctor", "watch", "snapshot", "netdev_links"]
+
+
+def _natural(name: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def netdev_links(sysfs_path: str, dev_dir: str) -> list[dict[str, Any]]:
+    """One entry per (RDMA device, port, netdev), in ``ibdev2netdev``'s order: devices
+    by name, ports by number, netdevs as :func:`sysverbs.topology.device_topology`
+    finds them."""
+    from ..topology import device_topology
+
+    ib_dir = os.path.join(sysfs_path, "class", "infiniband")
+    try:
+        names = sorted(n for n in os.listdir(ib_dir) if not n.startswith("."))
+    except OSError:
+        return []
+    links: list[dict[str, Any]] = []
+    for name in names:
+        topo = device_topology(name, sysfs_path=sysfs_path, dev_dir=dev_dir)
+        ports = sorted({n.port for n in topo.netdevs})
+        for port in ports:
+            for nd in topo.netdevs:
+                if nd.port != port:
+                    continue
+                links.append({"device": name, "port": port, "netdev": nd.name,
+                              "state": "Up" if nd.operstate == "up" else "Down",
+                              "operstate": nd.operstate, "via": nd.via})
+    return links
+
+
+def netdev(args: Any, opts: dict[str, Any]) -> int:
+    from .._core.options import resolve
+
+    o = resolve(**opts)
+    links = netdev_links(o.sysfs_path, o.dev_dir)
+    if args.json:
+        sys.stdout.write(json.dumps({"schema": "sysverbs.netdev/1", "links": links},
+                                    indent=2) + "\n")
+        return 0
+    for link in links:
+        sys.stdout.write(f"{link['device']} port {link['port']} ==> {link['netdev']} "
+                         f"({link['state']})\n")
+    return 0
+
+
+def _line(d: Any) -> str:
+    """One line per device: its state, then the first error (or warning) and its fix."""
+    state = "usable" if d.usable else "listed, not usable" if d.listed else "MISSING"
+    head = f"{d.name}: {state}"
+    if d.provider:
+        head += f" (provider {d.provider}" + (f", {d.uverbs})" if d.uverbs else ")")
+    if not d.reasons:
+        return head
+    first = d.reasons[0]
+    more = len(d.reasons) - 1
+    tail = f" (+{more} more; --verbose lists them)" if more else ""
+    return f"{head}: {first.severity}: {first.message} [{first.code}]{tail}"
+
+
+def doctor(args: Any, opts: dict[str, Any]) -> int:
+    from dataclasses import asdict
+
+    from ..diagnosis import diagnose
+
+    found = diagnose(probe_open=not args.no_open, **opts)
+    ok = bool(found) and all(d.usable for d in found)
+    if args.json:
+        doc = {"schema": "sysverbs.doctor/1", "usable": ok,
+               "host": [asdict(r) for r in found.host],
+               "devices": [asdict(d) for d in found]}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif args.verbose:
+        sys.stdout.write(found.report() + "\n")
+    else:
+        for r in found.host:
+            sys.stdout.write(f"host: {r}\n")
+        for d in found:
+            sys.stdout.write(_line(d) + "\n")
+        if not found:
+            sys.stdout.write("no RDMA device\n")
+    return 0 if ok else 1
+
+
+def _event_json(e: Any) -> str:
+    return json.dumps({"schema": "sysverbs.event/1", "action": e.action,
+                       "subsystem": e.subsystem, "name": e.name, "ibdev": e.ibdev,
+                       "sys_path": e.sys_path, "backend": e.backend, "seqnum": e.seqnum,
+                       "properties": dict(e.properties)}, sort_keys=True)
+
+
+def watch(args: Any, opts: dict[str, Any]) -> int:
+    from ..monitor import monitor
+
+    if args.timeout is not None and args.timeout < 0:
+        raise UsageError("--timeout must not be negative")
+    if args.interval is not None and not args.interval > 0:
+        raise UsageError("--interval must be positive")
+    mon = monitor(timeout=args.timeout, sysfs_path=opts["sysfs_path"], backend=args.backend,
+                  actions=None if args.all_actions else ("add", "remove"),
+                  existing=args.existing, poll_interval=args.interval)
+    out = sys.stdout
+    if not args.json:
+        out.write(f"# watching RDMA devices ({mon.backend}: {mon.reason}); Ctrl-C to stop\n")
+        out.flush()
+    try:
+        for e in mon:
+            if args.json:
+                out.write(_event_json(e) + "\n")
+            else:
+                extra = f" (ibdev {e.ibdev})" if e.subsystem != "infiniband" and e.ibdev else ""
+                out.write(f"{e.action} {e.subsystem} {e.name}{extra}\n")
+            out.flush()
+            if args.count and args.count > 0:
+                args.count -= 1
+                if args.count == 0:
+                    break
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        mon.stop()
+    return 0
+
+
+def snapshot(args: Any, opts: dict[str, Any]) -> int:
+    from .._core.options import resolve
+    from ..testing import umockdev as recording
+    from ..testing.recorder import record_host
+
+    o = resolve(**opts)
+    dev_root: Optional[str] = None  # record_host's guess: /dev for /sys, else beside it
+    if opts["dev_dir"] is not None:
+        dev_root = os.path.dirname(o.dev_dir.rstrip("/")) or "/"
+    rec = record_host(o.sysfs_path, dev_root=dev_root,
+                      devices="all" if args.all_devices else "rdma")
+    text = recording.dumps(rec)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+        sys.stderr.write(f"sysverbs: wrote {len(rec)} records to {args.output}\n")
+    return 0

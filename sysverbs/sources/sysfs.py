@@ -1,0 +1,201 @@
+"""The sysfs source: ``init.c: find_sysfs_devs`` and the class ABI read
+(``init.c: check_abi_version``; docs/behaviour.md: The sysfs scan, The ABI check)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import sys
+
+from .._core.cparse import cstr, scan_u_u, strtol, to_int32
+from .._core.records import DeviceRecord, abi_number, read_node_type
+from .._core.sysfs_read import (
+    ABI_SIZE,
+    CLASS_ABI_SIZE,
+    DEV_SIZE,
+    IBDEV_SIZE,
+    NAME_MAX_IBV,
+    PATH_MAX_IBV,
+    read_sysfs_file,
+)
+from .._core.typing_light import NamedTuple
+from ..errors import ScanError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Union
+
+__all__ = ["scan_sysfs", "scan_sysfs_detailed", "read_class_abi", "ScanError", "Skipped"]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+#: faccessat(..., AT_EACCESS) is available (it is with glibc and musl).
+_ACCESS_EFFECTIVE = os.access in os.supports_effective_ids and os.access in os.supports_dir_fd
+_FS_ENCODING = sys.getfilesystemencoding()
+_FS_ERRORS = sys.getfilesystemencodeerrors()
+
+
+class Skipped(NamedTuple):
+    """A ``class/infiniband_verbs`` entry that libibverbs skips silently, and why.
+
+    ``reason`` is one of: ``"not_a_directory"``, ``"ibdev_unreadable"``,
+    ``"name_too_long"``, ``"ibdev_path_too_long"``, ``"no_ibdev_dir"``, ``"bad_dev"``,
+    ``"no_dev_node"`` (the steps of docs/behaviour.md: The sysfs scan, in that order).
+    ``ibdev_name`` is the content of the entry's ``ibdev`` file when it was read.
+    """
+
+    dev_name: bytes
+    reason: str
+    ibdev_name: Optional[bytes] = None
+
+
+class _Dirs:
+    """Descriptors one scan resolves its paths from: the class directory, and
+    ``O_PATH`` handles on ``class/infiniband`` and the /dev directory (None where they
+    cannot be opened; then full paths are used).  ``<ibdev_path>`` and
+    ``<dev_dir>/<name>`` resolve the same way relative to them (an ``O_PATH`` handle
+    needs no permission on the directory itself) with a shorter path walk."""
+
+    __slots__ = ("class_fd", "ib_fd", "dev_fd")
+
+    def __init__(self, class_fd: int, root: bytes, dev_dir: bytes) -> None:
+        self.class_fd = class_fd
+        self.ib_fd = _open_path(root + b"/class/infiniband")
+        self.dev_fd = _open_path(dev_dir)
+
+    def close(self) -> None:
+        for fd in (self.ib_fd, self.dev_fd):
+            if fd is not None:
+                os.close(fd)
+
+
+def _open_path(path: bytes) -> Optional[int]:
+    try:
+        return os.open(path, _PATH_FLAGS)
+    except (OSError, ValueError):
+        return None
+
+
+def _scan_entry(
+    dirs: _Dirs, name: bytes, root: bytes, dev_dir: bytes, lazy: bool
+) -> Union[DeviceRecord, Skipped]:
+    """The steps of ``find_sysfs_devs`` (docs/behaviour.md: The sysfs scan) for one
+    class entry; a :class:`Skipped` is a silent skip.
+
+    With ``lazy`` the record's ``abi_ver`` and ``node_type`` are read when first used
+    (see :class:`~sysverbs._core.records.DeviceRecord`)."""
+    try:
+        entry_fd = os.open(name, _DIR_FLAGS, dir_fd=dirs.class_fd)
+    except OSError:
+        return Skipped(name, "not_a_directory")
+    try:
+        ibdev = read_sysfs_file(b"ibdev", IBDEV_SIZE, dir_fd=entry_fd)
+        if ibdev is None:
+            return Skipped(name, "ibdev_unreadable")
+        ibdev_name = cstr(ibdev) if b"\0" in ibdev else ibdev
+        ibdev_path = root + b"/class/infiniband/" + ibdev_name
+        if len(name) >= NAME_MAX_IBV:
+            return Skipped(name, "name_too_long", ibdev_name)
+        if len(ibdev_path) >= PATH_MAX_IBV:
+            return Skipped(name, "ibdev_path_too_long", ibdev_name)
+        try:
+            if dirs.ib_fd is not None and ibdev_name and ibdev_name[:1] != b"/":
+                st = os.stat(ibdev_name, dir_fd=dirs.ib_fd)
+            else:  # "" or an absolute name do not resolve relative to the directory
+                st = os.stat(ibdev_path)
+        except (OSError, ValueError):
+            return Skipped(name, "no_ibdev_dir", ibdev_name)
+        dev = read_sysfs_file(b"dev", DEV_SIZE, dir_fd=entry_fd)
+        # An empty dev file is undefined behaviour in libibverbs (an uninitialised
+        # stack buffer is parsed); it was observed to be skipped, so skip it.
+        if not dev:
+            return Skipped(name, "bad_dev", ibdev_name)
+        cdev = scan_u_u(dev)
+        if cdev is None:
+            return Skipped(name, "bad_dev", ibdev_name)
+        abi_ver = None
+        if not lazy:
+            abi_ver = abi_number(read_sysfs_file(b"abi_version", ABI_SIZE, dir_fd=entry_fd))
+    finally:
+        os.close(entry_fd)
+    node_type = None if lazy else read_node_type(ibdev_path)
+    # The /dev node must exist: libibverbs stat()s it.  Relative to the directory
+    # handle, faccessat(F_OK) with the effective ids answers the same (the same path
+    # lookup, with the same credentials) without building a stat result; a full path
+    # goes to stat() itself, which is what umockdev's LD_PRELOAD serves.
+    if dirs.dev_fd is not None and _ACCESS_EFFECTIVE:
+        if not os.access(name, os.F_OK, dir_fd=dirs.dev_fd, effective_ids=True):
+            return Skipped(name, "no_dev_node", ibdev_name)
+    else:
+        try:
+            os.stat(dev_dir + b"/" + name if dirs.dev_fd is None else name, dir_fd=dirs.dev_fd)
+        except (OSError, ValueError):
+            return Skipped(name, "no_dev_node", ibdev_name)
+    return DeviceRecord(
+        name, ibdev_name, ibdev_path, root, cdev, abi_ver, node_type, st.st_mtime_ns
+    )
+
+
+def scan_sysfs(root: bytes, dev_dir: bytes, lazy: bool = False) -> list[DeviceRecord]:
+    """The temporary device list: candidates in reverse readdir order.
+
+    Raises :class:`ScanError` with ENOMEM (class path too long) or ENOSYS (class
+    directory cannot be opened).  ``lazy``: leave ``abi_version`` and ``node_type``
+    to be read when a record's fields are first used (see :func:`_scan_entry`).
+    """
+    return scan_sysfs_detailed(root, dev_dir, lazy)[0]
+
+
+def scan_sysfs_detailed(
+    root: bytes, dev_dir: bytes, lazy: bool = False
+) -> tuple[list[DeviceRecord], list[Skipped]]:
+    """:func:`scan_sysfs` plus the entries it skipped (in readdir order), with the reason."""
+    class_path = root + b"/class/infiniband_verbs"
+    if len(class_path) >= PATH_MAX_IBV:
+        raise ScanError(errno.ENOMEM, class_path)
+    try:
+        class_fd = os.open(class_path, _DIR_FLAGS)
+    except (OSError, ValueError):
+        raise ScanError(errno.ENOSYS, class_path) from None
+    records: list[DeviceRecord] = []
+    skipped: list[Skipped] = []
+    dirs = _Dirs(class_fd, root, dev_dir)
+    try:
+        try:
+            names = os.listdir(class_fd)
+        except OSError:
+            names = []
+        for name_str in names:
+            if name_str[:1] == ".":
+                continue
+            name = name_str.encode(_FS_ENCODING, _FS_ERRORS)  # os.fsencode
+            rec = _scan_entry(dirs, name, root, dev_dir, lazy)
+            if isinstance(rec, Skipped):
+                skipped.append(rec)
+            else:
+                records.append(rec)
+    finally:
+        dirs.close()
+        os.close(class_fd)
+    records.reverse()
+    return records, skipped
+
+
+def read_class_abi(root: bytes) -> Optional[int]:
+    """``<S>/class/infiniband_verbs/abi_version`` as ``(int)strtol``; None if unreadable.
+
+    An empty file is undefined behaviour in libibverbs (observed as 0); it is 0 here.
+    """
+    value = read_sysfs_file(root + b"/class/infiniband_verbs/abi_version", CLASS_ABI_SIZE)
+    if value is None:
+        return None
+    return to_int32(strtol(value))
+
+
+def is_char_device(path: bytes) -> bool:
+    """True when ``path`` is a character device (no exception)."""
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False

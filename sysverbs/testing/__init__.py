@@ -1,0 +1,57 @@
+"""A testing kit: fake RDMA hosts for your tests, built in code or recorded from a host.
+
+Everything here produces or consumes :class:`sysverbs.recording.Recording` objects,
+umockdev's recording format, so one host description serves three ways: as a
+``SYSFS_PATH`` tree on disk (:func:`materialize`, for sysverbs or for libibverbs
+itself), as a umockdev testbed (``umockdev-run -d FILE``, where ``/sys`` and
+``/dev`` are the host's for every library in the process, pyudev included) and as
+a file to keep next to your tests.
+
+* :class:`HostBuilder`: hosts in code: ``HostBuilder().mlx5(vfs=8).efa().rxe()``,
+  with the ABI, node type, missing ``/dev`` nodes and raw attribute bytes of your
+  choice;
+* :func:`load_fixture`, :func:`fixture_names`: the bundled realistic hosts;
+* :func:`materialize`: any of those (or a recording file) into a directory, giving a
+  :class:`FakeHost` whose :meth:`FakeHost.get_device_list` lists it;
+* :func:`record_host`: a live host (or any sysfs tree) into the same format,
+  bounded in size and never following a link out of sysfs;
+* ``sysverbs.testing.plugin``: the same as pytest fixtures (``rdma_host``,
+  ``rdma_fixture``, ``rdma_builder``).
+
+See ``docs/testing-kit.md`` for examples.
+"""
+
+from __future__ import annotations
+
+from ..errors import RecordLimitError
+from .builder import GPU_MODELS, MLX5_MODELS, FakeDevice, GpuModel, HostBuilder
+from .host import (
+    FakeHost,
+    Host,
+    Source,
+    as_recording,
+    fixture_names,
+    fixture_path,
+    load_fixture,
+    materialize,
+)
+from .recorder import Limits, record_host
+
+__all__ = [
+    "HostBuilder",
+    "FakeDevice",
+    "FakeHost",
+    "Host",
+    "Limits",
+    "RecordLimitError",
+    "MLX5_MODELS",
+    "GPU_MODELS",
+    "GpuModel",
+    "fixture_names",
+    "fixture_path",
+    "load_fixture",
+    "materialize",
+    "as_recording",
+    "Source",
+    "record_host",
+]

@@ -1,0 +1,1256 @@
+"""``HostBuilder``: fake RDMA hosts in code, as umockdev recordings
+(``HostBuilder().mlx5(vfs=8).efa().rxe()``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional, Union
+
+from ..errors import UsageError
+from . import umockdev as recording
+from .host import FakeHost, materialize
+from .umockdev import Attribute, Record, Recording
+
+__all__ = ["HostBuilder", "FakeDevice", "PciModel", "MLX5_MODELS", "MLX4_MODELS", "EFA_MODELS",
+           "GPU_MODELS", "GpuModel"]
+
+#: A value for a sysfs attribute: ``int`` and ``str`` get the newline the kernel's
+#: ``show()`` adds; ``bytes`` are written exactly (for broken values); ``None``
+#: leaves the file out.
+Value = Union[int, str, bytes, None]
+
+NODE_TYPES = {
+    1: "1: CA",
+    2: "2: switch",
+    3: "3: router",
+    4: "4: RNIC",
+    5: "5: usNIC",
+    6: "6: usNIC UDP",
+    7: "7: unspecified",
+}
+UVERBS_MAJOR = 231  # IB_UVERBS_MAJOR: uverbs0..31 are 231:192..223
+UVERBS_DYN_MAJOR = 238  # what alloc_chrdev_region() gave uverbs32+ on the captured hosts
+IB_CLASS, ETH_CLASS = 0x020700, 0x020000
+LO_PATH = "/devices/virtual/net/lo"
+
+
+@dataclass(frozen=True)
+class PciModel:
+    """PCI ids of one adapter model (and of its virtual functions)."""
+
+    device: int
+    vf_device: Optional[int]
+    name: str
+
+
+#: mlx5 models by short name: PCI device id, VF device id, marketing name.
+MLX5_MODELS: Mapping[str, PciModel] = {
+    "cx4": PciModel(0x1013, 0x1014, "ConnectX-4"),
+    "cx4lx": PciModel(0x1015, 0x1016, "ConnectX-4 Lx"),
+    "cx5": PciModel(0x1017, 0x1018, "ConnectX-5"),
+    "cx6": PciModel(0x101B, 0x101C, "ConnectX-6"),
+    "cx6dx": PciModel(0x101D, 0x101E, "ConnectX-6 Dx"),
+    "cx6lx": PciModel(0x101F, 0x101E, "ConnectX-6 Lx"),
+    "cx7": PciModel(0x1021, 0x101E, "ConnectX-7"),
+    "bf3": PciModel(0xA2DC, 0x101E, "BlueField-3"),
+}
+MLX4_MODELS: Mapping[str, PciModel] = {
+    "cx3": PciModel(0x1003, 0x1004, "ConnectX-3"),
+    "cx3pro": PciModel(0x1007, 0x1004, "ConnectX-3 Pro"),
+}
+EFA_MODELS: Mapping[str, PciModel] = {
+    "efa0": PciModel(0xEFA0, None, "EFA"),
+    "efa1": PciModel(0xEFA1, None, "EFA"),
+    "efa2": PciModel(0xEFA2, None, "EFA"),
+}
+
+
+def _value(v: Value) -> Optional[bytes]:
+    if v is None:
+        return None
+    if isinstance(v, bytes):
+        return v
+    return f"{v}\n".encode("utf-8", "surrogateescape")
+
+
+def _node_type(v: Value) -> Optional[bytes]:
+    if isinstance(v, int) and not isinstance(v, bool) and v in NODE_TYPES:
+        return _value(NODE_TYPES[v])
+    return _value(v)
+
+
+def guid_text(value: int) -> str:
+    """A GUID as sysfs shows it (``0c42:a103:00a5:1c30``)."""
+    return ":".join(f"{(value >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0))
+
+
+def kernel_link(link_dir: str, target: str) -> str:
+    """The relative link the kernel writes from directory ``link_dir`` to ``target``
+    (both ``/devices/...``-style paths below /sys)."""
+    base = link_dir.strip("/").split("/")
+    tparent = target.strip("/").split("/")[:-1]
+    ups = 0
+    while base and tparent[: len(base)] != base:
+        base = base[:-1]
+        ups += 1
+    rest = target.strip("/").split("/")[len(base):]
+    return "../" * ups + "/".join(rest)
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """PCI identity of one GPU model, and what the NVIDIA driver's /proc file says."""
+
+    vendor: int
+    device: int
+    sub_device: int
+    pci_class: int
+    driver: str
+    name: str
+    vbios: str = "??.??.??.??.??"
+    link: tuple[str, int] = ("16.0 GT/s PCIe", 16)
+
+
+#: GPU models by short name (ids as ``lspci -nn`` shows them on the real machines).
+GPU_MODELS: Mapping[str, GpuModel] = {
+    "a100": GpuModel(0x10DE, 0x20B0, 0x134F, 0x030200, "nvidia", "NVIDIA A100-SXM4-40GB",
+                     "92.00.36.00.02"),
+    "a100-80g": GpuModel(0x10DE, 0x20B2, 0x1463, 0x030200, "nvidia", "NVIDIA A100-SXM4-80GB",
+                         "92.00.45.00.03"),
+    "h100": GpuModel(0x10DE, 0x2330, 0x16C1, 0x030200, "nvidia", "NVIDIA H100 80GB HBM3",
+                     "96.00.74.00.0B", ("32.0 GT/s PCIe", 16)),
+    "h100-pcie": GpuModel(0x10DE, 0x2331, 0x1626, 0x030200, "nvidia", "NVIDIA H100 PCIe",
+                          "96.00.30.00.01", ("32.0 GT/s PCIe", 16)),
+    "h200": GpuModel(0x10DE, 0x2335, 0x18BE, 0x030200, "nvidia", "NVIDIA H200",
+                     "96.00.99.00.01", ("32.0 GT/s PCIe", 16)),
+    "b200": GpuModel(0x10DE, 0x2901, 0x1999, 0x030200, "nvidia", "NVIDIA B200",
+                     "97.00.4B.00.01", ("32.0 GT/s PCIe", 16)),
+    "l40s": GpuModel(0x10DE, 0x26B9, 0x1851, 0x030200, "nvidia", "NVIDIA L40S",
+                     "95.02.66.00.02"),
+    "rtx6000ada": GpuModel(0x10DE, 0x26B1, 0x16A1, 0x030000, "nvidia",
+                           "NVIDIA RTX 6000 Ada Generation", "95.02.5D.00.03"),
+    "mi300x": GpuModel(0x1002, 0x74A1, 0x74A1, 0x120000, "amdgpu", "AMD Instinct MI300X",
+                       link=("32.0 GT/s PCIe", 16)),
+}
+
+#: PCIe capability device/port types of the bridge ports (PCI_EXP_TYPE_*).
+_PORT_TYPES: Mapping[str, int] = {"root": 4, "upstream": 5, "downstream": 6, "pci": 7}
+_BDF_RE = re.compile(r"([0-9a-f]{4,8}):([0-9a-f]{2}):[0-9a-f]{2}\.[0-7]")
+
+
+def _bdf_of(path: str) -> str:
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    if not path.startswith("/devices/") or _BDF_RE.fullmatch(name) is None:
+        raise UsageError(f"{path!r} is not a PCI function path (/devices/.../DDDD:BB:DD.F)")
+    return name
+
+
+def _cpulist(cpus: Iterable[int]) -> str:
+    """``0-15,128-143``: the kernel's ``%*pbl`` format."""
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def _cpumask(cpus: Iterable[int], nbits: int) -> str:
+    """``0000ffff,00000000``: the kernel's ``%*pb`` format for ``nbits`` CPUs (32-bit
+    groups, most significant first, the first group only as wide as needed)."""
+    value = 0
+    for c in cpus:
+        value |= 1 << c
+    groups = max(1, (nbits + 31) // 32)
+    words = [(value >> (32 * i)) & 0xFFFFFFFF for i in reversed(range(groups))]
+    first_bits = nbits - 32 * (groups - 1)
+    first = f"{words[0]:0{max(1, (first_bits + 3) // 4)}x}"
+    return ",".join([first] + [f"{w:08x}" for w in words[1:]])
+
+
+def _le16(v: int) -> bytes:
+    return bytes((v & 0xFF, (v >> 8) & 0xFF))
+
+
+def _bridge_config(rec: Record, bus: int, secondary: int, subordinate: int, port_type: int,
+                   link: tuple[int, int]) -> bytes:
+    """256 bytes of a type-1 (bridge) config header with a PCIe capability at 0x40."""
+
+    def num(name: str) -> int:
+        raw = rec.value(name)
+        return int(raw, 16) if raw else 0
+
+    cfg = bytearray(256)
+    cls = num("class")
+    cfg[0:2], cfg[2:4] = _le16(num("vendor")), _le16(num("device"))
+    cfg[4:6], cfg[6:8] = _le16(0x0407), _le16(0x0010)  # I/O, memory, master; cap list
+    cfg[8] = num("revision") & 0xFF
+    cfg[9], cfg[10], cfg[11] = cls & 0xFF, (cls >> 8) & 0xFF, (cls >> 16) & 0xFF
+    cfg[0x0C], cfg[0x0E] = 0x10, 0x01  # cache line 64 bytes; header type 1
+    cfg[0x18], cfg[0x19], cfg[0x1A] = bus, secondary, subordinate
+    cfg[0x34] = 0x40
+    cfg[0x3C], cfg[0x3D] = 0xFF, 0x01
+    gen, width = link
+    cfg[0x40], cfg[0x41] = 0x10, 0x00  # PCI Express, last capability
+    cfg[0x42:0x44] = _le16(0x0002 | (port_type << 4) | (0x100 if port_type in (4, 6) else 0))
+    cfg[0x4C:0x4E] = _le16(gen | (width << 4))
+    cfg[0x52:0x54] = _le16(gen | (width << 4))
+    return bytes(cfg)
+
+
+@dataclass(frozen=True)
+class _CpuLayout:
+    sockets: int
+    cores: int  # per socket
+    threads: int
+    nodes_per_socket: int
+    mem_kb: int
+    distances: Optional[tuple[tuple[int, ...], ...]]
+
+    @property
+    def total_cores(self) -> int:
+        return self.sockets * self.cores
+
+    def cpu(self, thread: int, core: int) -> int:
+        return thread * self.total_cores + core
+
+    def node_of(self, core: int) -> int:
+        socket, c = divmod(core, self.cores)
+        return socket * self.nodes_per_socket + c // (self.cores // self.nodes_per_socket)
+
+    def node_cpus(self) -> dict[int, tuple[int, ...]]:
+        out: dict[int, list[int]] = {}
+        for core in range(self.total_cores):
+            for t in range(self.threads):
+                out.setdefault(self.node_of(core), []).append(self.cpu(t, core))
+        return {n: tuple(sorted(c)) for n, c in sorted(out.items())}
+
+    def distance(self, a: int, b: int) -> int:
+        if self.distances is not None:
+            return self.distances[a][b]
+        if a == b:
+            return 10
+        return 12 if a // self.nodes_per_socket == b // self.nodes_per_socket else 32
+
+    def records(self) -> list[Record]:
+        n = self.total_cores * self.threads
+        every = _cpulist(range(n))
+        node_cpus = self.node_cpus()
+        recs: list[Record] = []
+        for cpu in range(n):
+            thread, core = divmod(cpu, self.total_cores)
+            socket = core // self.cores
+            siblings = [self.cpu(t, core) for t in range(self.threads)]
+            package = [self.cpu(t, c) for t in range(self.threads)
+                       for c in range(socket * self.cores, (socket + 1) * self.cores)]
+            attrs: list[tuple[str, str]] = []
+            if cpu == 0:
+                attrs += [("../online", every), ("../possible", every), ("../present", every),
+                          ("../offline", ""), ("../kernel_max", str(max(n - 1, 8191)))]
+            else:
+                attrs.append(("online", "1"))
+            for key, value in (("core_cpus", siblings), ("thread_siblings", siblings),
+                               ("die_cpus", package), ("package_cpus", package),
+                               ("core_siblings", package)):
+                attrs += [(f"topology/{key}", _cpumask(value, n)),
+                          (f"topology/{key}_list", _cpulist(value))]
+            attrs += [("topology/core_id", str(core % self.cores)), ("topology/die_id", "0"),
+                      ("topology/physical_package_id", str(socket))]
+            path = f"/devices/system/cpu/cpu{cpu}"
+            node = self.node_of(core)
+            recs.append(Record(path, (("SUBSYSTEM", "cpu"),),
+                               tuple(Attribute(k, f"{v}\n".encode()) for k, v in attrs)
+                               + (Attribute(f"node{node}", b"", f"../../node/node{node}"),)))
+        nodes = sorted(node_cpus)
+        for node in nodes:
+            cpus = node_cpus[node]
+            kb = self.mem_kb
+            meminfo = "".join(f"Node {node} {key + ':':<15} {val:8d} kB\n" for key, val in (
+                ("MemTotal", kb), ("MemFree", kb * 9 // 10), ("MemUsed", kb - kb * 9 // 10),
+                ("Active", 0), ("Inactive", 0), ("HugePages_Total", 0), ("HugePages_Free", 0)))
+            attrs = []
+            if node == nodes[0]:
+                every_node = _cpulist(nodes)
+                attrs += [(f"../{key}", every_node) for key in
+                          ("online", "possible", "has_cpu", "has_memory", "has_normal_memory")]
+            attrs += [("cpulist", _cpulist(cpus)), ("cpumap", _cpumask(cpus, n)),
+                      ("distance", " ".join(str(self.distance(node, o)) for o in nodes))]
+            files = [Attribute(k, f"{v}\n".encode()) for k, v in attrs]
+            files.append(Attribute("meminfo", meminfo.encode()))
+            links = tuple(Attribute(f"cpu{c}", b"", f"../../cpu/cpu{c}") for c in cpus)
+            recs.append(Record(f"/devices/system/node/node{node}", (("SUBSYSTEM", "node"),),
+                               tuple(files) + links))
+        return recs
+
+
+@dataclass(frozen=True)
+class FakeDevice:
+    """One RDMA device a :class:`HostBuilder` added.
+
+    ``uverbs`` is None for an IB device without a uverbs char device;
+    ``dev_node`` says whether ``/dev/infiniband/<uverbs>`` exists.
+    """
+
+    ibdev: str
+    uverbs: Optional[str]
+    driver: str
+    parent: Optional[str]  # the parent device's path ("/devices/pci...") or None (virtual)
+    dev_node: bool
+    pci: Optional[str] = None  # the PCI function ("0000:3b:00.0") if any
+    vf_of: Optional[str] = None  # the PF's PCI function, for an SR-IOV VF
+
+
+class HostBuilder:
+    """Build a fake RDMA host in code; :meth:`build` gives its :class:`Recording`.
+
+    Every method adds hardware and returns the builder, so calls chain::
+
+        host = HostBuilder().mlx5(vfs=8).efa().rxe().build()
+
+    What is laid out is what the kernel lays out (the bundled fixtures' layout): a
+    PCI function under ``/devices/pci0000:00/...`` with its modalias, driver link and
+    SR-IOV links; ``infiniband/<name>`` and ``infiniband_verbs/uverbsN`` below it
+    (``/devices/virtual/...`` for rxe and siw); ``/dev/infiniband/uverbsN`` and its
+    ``by-ibdev`` link; and ``/sys/class/infiniband_verbs/abi_version``.
+
+    Options every device method takes:
+
+    * ``name``: the IB device name (default: the driver's own naming);
+    * ``uverbs``: the uverbs number (default: the next free one); ``verbs=False``
+      leaves the uverbs device out (like an XDR ``smi`` device);
+    * ``abi_version``: the uverbs ``abi_version`` file (default: the driver's);
+    * ``node_type``: 1..7 or any :data:`Value` (raw bytes for broken files);
+    * ``node_guid``: an int (default: a unique made-up GUID) or a raw value;
+    * ``dev_node``: False leaves ``/dev/infiniband/uverbsN`` out;
+    * ``ib_attrs`` / ``uverbs_attrs``: more or replaced files of the IB device / the
+      uverbs device (``{"dev": b"junk"}``, ``{"ibdev": None}`` to remove one).
+
+    ``HostBuilder(class_abi=...)`` sets the class ``abi_version`` (None: no file);
+    ``first_bus`` the PCI bus of the first adapter (each adapter gets a bus and a root
+    port of its own), so that a second builder can add devices to a host written
+    by a first one (with ``build(loopback=False)`` and distinct ``uverbs=`` numbers).
+    """
+
+    def __init__(self, *, class_abi: Value = 6, first_bus: int = 3) -> None:
+        if not 1 <= first_bus <= 0xFF:
+            raise UsageError("first_bus must be 1..255")
+        self.class_abi = class_abi
+        self._records: list[Record] = []
+        self._devices: list[FakeDevice] = []
+        self._uverbs_used: set[int] = set()
+        self._bus = first_bus - 1  # the last PCI bus given out
+        self._port = max(0, first_bus - 3)  # the last root port given out
+        self._counts: dict[str, int] = {}
+        self._ifindex = 1
+        self._guid_seq = 0
+        self._cpu: Optional[_CpuLayout] = None
+        self._host_bridges: dict[str, int] = {}
+        self._bridges: dict[str, tuple[str, tuple[int, int]]] = {}
+        self._tree_functions: set[str] = set()
+        self._proc_files: list[tuple[str, Attribute]] = []
+        self._extra_links: list[tuple[str, str, str]] = []
+
+    # ------------------------------------------------------------------ results
+    @property
+    def devices(self) -> tuple[FakeDevice, ...]:
+        """The RDMA devices added so far, in the order they were added."""
+        return tuple(self._devices)
+
+    def build(self, *, loopback: bool = True) -> Recording:
+        """The host as a recording: the loopback interface first, carrying the class
+        files, as in the bundled fixtures; ``loopback=False`` leaves it (and the class
+        files) out, to add these devices to a host that has them already."""
+        lo_attrs: list[Attribute] = [
+            Attribute(n, v.encode())
+            for n, v in (
+                ("addr_len", "6\n"),
+                ("address", "00:00:00:00:00:00\n"),
+                ("flags", "0x9\n"),
+                ("ifindex", "1\n"),
+                ("mtu", "65536\n"),
+                ("operstate", "unknown\n"),
+                ("type", "772\n"),
+            )
+        ]
+        abi = _value(self.class_abi)
+        if abi is not None:
+            lo_attrs.append(
+                recording.class_file(LO_PATH, "/class/infiniband_verbs/abi_version", abi)
+            )
+        lo = Record(LO_PATH, (("SUBSYSTEM", "net"), ("INTERFACE", "lo"), ("IFINDEX", "1")),
+                    tuple(lo_attrs))
+        records = self._finish(self._records)
+        return Recording((lo, *records) if loopback else tuple(records))
+
+    def dumps(self) -> str:
+        """The recording as umockdev text."""
+        return recording.dumps(self.build())
+
+    def write(self, path: Union[str, os.PathLike[str]]) -> Path:
+        """Write the recording to ``path`` (for ``umockdev-run -d``); returns the path."""
+        out = Path(path)
+        out.write_text(self.dumps(), encoding="utf-8", errors="surrogateescape")
+        return out
+
+    def materialize(self, root: Union[str, os.PathLike[str]]) -> FakeHost:
+        """Write the host below ``root`` (see :func:`materialize`)."""
+        return materialize(self, root)
+
+    def add_record(self, record: Record) -> HostBuilder:
+        """Add any record as it is (another device, a broken one...)."""
+        self._records.append(record)
+        return self
+
+    # ------------------------------------------------------------------ numbering
+    def _count(self, key: str) -> int:
+        n = self._counts.get(key, 0)
+        self._counts[key] = n + 1
+        return n
+
+    def _next_uverbs(self, wanted: Optional[int]) -> int:
+        if wanted is not None:
+            if wanted in self._uverbs_used:
+                raise UsageError(f"uverbs{wanted} is already used")
+            self._uverbs_used.add(wanted)
+            return wanted
+        n = 0
+        while n in self._uverbs_used:
+            n += 1
+        self._uverbs_used.add(n)
+        return n
+
+    def _guid(self, base: int) -> int:
+        self._guid_seq += 1
+        return base + self._guid_seq
+
+    def _new_bus(self) -> tuple[str, int]:
+        """A fresh root port and bus: (parent path, bus number)."""
+        self._port += 1
+        self._bus += 1
+        if self._bus > 0xFF:
+            raise UsageError("no PCI bus left (at most 253 adapters per builder)")
+        port = self._port % 0x20
+        return f"/devices/pci0000:00/0000:00:{port:02x}.{self._port // 0x20}", self._bus
+
+    # ------------------------------------------------------------------ records
+    def add_device(self, path: str, subsystem: str, props: Iterable[tuple[str, str]] = (),
+                   attrs: Iterable[tuple[str, Optional[bytes]]] = (),
+                   links: Iterable[tuple[str, str]] = (), node: Optional[str] = None,
+                   dev_links: Iterable[str] = ()) -> str:
+        """One device record at ``path``: its uevent keys, attributes (None: left
+        out), links, ``/dev`` node and node links; returns ``path``."""
+        attributes = [Attribute(n, v) for n, v in attrs if v is not None]
+        attributes += [Attribute(n, b"", target) for n, target in links]
+        rec = Record(path, (("SUBSYSTEM", subsystem), *props), tuple(attributes), node, None,
+                     tuple(dev_links))
+        self._records.append(rec)
+        return path
+
+    def add_pci_function(self, path: str, vendor: int, device: int, sub_vendor: int,
+                         sub_device: int, pci_class: int, driver: Optional[str], *,
+                         numa_node: int = 0, extra: Iterable[tuple[str, Optional[bytes]]] = (),
+                         links: Iterable[tuple[str, str]] = (),
+                         vendor_name: Optional[str] = None, model_name: Optional[str] = None,
+                         revision: int = 0) -> str:
+        """A PCI function's record: uevent keys, modalias and attributes, driver link
+        (also what ``tools/make_fixtures.py`` builds the bundled fixtures with)."""
+        slot = path.rsplit("/", 1)[1]
+        modalias = (f"pci:v{vendor:08X}d{device:08X}sv{sub_vendor:08X}sd{sub_device:08X}"
+                    f"bc{pci_class >> 16:02X}sc{(pci_class >> 8) & 0xFF:02X}"
+                    f"i{pci_class & 0xFF:02X}")
+        props: list[tuple[str, str]] = []
+        if driver:
+            props.append(("DRIVER", driver))
+        props += [
+            ("PCI_CLASS", f"{pci_class:X}"),
+            ("PCI_ID", f"{vendor:04X}:{device:04X}"),
+            ("PCI_SUBSYS_ID", f"{sub_vendor:04X}:{sub_device:04X}"),
+            ("PCI_SLOT_NAME", slot),
+            ("MODALIAS", modalias),
+        ]
+        # What udevd's hwdb lookup adds (in udev's database only, never in the
+        # uevent file: umockdev shows them to libudev, materialize() leaves them out).
+        if vendor_name is not None:
+            props.append(("ID_VENDOR_FROM_DATABASE", vendor_name))
+        if model_name is not None:
+            props.append(("ID_MODEL_FROM_DATABASE", model_name))
+        attrs: list[tuple[str, Optional[bytes]]] = [
+            ("class", _value(f"0x{pci_class:06x}")),
+            ("device", _value(f"0x{device:04x}")),
+            ("enable", _value(1)),
+            ("modalias", _value(modalias)),
+            ("numa_node", _value(numa_node)),
+            ("revision", _value(f"0x{revision:02x}")),
+            ("subsystem_device", _value(f"0x{sub_device:04x}")),
+            ("subsystem_vendor", _value(f"0x{sub_vendor:04x}")),
+            ("vendor", _value(f"0x{vendor:04x}")),
+            *extra,
+        ]
+        all_links = list(links)
+        if driver:
+            all_links.insert(0, ("driver", kernel_link(path, f"/bus/pci/drivers/{driver}")))
+        return self.add_device(path, "pci", props, sorted(attrs), all_links)
+
+    def add_aux_device(self, parent: str, name: str, driver: str) -> str:
+        """An auxiliary device ``<parent>/<name>`` bound to ``driver``; its path."""
+        path = f"{parent}/{name}"
+        link = kernel_link(path, f"/bus/auxiliary/drivers/{driver}")
+        return self.add_device(path, "auxiliary",
+                         [("DRIVER", driver), ("MODALIAS", "auxiliary:" + name.rsplit(".", 1)[0])],
+                         [], [("driver", link)])
+
+    def _net(self, parent: Optional[str], ifname: str, mac: str) -> str:
+        path = f"{parent}/net/{ifname}" if parent else f"/devices/virtual/net/{ifname}"
+        if any(r.path == path for r in self._records):
+            return path
+        self._ifindex += 1
+        attrs = [
+            ("addr_len", _value(6)),
+            ("address", _value(mac)),
+            ("ifindex", _value(self._ifindex)),
+            ("mtu", _value(1500)),
+            ("operstate", _value("up")),
+            ("type", _value(1)),
+        ]
+        links = [("device", kernel_link(path, parent))] if parent else []
+        return self.add_device(path, "net",
+                               [("INTERFACE", ifname), ("IFINDEX", str(self._ifindex))],
+                               attrs, links)
+
+    def _rdma(self, *, parent: Optional[str], driver: str, name: str, uverbs: Optional[int],
+              verbs: bool, abi_version: Value, node_type: Value, node_guid: Union[int, Value],
+              dev_node: bool, link_layer: str, fw_ver: str,
+              ib_extra: Sequence[tuple[str, Optional[bytes]]] = (),
+              ib_attrs: Optional[Mapping[str, Value]] = None,
+              uverbs_attrs: Optional[Mapping[str, Value]] = None,
+              pci: Optional[str] = None, vf_of: Optional[str] = None) -> FakeDevice:
+        if not name or "/" in name:
+            raise UsageError(f"invalid IB device name {name!r}")
+        if isinstance(node_guid, int) and not isinstance(node_guid, bool):
+            guid: Optional[bytes] = _value(guid_text(node_guid))
+            guid_int = node_guid
+        else:
+            guid = _value(node_guid)
+            guid_int = 0
+        ib_path = f"{parent}/infiniband/{name}" if parent else f"/devices/virtual/infiniband/{name}"
+        port = [
+            ("ports/1/link_layer", _value(link_layer)),
+            ("ports/1/phys_state", _value("5: LinkUp")),
+            ("ports/1/state", _value("4: ACTIVE")),
+            ("ports/1/rate", _value("100 Gb/sec (4X EDR)" if link_layer == "InfiniBand"
+                                    else "25 Gb/sec (1X EDR)")),
+            ("ports/1/lid", _value("0x1" if link_layer == "InfiniBand" else "0x0")),
+            ("ports/1/sm_lid", _value("0x1" if link_layer == "InfiniBand" else "0x0")),
+            ("ports/1/gids/0", _value("fe80:0000:0000:0000:" + guid_text(guid_int))),
+            ("ports/1/pkeys/0", _value("0xffff")),
+        ]
+        files: dict[str, Optional[bytes]] = dict(sorted([
+            ("fw_ver", _value(fw_ver)),
+            ("node_desc", _value(f"fakehost {name}")),
+            ("node_guid", guid),
+            ("node_type", _node_type(node_type)),
+            ("sys_image_guid", guid),
+            *ib_extra,
+        ]))
+        files.update(port)
+        for key, val in (ib_attrs or {}).items():
+            files[key] = _value(val)
+        links = [("device", kernel_link(ib_path, parent))] if parent else []
+        self.add_device(ib_path, "infiniband", [("NAME", name)], files.items(), links)
+        uverbs_name: Optional[str] = None
+        if verbs:
+            uverbs_name = self.add_uverbs(parent, self._next_uverbs(uverbs), name, abi_version,
+                                       dev_node=dev_node, pci=pci, attrs=uverbs_attrs)
+        fake = FakeDevice(name, uverbs_name, driver, parent, dev_node and verbs, pci, vf_of)
+        self._devices.append(fake)
+        return fake
+
+    def add_uverbs(self, parent: Optional[str], index: int, ibdev: str, abi_version: Value, *,
+                dev_node: bool = True, pci: Optional[str] = None,
+                attrs: Optional[Mapping[str, Value]] = None) -> str:
+        """``infiniband_verbs/uverbs<index>`` of ``ibdev``, its /dev node (unless
+        ``dev_node`` is False) and rdma-core's by-ibdev (and, for a PCI function
+        ``pci``, by-path) links; returns the uverbs name."""
+        uverbs_name = f"uverbs{index}"
+        uv_path = (f"{parent}/infiniband_verbs/{uverbs_name}" if parent
+                   else f"/devices/virtual/infiniband_verbs/{uverbs_name}")
+        major, minor = ((UVERBS_MAJOR, 192 + index) if index < 32
+                        else (UVERBS_DYN_MAJOR, index - 32))
+        uv_files: dict[str, Optional[bytes]] = {
+            "abi_version": _value(abi_version),
+            "dev": _value(f"{major}:{minor}"),
+            "ibdev": _value(ibdev),
+        }
+        for key, val in (attrs or {}).items():
+            uv_files[key] = _value(val)
+        dev_links = [f"infiniband/by-ibdev/uverbs-{ibdev}"] if dev_node else []
+        if dev_node and pci is not None:
+            dev_links.append(f"infiniband/by-path/pci-{pci}")
+        uv_links = [("device", kernel_link(uv_path, parent))] if parent else []
+        self.add_device(uv_path, "infiniband_verbs",
+                  [("MAJOR", str(major)), ("MINOR", str(minor)),
+                   ("DEVNAME", f"/dev/infiniband/{uverbs_name}"), ("DEVMODE", "0666")],
+                  uv_files.items(), uv_links,
+                  node=f"infiniband/{uverbs_name}" if dev_node else None,
+                  dev_links=dev_links)
+        return uverbs_name
+
+    # ------------------------------------------------------------------ hardware
+    def mlx5(
+        self,
+        *,
+        model: str = "cx6",
+        vfs: int = 0,
+        link_layer: str = "InfiniBand",
+        name: Optional[str] = None,
+        uverbs: Optional[int] = None,
+        verbs: bool = True,
+        abi_version: Value = 1,
+        node_type: Value = 1,
+        node_guid: Union[int, Value] = None,
+        dev_node: bool = True,
+        vf_dev_nodes: bool = True,
+        netdev: Optional[str] = None,
+        numa_node: Optional[int] = None,
+        vendor_name: Optional[str] = None,
+        model_name: Optional[str] = None,
+        ib_attrs: Optional[Mapping[str, Value]] = None,
+        uverbs_attrs: Optional[Mapping[str, Value]] = None,
+        path: Optional[str] = None,
+        sfs: int = 0,
+    ) -> HostBuilder:
+        """An NVIDIA/Mellanox mlx5 adapter (``model``: a key of :data:`MLX5_MODELS`) as
+        a PCI function with its auxiliary ``mlx5_core.rdma.N`` device, and ``vfs``
+        SR-IOV virtual functions, each an mlx5 device of its own (``mlx5_<N+1>``...).
+
+        ``vendor_name``/``model_name`` add udev's hwdb properties to the PCI
+        function's udev record (seen under umockdev); ``vf_dev_nodes=False`` leaves
+        the VFs' ``/dev`` nodes out.  ``path`` puts the PF at that sysfs path (below
+        a :meth:`host_bridge`, whose NUMA node it takes unless ``numa_node`` is
+        given; its VFs beside it on the same bus) instead of on a root port of its
+        own; ``sfs`` adds that many sub-functions (:meth:`mlx5_sf`).
+        """
+        if model not in MLX5_MODELS:
+            raise UsageError(f"unknown mlx5 model {model!r} (have: {', '.join(MLX5_MODELS)})")
+        if link_layer not in ("InfiniBand", "Ethernet"):
+            raise UsageError("link_layer must be 'InfiniBand' or 'Ethernet'")
+        pm = MLX5_MODELS[model]
+        if path is not None:
+            pf_slot = _bdf_of(path)
+            root = path.rsplit("/", 1)[0]
+            pf_path = path
+            numa_node = self._tree_numa(path, numa_node)
+            prefix = pf_slot.rsplit(":", 1)[0]
+        else:
+            root, bus = self._new_bus()
+            prefix = f"0000:{bus:02x}"
+            pf_slot = f"{prefix}:00.0"
+            pf_path = f"{root}/{pf_slot}"
+        if numa_node is None:
+            numa_node = 0
+        vf_slots = [f"{prefix}:{(2 + i) >> 3:02x}.{(2 + i) & 7}" for i in range(vfs)]
+        pci_class = IB_CLASS if link_layer == "InfiniBand" else ETH_CLASS
+        extra: list[tuple[str, Optional[bytes]]] = []
+        pf_links: list[tuple[str, str]] = []
+        if vfs:
+            extra += [("sriov_numvfs", _value(vfs)), ("sriov_totalvfs", _value(max(vfs, 8))),
+                      ("sriov_offset", _value(2)), ("sriov_stride", _value(1)),
+                      ("sriov_vf_device", _value(f"{pm.vf_device or pm.device:x}"))]
+            pf_links += [(f"virtfn{i}", f"../{s}") for i, s in enumerate(vf_slots)]
+        self._mlx5_function(pf_path, pf_slot, pm.device, pci_class, link_layer, name=name,
+                            uverbs=uverbs, verbs=verbs, abi_version=abi_version,
+                            node_type=node_type, node_guid=node_guid, dev_node=dev_node,
+                            netdev=netdev, numa_node=numa_node, extra=extra, links=pf_links,
+                            vendor_name=vendor_name, model_name=model_name,
+                            ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, vf_of=None)
+        for slot in vf_slots:
+            self._mlx5_function(f"{root}/{slot}", slot, pm.vf_device or pm.device, pci_class,
+                                link_layer, name=None, uverbs=None, verbs=True,
+                                abi_version=abi_version, node_type=node_type, node_guid=None,
+                                dev_node=vf_dev_nodes, netdev=None, numa_node=numa_node,
+                                extra=[], links=[("physfn", f"../{pf_slot}")],
+                                vendor_name=vendor_name, model_name=model_name,
+                                ib_attrs=None, uverbs_attrs=None, vf_of=pf_slot)
+        if path is not None:
+            self._tree_functions.update([pf_path] + [f"{root}/{slot}" for slot in vf_slots])
+        for n in range(sfs):
+            self.mlx5_sf(pf_path, n + 1, link_layer=link_layer)
+        return self
+
+    def _mlx5_function(self, path: str, slot: str, device: int, pci_class: int,
+                       link_layer: str, *, name: Optional[str], uverbs: Optional[int],
+                       verbs: bool, abi_version: Value, node_type: Value,
+                       node_guid: Union[int, Value], dev_node: bool, netdev: Optional[str],
+                       numa_node: int, extra: Sequence[tuple[str, Optional[bytes]]],
+                       links: Sequence[tuple[str, str]], vendor_name: Optional[str],
+                       model_name: Optional[str], ib_attrs: Optional[Mapping[str, Value]],
+                       uverbs_attrs: Optional[Mapping[str, Value]],
+                       vf_of: Optional[str]) -> None:
+        index = self._count("mlx5")
+        self.add_pci_function(path, 0x15B3, device, 0x15B3, 0x0007, pci_class, "mlx5_core",
+                  numa_node=numa_node, extra=extra, links=links, vendor_name=vendor_name,
+                  model_name=model_name)
+        self.add_aux_device(path, f"mlx5_core.rdma.{index}", "mlx5_ib.rdma")
+        guid = node_guid if node_guid is not None else self._guid(0xB8599F0300A20000)
+        if netdev is not None and isinstance(guid, int):
+            mac = ":".join(f"{(guid >> s) & 0xFF:02x}" for s in (56, 48, 40, 16, 8, 0))
+            self._net(path, netdev, mac)
+        self._rdma(parent=path, driver="mlx5", name=name or f"mlx5_{index}", uverbs=uverbs,
+                   verbs=verbs, abi_version=abi_version, node_type=node_type, node_guid=guid,
+                   dev_node=dev_node, link_layer=link_layer, fw_ver="20.39.1002",
+                   ib_extra=[("hca_type", _value(f"MT{device}")),
+                             ("board_id", _value("MT_0000000222")),
+                             ("hw_rev", _value("0x0"))],
+                   ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, pci=slot, vf_of=vf_of)
+
+    def mlx4(
+        self,
+        *,
+        model: str = "cx3",
+        vfs: int = 0,
+        name: Optional[str] = None,
+        uverbs: Optional[int] = None,
+        abi_version: Value = 4,
+        node_type: Value = 1,
+        node_guid: Union[int, Value] = None,
+        dev_node: bool = True,
+        ib_attrs: Optional[Mapping[str, Value]] = None,
+        uverbs_attrs: Optional[Mapping[str, Value]] = None,
+    ) -> HostBuilder:
+        """A ConnectX-3 (``mlx4_core``) with ``vfs`` virtual functions; one ``mlx4_N``
+        IB device per function."""
+        if model not in MLX4_MODELS:
+            raise UsageError(f"unknown mlx4 model {model!r} (have: {', '.join(MLX4_MODELS)})")
+        pm = MLX4_MODELS[model]
+        root, bus = self._new_bus()
+        pf_slot = f"0000:{bus:02x}:00.0"
+        vf_slots = [f"0000:{bus:02x}:00.{1 + i}" if i < 7 else
+                    f"0000:{bus:02x}:{(1 + i) >> 3:02x}.{(1 + i) & 7}" for i in range(vfs)]
+        functions: list[tuple[str, int, list[tuple[str, str]], Optional[str]]] = [
+            (pf_slot, pm.device, [(f"virtfn{i}", f"../{s}") for i, s in enumerate(vf_slots)],
+             None)]
+        functions += [(s, pm.vf_device or pm.device, [("physfn", f"../{pf_slot}")], pf_slot)
+                      for s in vf_slots]
+        for i, (slot, device, links, vf_of) in enumerate(functions):
+            index = self._count("mlx4")
+            path = f"{root}/{slot}"
+            self.add_pci_function(path, 0x15B3, device, 0x15B3, 0x0006, IB_CLASS, "mlx4_core",
+                      links=links)
+            first = i == 0
+            self._rdma(parent=path, driver="mlx4", name=(name if first and name else
+                                                        f"mlx4_{index}"),
+                       uverbs=uverbs if first else None, verbs=True, abi_version=abi_version,
+                       node_type=node_type,
+                       node_guid=(node_guid if first and node_guid is not None
+                                  else self._guid(0x0002C90300A10000)),
+                       dev_node=dev_node, link_layer="InfiniBand", fw_ver="2.42.5000",
+                       ib_extra=[("hca_type", _value(f"MT{device}")),
+                                 ("board_id", _value("MT_1090120019"))],
+                       ib_attrs=ib_attrs if first else None,
+                       uverbs_attrs=uverbs_attrs if first else None, pci=slot, vf_of=vf_of)
+        return self
+
+    def efa(
+        self,
+        *,
+        model: str = "efa1",
+        name: Optional[str] = None,
+        uverbs: Optional[int] = None,
+        abi_version: Value = 1,
+        node_type: Value = 7,
+        node_guid: Union[int, Value] = 0,
+        dev_node: bool = True,
+        ib_attrs: Optional[Mapping[str, Value]] = None,
+        uverbs_attrs: Optional[Mapping[str, Value]] = None,
+    ) -> HostBuilder:
+        """An AWS Elastic Fabric Adapter (``efa`` PCI driver), named ``rdmap<bus>s<slot>``
+        as rdma-core's udev rules rename it; node type 7 (unspecified), GUID 0."""
+        if model not in EFA_MODELS:
+            raise UsageError(f"unknown EFA model {model!r} (have: {', '.join(EFA_MODELS)})")
+        pm = EFA_MODELS[model]
+        root, bus = self._new_bus()
+        slot = f"0000:{bus:02x}:00.0"
+        path = f"{root}/{slot}"
+        self.add_pci_function(path, 0x1D0F, pm.device, 0x1D0F, pm.device, ETH_CLASS, "efa")
+        self._count("efa")
+        self._rdma(parent=path, driver="efa", name=name or f"rdmap{bus}s0", uverbs=uverbs,
+                   verbs=True, abi_version=abi_version, node_type=node_type,
+                   node_guid=node_guid, dev_node=dev_node, link_layer="Unspecified",
+                   fw_ver="0.0.0.0", ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, pci=slot)
+        return self
+
+    def irdma(
+        self,
+        *,
+        name: Optional[str] = None,
+        iwarp: bool = False,
+        uverbs: Optional[int] = None,
+        abi_version: Value = 5,
+        node_type: Value = None,
+        node_guid: Union[int, Value] = None,
+        dev_node: bool = True,
+        ib_attrs: Optional[Mapping[str, Value]] = None,
+        uverbs_attrs: Optional[Mapping[str, Value]] = None,
+        path: Optional[str] = None,
+    ) -> HostBuilder:
+        """An Intel E810 (``ice``) with its ``irdma`` auxiliary device: RoCE (node type
+        1), or iWARP (``iwarp=True``: node type 4, RNIC).  ``path``: at that sysfs path
+        below a :meth:`host_bridge` (as for :meth:`mlx5`)."""
+        if path is not None:
+            slot = _bdf_of(path)
+            numa = self._tree_numa(path, None)
+            self._tree_functions.add(path)
+        else:
+            root, bus = self._new_bus()
+            slot = f"0000:{bus:02x}:00.0"
+            path = f"{root}/{slot}"
+            numa = 0
+        index = self._count("irdma")
+        self.add_pci_function(path, 0x8086, 0x1593, 0x8086, 0x0002, ETH_CLASS, "ice",
+                              numa_node=numa)
+        self.add_aux_device(path, f"ice.{'iwarp' if iwarp else 'roce'}.{index}", "irdma")
+        self._rdma(parent=path, driver="irdma", name=name or f"irdma{index}", uverbs=uverbs,
+                   verbs=True, abi_version=abi_version,
+                   node_type=(4 if iwarp else 1) if node_type is None else node_type,
+                   node_guid=self._guid(0xB49691FFFED27E00) if node_guid is None else node_guid,
+                   dev_node=dev_node, link_layer="Ethernet", fw_ver="1.71",
+                   ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, pci=slot)
+        return self
+
+    def bnxt_re(
+        self,
+        *,
+        name: Optional[str] = None,
+        uverbs: Optional[int] = None,
+        abi_version: Value = 1,
+        node_type: Value = 1,
+        node_guid: Union[int, Value] = None,
+        dev_node: bool = True,
+        ib_attrs: Optional[Mapping[str, Value]] = None,
+        uverbs_attrs: Optional[Mapping[str, Value]] = None,
+    ) -> HostBuilder:
+        """A Broadcom NetXtreme-E (``bnxt_en``) with its ``bnxt_re`` RoCE device."""
+        root, bus = self._new_bus()
+        slot = f"0000:{bus:02x}:00.0"
+        path = f"{root}/{slot}"
+        index = self._count("bnxt_re")
+        self.add_pci_function(path, 0x14E4, 0x16D7, 0x14E4, 0x1402, ETH_CLASS, "bnxt_en")
+        self.add_aux_device(path, f"bnxt_en.rdma.{index}", "bnxt_re")
+        self._rdma(parent=path, driver="bnxt_re", name=name or f"bnxt_re{index}",
+                   uverbs=uverbs, verbs=True, abi_version=abi_version, node_type=node_type,
+                   node_guid=self._guid(0x0A0B0CFFFE0D0000) if node_guid is None else node_guid,
+                   dev_node=dev_node, link_layer="Ethernet", fw_ver="227.0.131.0",
+                   ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, pci=slot)
+        return self
+
+    def rxe(
+        self,
+        *,
+        name: Optional[str] = None,
+        netdev: Optional[str] = None,
+        uverbs: Optional[int] = None,
+        abi_version: Value = 2,
+        node_type: Value = 1,
+        node_guid: Union[int, Value] = None,
+        dev_node: bool = True,
+        ib_attrs: Optional[Mapping[str, Value]] = None,
+        uverbs_attrs: Optional[Mapping[str, Value]] = None,
+    ) -> HostBuilder:
+        """A soft-RoCE device (``rdma link add rxe0 type rxe netdev eth0``): under
+        ``/devices/virtual``, its GUID the EUI-64 of the netdev's MAC, matched by name."""
+        index = self._count("rxe")
+        ifname = netdev or f"eth{index}"
+        mac_tail = 0x123456 + index
+        mac = f"52:54:00:{(mac_tail >> 16) & 0xFF:02x}:{(mac_tail >> 8) & 0xFF:02x}:" \
+              f"{mac_tail & 0xFF:02x}"
+        self._net(None, ifname, mac)
+        eui = 0x505400FFFE000000 | mac_tail
+        attrs: dict[str, Value] = {"parent": ifname, "ports/1/gid_attrs/ndevs/0": ifname,
+                                   "ports/1/gid_attrs/types/0": "RoCE v2"}
+        attrs.update(ib_attrs or {})
+        self._rdma(parent=None, driver="rxe", name=name or f"rxe{index}", uverbs=uverbs,
+                   verbs=True, abi_version=abi_version, node_type=node_type,
+                   node_guid=eui if node_guid is None else node_guid, dev_node=dev_node,
+                   link_layer="Ethernet", fw_ver="", ib_attrs=attrs, uverbs_attrs=uverbs_attrs)
+        return self
+
+    def siw(
+        self,
+        *,
+        name: Optional[str] = None,
+        netdev: Optional[str] = None,
+        uverbs: Optional[int] = None,
+        abi_version: Value = 1,
+        node_type: Value = 4,
+        dev_node: bool = True,
+    ) -> HostBuilder:
+        """A software iWARP device (``siw``): libibverbs matches it only by driver id,
+        which sysfs does not carry, so sysfs mode finds it but no provider claims it."""
+        index = self._count("siw")
+        ifname = netdev or f"eth{index}"
+        self._net(None, ifname, f"52:54:00:65:00:{index:02x}")
+        self._rdma(parent=None, driver="siw", name=name or f"siw_{ifname}", uverbs=uverbs,
+                   verbs=True, abi_version=abi_version, node_type=node_type,
+                   node_guid=self._guid(0x5254006500000000), dev_node=dev_node,
+                   link_layer="Ethernet", fw_ver="0.0.0",
+                   ib_attrs={"parent": ifname})
+        return self
+
+    def pci_rdma(
+        self,
+        driver: str,
+        name: str,
+        *,
+        vendor: int,
+        device: int,
+        sub_vendor: Optional[int] = None,
+        sub_device: Optional[int] = None,
+        pci_class: int = ETH_CLASS,
+        pci_driver: Optional[str] = None,
+        aux: Optional[str] = None,
+        uverbs: Optional[int] = None,
+        verbs: bool = True,
+        abi_version: Value = 1,
+        node_type: Value = 1,
+        node_guid: Union[int, Value] = None,
+        dev_node: bool = True,
+        link_layer: str = "Ethernet",
+        ib_attrs: Optional[Mapping[str, Value]] = None,
+        uverbs_attrs: Optional[Mapping[str, Value]] = None,
+    ) -> HostBuilder:
+        """Any PCI RDMA device: ``driver`` names the IB driver, ``vendor``/``device``
+        the PCI ids libibverbs matches on, ``aux`` an auxiliary device between them
+        (``"bnxt_en.rdma.0"``)."""
+        root, bus = self._new_bus()
+        slot = f"0000:{bus:02x}:00.0"
+        path = f"{root}/{slot}"
+        self.add_pci_function(path, vendor, device, vendor if sub_vendor is None else sub_vendor,
+                  device if sub_device is None else sub_device, pci_class,
+                  pci_driver or driver)
+        if aux is not None:
+            self.add_aux_device(path, aux, driver)
+        self._rdma(parent=path, driver=driver, name=name, uverbs=uverbs, verbs=verbs,
+                   abi_version=abi_version, node_type=node_type,
+                   node_guid=self._guid(0x0011220000000000) if node_guid is None else node_guid,
+                   dev_node=dev_node, link_layer=link_layer, fw_ver="1.0",
+                   ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, pci=slot)
+        return self
+
+    # ------------------------------------------------------------------ PCI topology
+    # Hosts with a real PCI tree (bridges, GPUs, NUMA nodes) for placement and hwloc:
+    # every method takes the device's full sysfs path, so that a fixture can follow a
+    # real machine's tree exactly; build() then derives what depends on the whole tree
+    # (each bridge's bus range in its config space, each function's local CPUs).
+
+    def cpu_topology(
+        self,
+        *,
+        sockets: int = 1,
+        cores_per_socket: int = 4,
+        threads_per_core: int = 1,
+        nodes_per_socket: int = 1,
+        mem_per_node_kb: int = 64 << 20,
+        distances: Optional[Sequence[Sequence[int]]] = None,
+    ) -> HostBuilder:
+        """CPUs and NUMA nodes (``/sys/devices/system/cpu`` and ``.../node``), laid out
+        as Linux numbers them on x86: the first threads of all cores (socket by
+        socket, node by node), then the second threads in the same order (DGX A100:
+        node 3 = CPUs 48-63,176-191).  Each ``cpuN`` has ``topology/`` files (package,
+        die, core ids and sibling masks/lists); each ``nodeN`` its ``cpumap``,
+        ``cpulist``, ``distance`` (10 local, 12 same socket, 32 remote unless
+        ``distances`` is given) and ``meminfo``.  PCI functions added with
+        :meth:`host_bridge` trees get ``local_cpus``/``local_cpulist`` of their node
+        (all CPUs for ``numa_node`` -1)."""
+        if min(sockets, cores_per_socket, threads_per_core, nodes_per_socket) < 1:
+            raise UsageError("counts must be >= 1")
+        if cores_per_socket % nodes_per_socket:
+            raise UsageError("cores_per_socket must be a multiple of nodes_per_socket")
+        nodes = sockets * nodes_per_socket
+        if distances is not None and (len(distances) != nodes
+                                      or any(len(row) != nodes for row in distances)):
+            raise UsageError(f"distances must be a {nodes}x{nodes} matrix")
+        self._cpu = _CpuLayout(sockets, cores_per_socket, threads_per_core, nodes_per_socket,
+                               mem_per_node_kb,
+                               tuple(tuple(r) for r in distances) if distances else None)
+        return self
+
+    @property
+    def numa_cpus(self) -> Mapping[int, tuple[int, ...]]:
+        """The CPUs of each NUMA node of :meth:`cpu_topology` (empty without one)."""
+        return self._cpu.node_cpus() if self._cpu is not None else {}
+
+    def host_bridge(self, name: str = "pci0000:00", *, numa_node: int = 0,
+                    parent: Optional[str] = None) -> str:
+        """A PCI host bridge (root bus) ``pciDDDD:BB``; returns its path
+        (``/devices/pci0000:00``) for the devices below it.  ``numa_node`` is what
+        the functions below it show by default (-1: unknown, as in many VMs);
+        ``parent`` puts the bridge below a device (a VMD endpoint's domain:
+        ``host_bridge("pci10000:00", parent=vmd_path)``).  Host bridge directories
+        are no devices (no ``uevent``), so this adds no record."""
+        m = re.fullmatch(r"pci([0-9a-f]{4,8}):([0-9a-f]{2})", name)
+        if m is None:
+            raise UsageError(f"invalid host bridge name {name!r} (pciDDDD:BB)")
+        path = f"{parent}/{name}" if parent else f"/devices/{name}"
+        self._host_bridges[path] = numa_node
+        return path
+
+    def _tree_numa(self, path: str, numa_node: Optional[int]) -> int:
+        if numa_node is not None:
+            return numa_node
+        best = ""
+        for hb in self._host_bridges:
+            if path.startswith(hb + "/") and len(hb) > len(best):
+                best = hb
+        if not best:
+            raise UsageError(f"{path} is below no host_bridge()")
+        return self._host_bridges[best]
+
+    def pci_bridge(
+        self,
+        path: str,
+        *,
+        port: str = "downstream",
+        vendor: int = 0x1000,
+        device: int = 0xC010,
+        sub_vendor: Optional[int] = None,
+        sub_device: Optional[int] = None,
+        revision: int = 0xB0,
+        driver: Optional[str] = "pcieport",
+        numa_node: Optional[int] = None,
+        link: tuple[int, int] = (4, 16),
+    ) -> str:
+        """A PCI-to-PCI bridge (class 0x060400) at ``path``: a root port
+        (``port="root"``), a PCIe switch's upstream or downstream port (default: a
+        Broadcom PEX88096 downstream port, 1000:c010, as on a DGX A100).  Its config
+        space (256 bytes, header type 1, a PCIe capability with this port type and
+        ``link`` = (generation, width)) gets the bus numbers at :meth:`build`: the
+        secondary bus is the bus of the functions directly below it, the subordinate
+        bus the highest bus below it (both 0, unassigned, for a bridge with nothing
+        below).  Returns ``path``."""
+        if port not in _PORT_TYPES:
+            raise UsageError(f"port must be one of {', '.join(_PORT_TYPES)}")
+        _bdf_of(path)
+        numa = self._tree_numa(path, numa_node)
+        self.add_pci_function(path, vendor, device, vendor if sub_vendor is None else sub_vendor,
+                  device if sub_device is None else sub_device, 0x060400, driver,
+                  numa_node=numa, revision=revision)
+        self._bridges[path] = (port, link)
+        self._tree_functions.add(path)
+        return path
+
+    def pci_device(
+        self,
+        path: str,
+        *,
+        vendor: int,
+        device: int,
+        pci_class: int,
+        driver: Optional[str] = None,
+        sub_vendor: Optional[int] = None,
+        sub_device: Optional[int] = None,
+        revision: int = 0,
+        numa_node: Optional[int] = None,
+        attrs: Optional[Mapping[str, Value]] = None,
+        links: Sequence[tuple[str, str]] = (),
+        link: Optional[tuple[str, int]] = None,
+    ) -> str:
+        """Any PCI function at ``path`` (below a :meth:`host_bridge`): NVMe, audio,
+        NVSwitch, a management endpoint...  ``numa_node`` defaults to the host
+        bridge's; ``attrs`` adds or replaces files, ``links`` adds symlinks,
+        ``link`` = (``current_link_speed``, ``current_link_width``), e.g.
+        ``("16.0 GT/s PCIe", 16)``.  Returns ``path``."""
+        _bdf_of(path)
+        numa = self._tree_numa(path, numa_node)
+        extra: list[tuple[str, Optional[bytes]]] = []
+        if link is not None:
+            extra += [("current_link_speed", _value(link[0])),
+                      ("current_link_width", _value(link[1])),
+                      ("max_link_speed", _value(link[0])), ("max_link_width", _value(link[1]))]
+        for key, val in (attrs or {}).items():
+            extra = [(k, v) for k, v in extra if k != key] + [(key, _value(val))]
+        self.add_pci_function(path, vendor, device, vendor if sub_vendor is None else sub_vendor,
+                  device if sub_device is None else sub_device, pci_class, driver,
+                  numa_node=numa, revision=revision, extra=extra, links=links)
+        self._tree_functions.add(path)
+        return path
+
+    def gpu(
+        self,
+        path: str,
+        *,
+        model: str = "a100",
+        numa_node: Optional[int] = None,
+        driver: Optional[str] = None,
+        uuid: Optional[str] = None,
+        minor: Optional[int] = None,
+        proc: bool = True,
+    ) -> str:
+        """A GPU at ``path``: ``model`` is a key of :data:`GPU_MODELS` (NVIDIA: class
+        0x0302 3D controller or 0x0300 VGA; AMD Instinct: 0x1200 processing
+        accelerator).  An NVIDIA GPU also gets, unless ``proc=False``, the driver's
+        ``/proc/driver/nvidia/gpus/<bdf>/information`` (model, UUID, bus location,
+        device minor: by default the GPU's index among the NVIDIA GPUs added so far),
+        written to the proc root by :func:`materialize`.  Returns ``path``."""
+        if model not in GPU_MODELS:
+            raise UsageError(f"unknown GPU model {model!r} (have: {', '.join(GPU_MODELS)})")
+        gm = GPU_MODELS[model]
+        bdf = _bdf_of(path)
+        nvidia = gm.vendor == 0x10DE
+        index = self._count("gpu-nvidia" if nvidia else "gpu-other")
+        self.pci_device(path, vendor=gm.vendor, device=gm.device, pci_class=gm.pci_class,
+                        driver=gm.driver if driver is None else driver,
+                        sub_vendor=gm.vendor, sub_device=gm.sub_device, revision=0xA1,
+                        numa_node=numa_node, link=gm.link)
+        if nvidia and proc:
+            digest = hashlib.sha256(f"{gm.name} {bdf}".encode()).hexdigest()
+            gpu_uuid = uuid or (f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-"
+                                f"{digest[16:20]}-{digest[20:32]}")
+            info = (f"Model: \t\t {gm.name}\nIRQ:   \t\t {200 + index}\n"
+                    f"GPU UUID: \t {gpu_uuid}\nVideo BIOS: \t {gm.vbios}\n"
+                    f"Bus Type: \t PCIe\nDMA Size: \t 47 bits\nDMA Mask: \t 0x7fffffffffff\n"
+                    f"Bus Location: \t {bdf}\n"
+                    f"Device Minor: \t {index if minor is None else minor}\n"
+                    f"GPU Excluded:\t No\n")
+            self.proc_file(path, f"/proc/driver/nvidia/gpus/{bdf}/information", info)
+        return path
+
+    def proc_file(self, record_path: str, target: str, value: Union[str, bytes]) -> HostBuilder:
+        """A ``/proc`` file (``target``, e.g. ``/proc/cpuinfo``), carried by the record
+        at ``record_path`` (see :func:`sysverbs.recording.proc_file`)."""
+        data = value.encode() if isinstance(value, str) else value
+        self._proc_files.append((record_path, recording.proc_file(record_path, target, data)))
+        return self
+
+    def mlx5_sf(self, pf_path: str, sf: int, *, name: Optional[str] = None,
+                netdev: Optional[str] = None, uverbs: Optional[int] = None,
+                link_layer: str = "Ethernet") -> HostBuilder:
+        """An mlx5 sub-function of the PF at ``pf_path``: the auxiliary device
+        ``mlx5_core.sf.<sf>`` below it with its own ``mlx5_core.rdma`` auxiliary
+        device, ib device (``mlx5_<N>``) and uverbs device, all below the SF (so
+        the ib device's ``device`` link leads to an auxiliary device, not a PCI
+        function)."""
+        sf_path = self.add_aux_device(pf_path, f"mlx5_core.sf.{sf}", "mlx5_core.sf")
+        index = self._count("mlx5")
+        self.add_aux_device(sf_path, f"mlx5_core.rdma.{index}", "mlx5_ib.rdma")
+        guid = self._guid(0x02AC5D0300000000)
+        if netdev is not None:
+            mac = ":".join(f"{(guid >> s) & 0xFF:02x}" for s in (56, 48, 40, 16, 8, 0))
+            self._net(sf_path, netdev, mac)
+        self._rdma(parent=sf_path, driver="mlx5", name=name or f"mlx5_{index}", uverbs=uverbs,
+                   verbs=True, abi_version=1, node_type=1, node_guid=guid, dev_node=True,
+                   link_layer=link_layer, fw_ver="32.43.1014",
+                   ib_extra=[("hca_type", _value("MT41692")), ("hw_rev", _value("0x0"))],
+                   pci=None, vf_of=None)
+        return self
+
+    def mlx5_bond(self, pf_paths: Sequence[str], *, bond: str = "bond0",
+                  name: Optional[str] = None, uverbs: Optional[int] = None,
+                  model: str = "cx7") -> HostBuilder:
+        """A RoCE LAG: the mlx5 PFs at ``pf_paths`` (functions of one card), their
+        netdevs enslaved to the bond ``bond`` (``/devices/virtual/net/bond0`` with
+        ``lower_*``/``master`` links), and one ib device ``mlx5_bond_<N>`` on the
+        first PF, as mlx5_ib registers it when bonding is active (the PFs' own ib
+        devices are gone then)."""
+        if len(pf_paths) < 2:
+            raise UsageError("a bond needs at least two PFs")
+        pm = MLX5_MODELS[model]
+        bond_path = f"/devices/virtual/net/{bond}"
+        slaves: list[tuple[str, str]] = []
+        for n, pf in enumerate(pf_paths):
+            index = self._count("mlx5")
+            self.add_pci_function(pf, 0x15B3, pm.device, 0x15B3, 0x0007, ETH_CLASS, "mlx5_core",
+                      numa_node=self._tree_numa(pf, None) if self._host_bridges else 0)
+            if self._host_bridges:
+                self._tree_functions.add(pf)
+            self.add_aux_device(pf, f"mlx5_core.eth.{index}", "mlx5_core.eth")
+            self.add_aux_device(pf, f"mlx5_core.rdma.{index}", "mlx5_ib.rdma")
+            ifname = f"{bond}s{n}"
+            guid = self._guid(0xB8599F0300B00000)
+            mac = ":".join(f"{(guid >> s) & 0xFF:02x}" for s in (56, 48, 40, 16, 8, 0))
+            net = self._net(pf, ifname, mac)
+            slaves.append((ifname, net))
+        self._ifindex += 1
+        attrs = [("addr_len", _value(6)), ("address", _value("02:00:00:00:00:01")),
+                 ("ifindex", _value(self._ifindex)), ("mtu", _value(1500)),
+                 ("operstate", _value("up")), ("type", _value(1)),
+                 ("bonding/mode", _value("802.3ad 4")),
+                 ("bonding/slaves", _value(" ".join(s for s, _ in slaves)))]
+        links = [(f"lower_{ifname}", kernel_link(bond_path, net)) for ifname, net in slaves]
+        self.add_device(bond_path, "net", [("INTERFACE", bond), ("IFINDEX", str(self._ifindex))],
+                  attrs, links)
+        for _ifname, net in slaves:
+            self._extra_links.append((net, "master", kernel_link(net, bond_path)))
+        bond_index = self._count("mlx5_bond")
+        guid = self._guid(0xB8599F0300B10000)
+        first = pf_paths[0]
+        self._rdma(parent=first, driver="mlx5", name=name or f"mlx5_bond_{bond_index}",
+                   uverbs=uverbs, verbs=True, abi_version=1, node_type=1, node_guid=guid,
+                   dev_node=True, link_layer="Ethernet", fw_ver="28.43.1014",
+                   ib_extra=[("hca_type", _value(f"MT{pm.device}")), ("hw_rev", _value("0x0"))],
+                   ib_attrs={"ports/1/gid_attrs/ndevs/0": bond},
+                   pci=first.rsplit("/", 1)[1], vf_of=None)
+        return self
+
+    def _finish(self, records: Sequence[Record]) -> list[Record]:
+        """What depends on the whole host: bridge bus numbers, local CPUs, links added
+        to earlier records, /proc files, and the CPU/NUMA records."""
+        if not (self._bridges or self._tree_functions or self._proc_files or self._extra_links
+                or self._cpu is not None or self._host_bridges):
+            return list(records)
+        pci_buses: dict[str, tuple[int, int]] = {}
+        for rec in records:
+            if rec.subsystem == "pci":
+                m = _BDF_RE.fullmatch(rec.name)
+                if m:
+                    pci_buses[rec.path] = (int(m.group(1), 16), int(m.group(2), 16))
+        node_cpus = self._cpu.node_cpus() if self._cpu is not None else {}
+        all_cpus = tuple(sorted(c for cpus in node_cpus.values() for c in cpus))
+        ncpus = len(all_cpus)
+        out: list[Record] = []
+        for rec in records:
+            extra: list[Attribute] = []
+            if rec.path in self._bridges:
+                domain, bus = pci_buses[rec.path]
+                direct = [b for p, (d, b) in pci_buses.items()
+                          if d == domain and p.rsplit("/", 1)[0] == rec.path]
+                below = [b for p, (d, b) in pci_buses.items()
+                         if d == domain and p.startswith(rec.path + "/")]
+                secondary = min(direct) if direct else 0
+                subordinate = max(below) if below else 0
+                port, link = self._bridges[rec.path]
+                extra.append(Attribute("config", _bridge_config(
+                    rec, bus, secondary, subordinate, _PORT_TYPES[port], link), binary=True))
+                extra += [Attribute("secondary_bus_number", _value(secondary) or b""),
+                          Attribute("subordinate_bus_number", _value(subordinate) or b"")]
+            if ncpus and rec.path in pci_buses and (
+                    rec.path in self._tree_functions
+                    or any(rec.path.startswith(hb + "/") for hb in self._host_bridges)):
+                raw = rec.value("numa_node")
+                numa = int(raw) if raw is not None else -1
+                cpus = node_cpus.get(numa, all_cpus)
+                extra += [Attribute("local_cpulist", _value(_cpulist(cpus)) or b""),
+                          Attribute("local_cpus", _value(_cpumask(cpus, ncpus)) or b"")]
+            extra += [a for p, a in self._proc_files if p == rec.path]
+            extra += [Attribute(name, b"", target)
+                      for p, name, target in self._extra_links if p == rec.path]
+            if extra:
+                files = [a for a in rec.attributes if a.link is None]
+                link_attrs = [a for a in rec.attributes if a.link is not None]
+                rec = replace(rec, attributes=tuple(files + [a for a in extra if a.link is None]
+                                                    + link_attrs
+                                                    + [a for a in extra if a.link is not None]))
+            out.append(rec)
+        if self._cpu is not None:
+            out += self._cpu.records()
+        return out

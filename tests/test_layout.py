@@ -1,0 +1,214 @@
+"""Properties of the code's layout, guarded instead of asked for in comments: no import
+cycle, no private name used across modules, and a cheap ``import sysverbs``."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import sysverbs
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "sysverbs"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _run_time_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node, except what sits under ``if TYPE_CHECKING:``."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for other in node.orelse:
+                yield other
+                yield from _run_time_nodes(other)
+            continue
+        yield node
+        yield from _run_time_nodes(node)
+
+
+def _resolve(module: str, path: Path, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(module: str, path: Path, *, run_time: bool = True) -> Iterator[tuple[str, str, int]]:
+    """(imported module, imported name or "", line) of each import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = _run_time_nodes(tree) if run_time else ast.walk(tree)
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, "", node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, path, node)
+            for alias in node.names:
+                yield target, alias.name, node.lineno
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports at run time (a name that is a module
+    counts as that module; ``sysverbs/__init__``'s table-driven imports are added)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for target, name, _ in _imports(module, path):
+            if f"{target}.{name}" in modules:
+                graph[module].add(f"{target}.{name}")
+            elif target in modules:
+                graph[module].add(target)
+    graph["sysverbs"] |= {f"sysverbs.{m}" for m in sysverbs._EAGER}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (empty when there is none)."""
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return []
+
+
+def test_find_cycle_finds_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_the_run_time_import_graph_has_no_cycle() -> None:
+    graph = import_graph()
+    assert graph["sysverbs._core.api"], "the graph should see the package's imports"
+    assert find_cycle(graph) == []
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    """``from x import _name`` and ``x._name`` across the package's modules and tools/
+    (a module's own private names are its own business)."""
+    modules = _modules()
+    offences = []
+    for path in [*modules.values(), *sorted((ROOT / "tools").glob("*.py"))]:
+        module = _module_name(path)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported_modules: set[str] = set()
+        for target, name, line in _imports(module, path, run_time=False):
+            if not target.startswith("sysverbs"):
+                continue
+            if f"{target}.{name}" in modules:
+                imported_modules.add(name)
+            elif name.startswith("_") and not name.startswith("__"):
+                offences.append(f"{path.relative_to(ROOT)}:{line}: {target}.{name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("sysverbs"):
+                        imported_modules.add(alias.asname or alias.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.asname and alias.name in imported_modules:
+                        imported_modules.add(alias.asname)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__")
+                    and isinstance(node.value, ast.Name) and node.value.id in imported_modules):
+                offences.append(f"{path.relative_to(ROOT)}:{node.lineno}: "
+                                f"{node.value.id}.{node.attr}")
+    assert offences == []
+
+
+def test_the_api_table_and_the_type_checkers_imports_agree() -> None:
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    seen: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom) and stmt.level == 1:
+                    for alias in stmt.names:
+                        seen[alias.name] = stmt.module or ""
+    assert seen == {n: m for m, names in sysverbs._API.items() for n in names}
+    assert sysverbs.__all__ == [n for names in sysverbs._API.values() for n in names]
+    assert set(dir(sysverbs)) >= set(sysverbs.__all__)
+    for name in sysverbs.__all__:
+        assert getattr(sysverbs, name) is not None
+
+
+HEAVY = ("typing", "re", "enum", "dataclasses", "json")
+IMPORT_PROBE = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from time import perf_counter
+start = perf_counter()
+import sysverbs
+took = perf_counter() - start
+heavy = [m for m in {HEAVY!r} if m in sys.modules]
+import json
+print(json.dumps({{"took": took, "heavy": heavy}}))
+"""
+
+
+def test_import_sysverbs_loads_no_heavy_module_and_stays_within_15_ms() -> None:
+    """``python -I -S -c "import sysverbs"``: the import's own time, best of several runs
+    (the machine may be busy; the best run is the cost of the code)."""
+    best = None
+    for _ in range(25):
+        out = subprocess.run([sys.executable, "-I", "-S", "-c", IMPORT_PROBE],
+                             capture_output=True, text=True, check=True).stdout
+        doc = json.loads(out)
+        assert doc["heavy"] == []
+        best = doc["took"] if best is None else min(best, doc["took"])
+        if best < 0.015:
+            break
+    assert best is not None and best < 0.015, f"import sysverbs took {best * 1000:.1f} ms"
+
+
+def test_the_list_options_are_declared_once() -> None:
+    """The six listing options are spelled out in ``ListOptions`` only: every listing
+    function takes ``**options: Unpack[ListOptions]``."""
+    names = {"source", "sysfs_path", "dev_dir", "config_dir", "providers", "rdma_core"}
+    from sysverbs._core.options import OPTION_NAMES
+
+    assert set(OPTION_NAMES) == names
+    for path in _modules().values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = node.args
+                params = {a.arg for a in [*args.args, *args.kwonlyargs, *args.posonlyargs]}
+                assert len(params & names) < 3, f"{path.name}: {node.name} spells the options"
