@@ -215,6 +215,7 @@ commands (each has --help):
   doctor     why each device is (not) usable, and what to do; exit 0 when all are
   watch      print RDMA devices as they appear and disappear (hotplug)
   snapshot   record this host's RDMA sysfs as a fixture (umockdev format)
+  topo       GPU/NIC matrix as nvidia-smi topo -m; --assign: each GPU's NICs
 
 exit status: 0 success; 1 (devices) / 255 (devinfo) as the real tools; doctor 1 when a
 device is not usable; 2 for a usage error or a bad option value.
@@ -328,6 +329,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--all-devices", action="store_true",
                    help="record every device below devices/ (small or fake trees)")
     s.set_defaults(func=_run_tool("snapshot"))
+    from . import cli_topo
+
+    cli_topo.register(sub, [common, js])
     return p
 
 
