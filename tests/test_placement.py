@@ -1,0 +1,465 @@
+"""sysverbs.placement and ``sysverbs topo``: the PCI model, distances, the matrix in
+nvidia-smi's layout (against real ``nvidia-smi topo -m`` outputs in
+tests/data/nvidia-smi-topo, rebuilt from the same sources' ``lspci -tv``), the
+assignment and bad input."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sysverbs.placement as placement
+from sysverbs import cli
+from sysverbs.placement import assign, assign_rank, local_rank, read_host, visible_gpus
+
+from .pcitree import PciTree, parse_lspci_tv
+
+DATA = Path(__file__).parent / "data/nvidia-smi-topo"
+ETH = ("4: ACTIVE", "Ethernet", "100 Gb/sec (4X EDR)")
+IB = ("4: ACTIVE", "InfiniBand", "400 Gb/sec (4X NDR)")
+
+
+def parse_matrix(text: str) -> tuple[list[str], dict[str, list[str]], dict[str, list[str]]]:
+    """(column names, cells per row, affinity fields per row) of a topo -m text, tabs or
+    the spaces a web page turned them into."""
+    lines = text.splitlines()
+    names = re.findall(r"\b(?:GPU\d+|NIC\d+|mlx5_\d+)\b", lines[0])
+    cells: dict[str, list[str]] = {}
+    tail: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        if not line.strip():
+            break
+        tok = line.split()
+        cells[tok[0]] = tok[1:1 + len(names)]
+        tail[tok[0]] = tok[1 + len(names):]
+    return names, cells, tail
+
+
+def nic_legend(text: str) -> list[str]:
+    return re.findall(r"^  NIC\d+: (\S+)$", text, re.M)
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(placement).failed == 0
+
+
+def test_import_is_lazy() -> None:
+    code = ("import sys, sysverbs, sysverbs.cli; sysverbs.cli._parser(); "
+            "print('sysverbs.placement' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------ a 2-socket host
+
+
+def two_socket(tmp: Path) -> PciTree:
+    """pcie-2socket-2xv100sxm2-4nic: GPU 08:00.0 and dual-port NIC 04:00.x under
+    pci0000:00 (NUMA 0), GPU 85:00.0 and NIC 89:00.x under pci0000:80 (NUMA 1), each
+    on its own root port (the source's nvidia-smi output gives the GPU bus ids)."""
+    t = PciTree(tmp)
+    t.node(0, "0-13,28-41").node(1, "14-27,42-55")
+    for hb, numa, cpus, gpu_rp, gpu, nic_rp, nic in (
+        ("pci0000:00", 0, "0-13,28-41", "0000:00:03.0", "0000:08:00.0", "0000:00:02.0",
+         "0000:04:00"),
+        ("pci0000:80", 1, "14-27,42-55", "0000:80:03.0", "0000:85:00.0", "0000:80:02.0",
+         "0000:89:00"),
+    ):
+        t.bridges(f"{hb}/{gpu_rp}", f"{hb}/{nic_rp}", numa=numa)
+        t.gpu(f"{hb}/{gpu_rp}/{gpu}", numa=numa, cpus=cpus, device=0x1DB1)
+        for f in (0, 1):
+            n = len(list((t.sys / "class/infiniband").iterdir()))
+            t.rdma(f"mlx5_{n}", f"{hb}/{nic_rp}/{nic}.{f}", ports=(ETH,), numa=numa,
+                   cpus=cpus, cls=0x020000, netdev=f"ens{n}")
+    return t
+
+
+def test_two_socket_matches_nvidia_smi_byte_for_byte(tmp_path: Path) -> None:
+    t = two_socket(tmp_path)
+    host = read_host(t.sys, t.proc)
+    from sysverbs.placement._smi import render
+
+    real = (DATA / "pcie-2socket-2xv100sxm2-4nic-mlx5.txt").read_text()
+    assert render(host) == real.rstrip("\n") + "\n\n"
+    assert host.problems == ()
+
+
+def test_two_socket_model(tmp_path: Path) -> None:
+    t = two_socket(tmp_path)
+    host = read_host(t.sys, t.proc)
+    g0, g1 = host.gpus
+    assert (g0.address, g0.pci.bridges, g0.pci.host_bridge) == (
+        "0000:08:00.0", ("0000:00:03.0",), "pci0000:00")
+    d = host.distance(g0, "mlx5_0")
+    assert (d.smi, d.nccl, d.hops) == ("PHB", "PHB", 3)
+    assert host.distance(g0, g1).smi == "SYS" and host.distance(g0, g1).nccl == "SYS"
+    m = host.distance("mlx5_0", "mlx5_1")
+    assert (m.smi, m.nccl, m.hops) == ("PIX", "LOC", 1)  # NCCL merges the two functions
+    assert host.numa_nodes[1] == frozenset(range(14, 28)) | frozenset(range(42, 56))
+
+
+# ------------------------------------------------------------ rebuilt from lspci -tv
+
+
+def from_lspci(tmp: Path, lspci: str, nodes: dict[int, str], numa: int) -> PciTree:
+    """Write the tree of an ``lspci -tv`` listing: NVIDIA display functions are GPUs,
+    Mellanox functions RDMA devices (named mlx5_N in PCI order), everything with
+    children a bridge."""
+    t = PciTree(tmp)
+    for n, cpus in nodes.items():
+        t.node(n, cpus)
+    entries = parse_lspci_tv(lspci)
+    parents = {"/".join(p[:-1]) for p, _ in entries}
+    nic = 0
+    for path, desc in sorted(entries, key=lambda e: e[0][-1]):
+        p = "/".join(path)
+        if p in parents or not desc:
+            t.pci(p, numa=numa, cpus=nodes[numa])
+        elif desc.startswith("NVIDIA") and "Audio" not in desc:
+            t.gpu(p, numa=numa, cpus=nodes[numa])
+        elif desc.startswith("Mellanox"):
+            t.rdma(f"mlx5_{nic}", p, ports=(ETH,), numa=numa, cpus=nodes[numa], cls=0x020000)
+            nic += 1
+        else:
+            t.pci(p, cls=0x010802, vendor=0x1022, numa=numa, cpus=nodes[numa])
+    return t
+
+
+def test_threadripper_from_its_lspci(tmp_path: Path) -> None:
+    stem = "ws-threadripper-2xrtx6000ada-2nic"
+    t = from_lspci(tmp_path, (DATA / f"{stem}.lspci.txt").read_text(), {0: "0-23"}, 0)
+    host = read_host(t.sys, t.proc)
+    from sysverbs.placement._smi import render
+
+    mine = render(host)
+    real = (DATA / f"{stem}.txt").read_text()
+    assert parse_matrix(mine) == parse_matrix(real)
+    assert nic_legend(mine) == nic_legend(real)
+
+
+# ------------------------------------------------------------- HGX H100-like
+
+
+def hgx(tmp: Path, nics_per_gpu: int = 1) -> PciTree:
+    """8 GPUs, each with its NIC(s) behind one PCIe switch below its own host bridge,
+    4 per socket (as the Xeon HGX H100 sample: GPU-NIC PIX, same socket NODE)."""
+    t = PciTree(tmp)
+    t.node(0, "0-47,96-143").node(1, "48-95,144-191")
+    n = 0
+    for i in range(8):
+        numa = i // 4
+        cpus = "0-47,96-143" if numa == 0 else "48-95,144-191"
+        bus = 0x10 + 0x20 * i
+        hb = f"pci0000:{bus:02x}"
+        rp = f"{hb}/0000:{bus:02x}:01.0"
+        usp = f"{rp}/0000:{bus + 1:02x}:00.0"
+        t.bridges(rp, usp, numa=numa)
+        dsp = f"{usp}/0000:{bus + 2:02x}:00.0"
+        t.pci(dsp, numa=numa)
+        t.gpu(f"{dsp}/0000:{bus + 3:02x}:00.0", numa=numa, cpus=cpus, device=0x2330,
+              uuid=f"GPU-{i:08x}-1111-2222-3333-444455556666", minor=i)
+        for k in range(nics_per_gpu):
+            ndsp = f"{usp}/0000:{bus + 2:02x}:{k + 1:02x}.0"
+            t.pci(ndsp, numa=numa)
+            t.rdma(f"mlx5_{n}", f"{ndsp}/0000:{bus + 4 + k:02x}:00.0", ports=(IB,),
+                   numa=numa, cpus=cpus)
+            n += 1
+    return t
+
+
+def test_hgx_cells_match_the_real_h100_matrix(tmp_path: Path) -> None:
+    t = hgx(tmp_path)
+    host = read_host(t.sys, t.proc)
+    from sysverbs.placement._smi import render
+
+    mine = render(host)
+    real_file = sorted(DATA.glob("hgx-h100*.txt"))
+    if not real_file:
+        pytest.skip("no HGX H100 sample")
+    names, cells, tail = parse_matrix(real_file[0].read_text())
+    m_names, m_cells, m_tail = parse_matrix(mine)
+    assert m_names == names
+    for row, values in cells.items():
+        for col, value in zip(names, values):
+            if row.startswith("GPU") and col.startswith("GPU"):
+                assert m_cells[row][names.index(col)] in ("X", "NODE", "SYS")  # NVLink
+            else:
+                assert m_cells[row][names.index(col)] == value, (row, col)
+    assert {k: v for k, v in m_tail.items()} == tail
+    assert "NV" not in "".join("".join(v) for v in m_cells.values())
+
+
+def test_hgx_assignment_one_nic_per_gpu(tmp_path: Path) -> None:
+    host = read_host(hgx(tmp_path).sys)
+    plan = assign(host)
+    assert [[n.device for n in a.nics] for a in plan] == [[f"mlx5_{i}"] for i in range(8)]
+    assert all(a.nics[0].smi == "PIX" and a.nics[0].nccl == "PIX" for a in plan)
+    assert "PIX" in plan[0].reason and plan[0].nics[0].reason
+
+
+def test_hgx_multi_rail(tmp_path: Path) -> None:
+    host = read_host(hgx(tmp_path, nics_per_gpu=2).sys)
+    plan = assign(host)
+    assert [n.device for n in plan[3].nics] == ["mlx5_6", "mlx5_7"]
+    assert all(len(a.nics) == 2 for a in plan)
+
+
+def test_fewer_nics_than_gpus_are_shared_evenly(tmp_path: Path) -> None:
+    t = hgx(tmp_path)
+    for name in ("mlx5_1", "mlx5_2", "mlx5_3", "mlx5_5", "mlx5_6", "mlx5_7"):
+        (t.sys / "class/infiniband" / name).unlink()
+    plan = assign(read_host(t.sys))
+    used = [a.nics[0].device for a in plan]
+    assert used.count("mlx5_0") == 4 and used.count("mlx5_4") == 4
+    assert used[0] == "mlx5_0" and used[4] == "mlx5_4"  # nearest GPU keeps its NIC
+    assert "fewer" in plan[1].reason
+
+
+def test_filters_and_reasons(tmp_path: Path) -> None:
+    t = hgx(tmp_path)
+    (t.sys / "devices/pci0000:10/0000:10:01.0/0000:11:00.0/0000:12:01.0/0000:14:00.0"
+     "/infiniband/mlx5_0/ports/1/state").write_text("1: DOWN\n")
+    plan = assign(read_host(t.sys))
+    assert plan[0].nics[0].device != "mlx5_0"
+    assert any(f.device == "mlx5_0" and f.code == "port_not_active" for f in plan[0].filtered)
+    assert all(a.nics == () for a in assign(read_host(t.sys), link_layer="Ethernet"))
+    slow = assign(read_host(t.sys), min_rate_gbps=800)
+    assert slow[0].nics == () and slow[0].filtered[0].code in ("rate", "port_not_active")
+    with pytest.raises(ValueError):
+        assign(read_host(t.sys), link_layer="carrier-pigeon")
+
+
+def test_readdir_order_does_not_matter(tmp_path: Path) -> None:
+    a = read_host(hgx(tmp_path / "a").sys)
+    # the same host built in the other order
+    t = PciTree(tmp_path / "b")
+    t.node(1, "48-95,144-191").node(0, "0-47,96-143")
+    src = hgx(tmp_path / "c")
+    assert [x.nics for x in assign(a)] == [x.nics for x in assign(read_host(src.sys))]
+
+
+# --------------------------------------------------------------- ranks and CUDA env
+
+
+def test_local_rank_variables() -> None:
+    assert local_rank({"LOCAL_RANK": "3", "SLURM_LOCALID": "1"})[0] == 3
+    assert local_rank({"OMPI_COMM_WORLD_LOCAL_RANK": "2"})[0] == 2
+    assert local_rank({"SLURM_LOCALID": "5"})[0] == 5
+    assert local_rank({"LOCAL_RANK": "x"})[0] is None
+    assert local_rank({})[0] is None
+
+
+def test_visible_gpus(tmp_path: Path) -> None:
+    t = hgx(tmp_path)
+    host = read_host(t.sys, t.proc)
+    assert [g.index for g in visible_gpus(host, {"CUDA_VISIBLE_DEVICES": "3,1"})[0]] == [3, 1]
+    uuid = visible_gpus(host, {"CUDA_VISIBLE_DEVICES": "GPU-00000005,GPU-0000000"})
+    assert [g.index for g in uuid[0]] == [5] and "stops" in uuid[1]  # ambiguous prefix
+    assert [g.index for g in visible_gpus(host, {"CUDA_VISIBLE_DEVICES": "2,9,1"})[0]] == [2]
+    assert visible_gpus(host, {"CUDA_VISIBLE_DEVICES": ""})[0] == ()
+    assert len(visible_gpus(host, {"NVIDIA_VISIBLE_DEVICES": "all"})[0]) == 8
+    a = assign_rank(host, env={"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "4,5,6,7"})
+    assert a.gpu is not None and a.gpu.index == 5 and [n.device for n in a.nics] == ["mlx5_5"]
+    assert (a.nics[0].port, a.nics[0].link_layer) == (1, "InfiniBand")
+    one = assign_rank(host, env={"LOCAL_RANK": "6", "CUDA_VISIBLE_DEVICES": "2"})
+    assert one.gpu is not None and one.gpu.index == 2
+    bad = assign_rank(host, env={"LOCAL_RANK": "6", "CUDA_VISIBLE_DEVICES": "0,1"})
+    assert bad.gpu is None and "undecidable" in bad.reason
+    assert host.gpu("GPU-00000003") is not None and host.gpus[3].minor == 3
+
+
+# ------------------------------------------------------------------ NCCL specifics
+
+
+def test_nccl_bcm_switch_flattened(tmp_path: Path) -> None:
+    """A Broadcom PEX gen5 two-level switch: nvidia-smi sees PXB, NCCL merges the
+    sub-switch into its parent and sees PIX (topo.cc ncclTopoFlattenBcmSwitches)."""
+    t = PciTree(tmp_path)
+    rp = "pci0000:00/0000:00:01.0"
+    top = f"{rp}/0000:01:00.0"
+    t.pci(rp)
+    t.pci(top, vendor=0x1000, device=0xC030, sub=(0x1000, 0x0100))
+    for k, (dsp_bus, sub_bus) in enumerate(((0x02, 0x03), (0x02, 0x06))):
+        dsp = f"{top}/0000:{dsp_bus:02x}:{k:02x}.0"
+        sub_usp = f"{dsp}/0000:{sub_bus:02x}:00.0"
+        t.pci(dsp, vendor=0x1000, device=0xC030, sub=(0x1000, 0x0100))
+        t.pci(sub_usp, vendor=0x1000, device=0xC030, sub=(0x1000, 0x1100))
+        sub_dsp = f"{sub_usp}/0000:{sub_bus + 1:02x}:00.0"
+        t.pci(sub_dsp, vendor=0x1000, device=0xC030, sub=(0x1000, 0x1100))
+        end = f"{sub_dsp}/0000:{sub_bus + 2:02x}:00.0"
+        if k == 0:
+            t.gpu(end)
+        else:
+            t.rdma("mlx5_0", end)
+    host = read_host(t.sys)
+    d = host.distance(host.gpus[0], "mlx5_0")
+    assert (d.smi, d.nccl) == ("PXB", "PIX")
+
+
+def test_vmd_domain(tmp_path: Path) -> None:
+    t = PciTree(tmp_path)
+    vmd = "pci0000:00/0000:00:0e.0"
+    t.pci(vmd, cls=0x010400)
+    rp = f"{vmd}/pci10000:e0/10000:e0:1d.0"
+    t.pci(rp)
+    t.rdma("mlx5_0", f"{rp}/10000:e1:00.0")
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0")
+    t.pci("pci0000:00/0000:00:01.0")
+    host = read_host(t.sys)
+    nic = host.pci["10000:e1:00.0"]
+    assert (nic.bridges, nic.host_bridge, nic.vmd) == (
+        ("10000:e0:1d.0",), "pci10000:e0", "0000:00:0e.0")
+    assert host.distance(host.gpus[0], "mlx5_0").smi == "PHB"
+    assert host.distance(host.gpus[0], "mlx5_0").nccl == "PHB"
+
+
+# ----------------------------------------------------- SR-IOV, SF, soft devices
+
+
+def test_vf_sf_rxe_placement(tmp_path: Path) -> None:
+    t = PciTree(tmp_path)
+    rp = "pci0000:00/0000:00:02.0"
+    t.pci(rp)
+    t.gpu("pci0000:00/0000:00:03.0/0000:05:00.0")
+    t.pci("pci0000:00/0000:00:03.0")
+    pf = f"{rp}/0000:03:00.0"
+    t.rdma("mlx5_0", pf, ports=(ETH,), netdev="ens1f0")
+    t.rdma("mlx5_2", f"{rp}/0000:03:00.2", ports=(ETH,), physfn=pf)
+    t.rdma("mlx5_3", f"{pf}/mlx5_core.sf.2", ports=(ETH,), pci_function=False)
+    t.rdma("rxe0", None, ports=(ETH,), soft_parent="ens1f0")
+    t.rdma("rxe1", None, ports=(ETH,), soft_parent="veth0")
+    t.netdev("veth0", None)
+    host = read_host(t.sys)
+    kinds = {n.name: (n.kind, n.address) for n in host.nics}
+    assert kinds == {
+        "mlx5_0": ("pf", "0000:03:00.0"), "mlx5_2": ("vf", "0000:03:00.2"),
+        "mlx5_3": ("sf", "0000:03:00.0"), "rxe0": ("soft", "0000:03:00.0"),
+        "rxe1": ("unplaced", None)}
+    assert any("rxe1" in p and "virtual" in p for p in host.problems)
+    plan = assign(host)
+    assert [n.device for n in plan[0].nics] == ["mlx5_0", "rxe0"]
+    codes = {f.device: f.code for f in plan[0].filtered}
+    assert codes == {"mlx5_2": "vf", "mlx5_3": "vf", "rxe1": "unplaced"}
+    with_vfs = assign(host, include_vfs=True)
+    assert {n.device for n in with_vfs[0].nics} == {"mlx5_0", "mlx5_2", "mlx5_3", "rxe0"}
+    assert host.nccl_path("mlx5_0", "mlx5_2") == "LOC"  # NCCL_IB_MERGE_VFS
+
+
+def test_bond_slave_excluded(tmp_path: Path) -> None:
+    t = PciTree(tmp_path)
+    rp = "pci0000:00/0000:00:02.0"
+    t.pci(rp)
+    t.gpu("pci0000:00/0000:00:03.0/0000:05:00.0")
+    t.rdma("mlx5_0", f"{rp}/0000:03:00.0", ports=(ETH,), netdev="ens1f0")
+    bond = t.netdev("bond0", None)
+    (bond / "bonding").mkdir()
+    nd = t.sys / "devices" / rp / "0000:03:00.0/net/ens1f0"
+    os.symlink(os.path.relpath(bond, nd), nd / "master")
+    host = read_host(t.sys)
+    assert host.nics[0].bond_slave
+    assert assign(host)[0].filtered[0].code == "bond_slave"
+    assert assign(host, include_bond_slaves=True)[0].nics[0].device == "mlx5_0"
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_bad_trees_are_said_not_raised(tmp_path: Path) -> None:
+    t = PciTree(tmp_path)
+    t.node(0, "0-3").node(1, "4-7")
+    t.pci("pci0000:00/0000:00:01.0", numa=None)
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0", numa=-1)  # numa -1, 2 nodes
+    t.rdma("mlx5_0", "pci0000:80/0000:80:01.0/0000:81:00.0", numa=1, cpus="4-7")
+    # dangling bus/pci/devices link, a link out of the root, a loop in a path
+    os.symlink("../../../devices/pci0000:00/0000:00:09.0", t.sys / "bus/pci/devices/0000:00:09.0")
+    os.symlink("/nonexistent/0000:00:0a.0", t.sys / "bus/pci/devices/0000:00:0a.0")
+    t.pci("pci0000:00/0000:00:0b.0/0000:00:0b.0", listed=True)
+    # an RDMA device on a platform device (no PCI ancestor), one with a dangling link
+    t.rdma("hns_0", "platform/HISI0001:00", pci_function=False)
+    ib = t.rdma("mlx5_9", "pci0000:00/0000:00:0c.0", numa=0)
+    (ib / "device").unlink()
+    os.symlink("../../../nowhere", ib / "device")
+    # an unreadable attribute (a directory where a file should be)
+    cls = t.sys / "devices/pci0000:80/0000:80:01.0/0000:81:00.0/class"
+    cls.unlink()
+    cls.mkdir()
+    host = read_host(t.sys, t.proc)
+    text = "\n".join(host.problems)
+    assert "0000:00:09.0: dangling" in text.replace("bus/pci/devices/", "")
+    assert "loop" in text
+    assert "hns_0: unplaced" in text and "mlx5_9: unplaced" in text
+    gpu = host.gpus[0]
+    assert gpu.pci.numa_node is None and gpu.pci.numa_raw == "-1"
+    d = host.distance(gpu, "mlx5_0")
+    assert d.smi is None and "unknown" in d.reason
+    assert host.pci["0000:81:00.0"].pci_class is None
+    from sysverbs.placement._smi import model, render
+
+    assert "N/A" in render(host)
+    json.dumps(model(host))
+    plan = assign(host)
+    assert plan[0].nics[0].device == "mlx5_0" and plan[0].nics[0].smi is None
+
+
+def test_gpu_without_nic_and_nic_without_gpu(tmp_path: Path) -> None:
+    t = PciTree(tmp_path)
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0")
+    host = read_host(t.sys)
+    (a,) = assign(host)
+    assert a.nics == () and a.reason == "no RDMA device"
+    u = PciTree(tmp_path / "nics")
+    u.rdma("mlx5_0", "pci0000:00/0000:00:01.0/0000:01:00.0")
+    nh = read_host(u.sys)
+    assert assign(nh) == () and nh.gpus == ()
+    from sysverbs.placement._smi import render
+
+    assert render(nh).startswith("\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nNIC0\t X ")
+
+
+def test_empty_and_missing_roots(tmp_path: Path) -> None:
+    host = read_host(tmp_path / "nothing", tmp_path / "noproc")
+    assert (host.pci, host.gpus, host.nics) == ({}, (), ())
+
+
+def test_amd_gpus_and_excluded_functions(tmp_path: Path) -> None:
+    t = PciTree(tmp_path)
+    rp = "pci0000:00/0000:00:01.0"
+    t.pci(rp)
+    t.gpu(f"{rp}/0000:01:00.0", vendor=0x1002, cls=0x120000, device=0x74A1)  # MI300X
+    t.pci(f"{rp}/0000:01:00.1", vendor=0x1002, cls=0x040300)  # audio
+    t.pci(f"{rp}/0000:02:00.0", vendor=0x10DE, cls=0x068000)  # NVSwitch
+    t.pci(f"{rp}/0000:03:00.0", vendor=0x10DE, cls=0x060400)  # bridge
+    t.gpu(f"{rp}/0000:04:00.0")
+    host = read_host(t.sys)
+    assert [(g.vendor, g.address) for g in host.gpus] == [
+        ("amd", "0000:01:00.0"), ("nvidia", "0000:04:00.0")]
+
+
+# ---------------------------------------------------------------------- the CLI
+
+
+def test_cli_topo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    t = two_socket(tmp_path)
+    args = ["topo", "--sysfs-path", str(t.sys), "--proc-path", str(t.proc)]
+    assert cli.main(args) == 0
+    assert capsys.readouterr().out.startswith("\tGPU0\tGPU1\tNIC0")
+    assert cli.main([*args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "sysverbs.topo/1" and len(doc["gpus"]) == 2
+    assert cli.main([*args, "--assign", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [n["device"] for n in doc["assignments"][1]["nics"]] == ["mlx5_2", "mlx5_3"]
+    assert cli.main([*args, "--assign"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU0 0000:08:00.0 (NUMA 0) -> mlx5_0:1, mlx5_1:1" in out and "why:" in out
+    assert cli.main([*args, "--assign", "--rank", "x"]) == 2
+    assert cli.main(["topo", "--fixture", "dgx-a100"]) == 0
+    assert "NIC9: mlx5_9" in capsys.readouterr().out
