@@ -33,6 +33,10 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
     t.add_argument("--proc-path", metavar="DIR",
                    help="/proc root for /proc/driver/nvidia (default: /proc)")
     t.add_argument("--assign", action="store_true", help="print each GPU's NICs")
+    t.add_argument("--smi-format", choices=["535", "525"], default="535",
+                   help="nvidia-smi layout: 535 (R535+, GPU NUMA ID column; default) or 525")
+    t.add_argument("--underline", action="store_true",
+                   help="underline the header with ESC[4m..ESC[0m, as R580 does")
     t.add_argument("--rank", default=None, metavar="N|env",
                    help="with --assign: only local rank N ('env': from LOCAL_RANK, "
                    "OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID, and CUDA_VISIBLE_DEVICES)")
@@ -99,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         elif args.json:
             sys.stdout.write(json.dumps(model(host), indent=2) + "\n")
         else:
-            sys.stdout.write(render(host))
+            sys.stdout.write(render(host, args.smi_format, args.underline))
         sys.stdout.flush()
     finally:
         if tmp is not None:

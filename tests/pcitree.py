@@ -83,10 +83,12 @@ class PciTree:
                                                        "200 Gb/sec (4X HDR)"),),
              netdev: Optional[str] = None, soft_parent: Optional[str] = None,
              pci_function: bool = True, cls: int = 0x020700, numa: Optional[int] = 0,
-             cpus: Optional[str] = None, physfn: Optional[str] = None) -> Path:
+             cpus: Optional[str] = None, physfn: Optional[str] = None,
+             uverbs: Optional[int] = -1) -> Path:
         """An RDMA device hanging on ``parent`` (a PCI path, or an aux/SF path below
         one, written as a plain device directory); ``parent=None``: a virtual (rxe)
-        device whose ``parent`` attribute names ``soft_parent``."""
+        device whose ``parent`` attribute names ``soft_parent``.  ``uverbs``: the N of
+        its uverbsN (-1: the next free one, None: no uverbs device)."""
         if parent is None:
             ib = self.sys / "devices/virtual/infiniband" / name
         else:
@@ -108,6 +110,15 @@ class PciTree:
             self._write(p / "link_layer", ll)
             self._write(p / "rate", rate)
         os.symlink(_rel(self.sys / "class/infiniband", ib), self.sys / "class/infiniband" / name)
+        if uverbs is not None:
+            verbs = self.sys / "class/infiniband_verbs"
+            verbs.mkdir(parents=True, exist_ok=True)
+            if uverbs < 0:
+                uverbs = len(list(verbs.iterdir()))
+            self._write(ib.parent.parent / "infiniband_verbs" / f"uverbs{uverbs}" / "ibdev",
+                        name)
+            os.symlink(_rel(verbs, ib.parent.parent / "infiniband_verbs" / f"uverbs{uverbs}"),
+                       verbs / f"uverbs{uverbs}")
         if netdev is not None and parent is not None:
             self.netdev(netdev, parent)
             if ports and ports[0][1] == "Ethernet":

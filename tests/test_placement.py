@@ -46,6 +46,21 @@ def nic_legend(text: str) -> list[str]:
     return re.findall(r"^  NIC\d+: (\S+)$", text, re.M)
 
 
+def nvlink_free(real: str, mine: str) -> str:
+    """``real`` with its GPU-GPU cells (NV# where NVLink joins them, which sysfs cannot
+    see) replaced by ``mine``'s; every other byte is kept.  Tab-separated texts only."""
+    rl, ml = real.split("\n"), mine.split("\n")
+    n = len(re.findall(r"GPU\d+", rl[0]))
+    out = []
+    for i, line in enumerate(rl):
+        if re.match(r"GPU\d+\t", line) and i < len(ml):
+            f, g = line.split("\t"), ml[i].split("\t")
+            f[1:1 + n] = g[1:1 + n]
+            line = "\t".join(f)
+        out.append(line)
+    return "\n".join(out)
+
+
 def test_doctests() -> None:
     assert doctest.testmod(placement).failed == 0
 
@@ -181,10 +196,7 @@ def test_hgx_cells_match_the_real_h100_matrix(tmp_path: Path) -> None:
     from sysverbs.placement._smi import render
 
     mine = render(host)
-    real_file = sorted(DATA.glob("hgx-h100*.txt"))
-    if not real_file:
-        pytest.skip("no HGX H100 sample")
-    names, cells, tail = parse_matrix(real_file[0].read_text())
+    names, cells, tail = parse_matrix((DATA / "hgx-h100-8nic-sglang.txt").read_text())
     m_names, m_cells, m_tail = parse_matrix(mine)
     assert m_names == names
     for row, values in cells.items():
@@ -463,3 +475,182 @@ def test_cli_topo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([*args, "--assign", "--rank", "x"]) == 2
     assert cli.main(["topo", "--fixture", "dgx-a100"]) == 0
     assert "NIC9: mlx5_9" in capsys.readouterr().out
+
+
+# ------------------------------------------- byte-exact against the tab-preserved samples
+
+
+def test_rocep_names_byte_for_byte(tmp_path: Path) -> None:
+    """s114 (driver 570.133.20): the RDMA devices are renamed by udev (rocep4s0f0 is
+    PCI bus 4, rocep137s0f0 bus 0x89); the GPUs 08:00.0 and 85:00.0."""
+    t = PciTree(tmp_path)
+    t.node(0, "0-13,28-41").node(1, "14-27,42-55")
+    for hb, numa, cpus, gpu, nic in (("pci0000:00", 0, "0-13,28-41", "0000:08:00.0", 0x04),
+                                     ("pci0000:80", 1, "14-27,42-55", "0000:85:00.0", 0x89)):
+        grp, nrp = f"{hb}/{hb[3:]}:03.0", f"{hb}/{hb[3:]}:02.0"
+        t.bridges(grp, nrp, numa=numa)
+        t.gpu(f"{grp}/{gpu}", numa=numa, cpus=cpus)
+        for f in (0, 1):
+            t.rdma(f"rocep{nic}s0f{f}", f"{nrp}/0000:{nic:02x}:00.{f}", ports=(ETH,),
+                   numa=numa, cpus=cpus, cls=0x020000)
+    from sysverbs.placement._smi import render
+
+    real = (DATA / "pcie-2socket-2xv100sxm2-4nic-rocep.txt").read_text()
+    assert render(read_host(t.sys)) == real
+
+
+def dgx_a100(tmp: Path) -> PciTree:
+    """DGX A100: per GPU pair a two-level PCIe switch below its own host bridge: the two
+    GPUs behind one sub-switch, the two NICs behind two others (GPU-NIC PXB); NPS4 NUMA
+    nodes 3, 1, 7, 5; a dual-port storage card (mlx5_8/9) on its own root port."""
+    t = PciTree(tmp)
+    for n in range(8):
+        lo = 16 * n
+        t.node(n, f"{lo}-{lo + 15},{lo + 128}-{lo + 143}")
+    n_nic = 0
+    for hb, numa in ((0x00, 3), (0x40, 1), (0x80, 7), (0xB0, 5)):
+        cpus = f"{16 * numa}-{16 * numa + 15},{16 * numa + 128}-{16 * numa + 143}"
+        rp = f"pci0000:{hb:02x}/0000:{hb:02x}:01.1"
+        usp = f"{rp}/0000:{hb + 1:02x}:00.0"
+        t.bridges(rp, usp, numa=numa)
+        for j, kind in enumerate(("gpu", "nic", "nic")):
+            dsp = f"{usp}/0000:{hb + 2:02x}:{4 * j:02x}.0"
+            sub = f"{dsp}/0000:{hb + 3 + 4 * j:02x}:00.0"
+            t.bridges(dsp, sub, numa=numa)
+            for e in range(2 if kind == "gpu" else 1):
+                sdsp = f"{sub}/0000:{hb + 4 + 4 * j:02x}:{8 * e:02x}.0"
+                t.pci(sdsp, numa=numa)
+                end = f"{sdsp}/0000:{hb + 5 + 4 * j + e:02x}:00.0"
+                if kind == "gpu":
+                    t.gpu(end, numa=numa, cpus=cpus)
+                else:
+                    t.rdma(f"mlx5_{n_nic}", end, numa=numa, cpus=cpus)
+                    n_nic += 1
+    rp = "pci0000:e0/0000:e0:03.1"
+    t.pci(rp, numa=6)
+    for f in (0, 1):
+        t.rdma(f"mlx5_{8 + f}", f"{rp}/0000:e1:00.{f}", numa=6, cpus="96-111,224-239")
+    return t
+
+
+def test_dgx_a100_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
+    """Driver 525.105.17: no GPU NUMA ID column, NIC rows end in two tabs."""
+    from sysverbs.placement._smi import render
+
+    mine = render(read_host(dgx_a100(tmp_path).sys), "525")
+    real = (DATA / "dgx-a100-epyc7742-10nic.txt").read_text()
+    assert mine == nvlink_free(real, mine)
+    assert "NV" not in mine.split("Legend")[0]
+
+
+def test_hgx_a100_ansi_header_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
+    """Driver 580.105.08 writing to a file: the header underlined with ESC[4m; four
+    GPUs on NUMA 1, the one RoCE NIC rocep49s0 (bus 0x31) on NUMA 0."""
+    t = PciTree(tmp_path)
+    t.node(0, "0-31,64-95").node(1, "32-63,96-127")
+    for i, bus in enumerate((0x81, 0x82, 0xC1, 0xC2)):
+        hb = "pci0000:80" if i < 2 else "pci0000:c0"
+        rp = f"{hb}/0000:{bus - 1 & 0xF0:02x}:0{i % 2 + 1}.1"
+        t.pci(rp, numa=1)
+        t.gpu(f"{rp}/0000:{bus:02x}:00.0", numa=1, cpus="32-63,96-127")
+    t.pci("pci0000:30/0000:30:01.1", numa=0)
+    t.rdma("rocep49s0", "pci0000:30/0000:30:01.1/0000:31:00.0", ports=(ETH,), numa=0,
+           cpus="0-31,64-95", cls=0x020000)
+    from sysverbs.placement._smi import render
+
+    mine = render(read_host(t.sys), underline=True)
+    real = (DATA / "hgx-a100-4gpu-epyc7532-1nic-ansi.txt").read_text()
+    assert mine == nvlink_free(real, mine)
+
+
+def test_consumer_no_nic_byte_for_byte(tmp_path: Path) -> None:
+    """Two PCIe GPUs on two root ports of one host bridge, no NIC: PHB, and the output
+    ends after the Legend (no NIC Legend)."""
+    t = PciTree(tmp_path)
+    t.node(0, "0-63")
+    for i in (1, 3):
+        t.pci(f"pci0000:00/0000:00:0{i}.1")
+        t.gpu(f"pci0000:00/0000:00:0{i}.1/0000:0{i}:00.0", cpus="0-63", device=0x2B85)
+    from sysverbs.placement._smi import render
+
+    assert render(read_host(t.sys)) == (DATA / "consumer-2x5090-nonic.txt").read_text()
+
+
+def test_hgx_h200_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
+    """Driver 570.211.01, EPYC 9534: each GPU with one NIC (PIX) below its own host
+    bridge; the NICs are numbered in the kernel's registration order (uverbs), which is
+    not the GPUs' PCI order here (GPU0's NIC is mlx5_4)."""
+    nic_of_gpu = [4, 1, 0, 3, 6, 7, 5, 2]
+    t = PciTree(tmp_path)
+    t.node(0, "0-63,128-191").node(1, "64-127,192-255")
+    for i, nic in enumerate(nic_of_gpu):
+        numa = i // 4
+        cpus = "0-63,128-191" if numa == 0 else "64-127,192-255"
+        bus = 0x10 + 0x1C * i
+        hb = f"pci0000:{bus:02x}"
+        rp = f"{hb}/0000:{bus:02x}:01.1"
+        usp = f"{rp}/0000:{bus + 1:02x}:00.0"
+        t.bridges(rp, usp, numa=numa)
+        for j in range(2):
+            dsp = f"{usp}/0000:{bus + 2:02x}:{j:02x}.0"
+            t.pci(dsp, numa=numa)
+            end = f"{dsp}/0000:{bus + 3 + j:02x}:00.0"
+            if j == 0:
+                t.gpu(end, numa=numa, cpus=cpus)
+            else:
+                t.rdma(f"mlx5_{nic}", end, numa=numa, cpus=cpus, uverbs=nic)
+    from sysverbs.placement._smi import render
+
+    mine = render(read_host(t.sys))
+    real = (DATA / "hgx-h200-epyc9534-8nic.txt").read_text()
+    assert mine == nvlink_free(real, mine)
+
+
+# ----------------------------------------- cells of the samples pasted as spaces
+
+
+def test_genoa_from_its_lspci(tmp_path: Path) -> None:
+    """ASUS ESC8000A-E12 (2x EPYC Genoa): rebuilt from the page's lspci -tv; host
+    bridges below bus 0x80 on NUMA 0 (0-31), the others on NUMA 1 (32-63)."""
+    stem = "pcie-2socket-genoa-4xrtx6000ada-4nic"
+    t = PciTree(tmp_path)
+    t.node(0, "0-31").node(1, "32-63")
+    entries = parse_lspci_tv((DATA / f"{stem}.lspci.txt").read_text())
+    parents = {"/".join(p[:-1]) for p, _ in entries}
+    nic = 0
+    for path, desc in sorted(entries, key=lambda e: e[0][-1]):
+        p = "/".join(path)
+        numa = 0 if int(path[0][-2:], 16) < 0x80 else 1
+        cpus = "0-31" if numa == 0 else "32-63"
+        if p in parents or not desc:
+            t.pci(p, numa=numa)
+        elif desc.startswith("NVIDIA") and "Audio" not in desc:
+            t.gpu(p, numa=numa, cpus=cpus)
+        elif desc.startswith("Mellanox"):
+            t.rdma(f"mlx5_{nic}", p, ports=(ETH,), numa=numa, cpus=cpus, cls=0x020000)
+            nic += 1
+        else:
+            t.pci(p, cls=0x010802, vendor=0x1022, numa=numa)
+    from sysverbs.placement._smi import render
+
+    mine = render(read_host(t.sys))
+    real = (DATA / f"{stem}.txt").read_text()
+    assert parse_matrix(mine) == parse_matrix(real)
+    assert nic_legend(mine) == nic_legend(real)
+
+
+def test_kvm_guest(tmp_path: Path) -> None:
+    """A KVM guest: the GPU and the passed-through NIC on QEMU root ports of the one
+    emulated host bridge: PHB."""
+    t = PciTree(tmp_path)
+    t.node(0, "0-251")
+    t.pci("pci0000:00/0000:00:02.0")
+    t.pci("pci0000:00/0000:00:02.1")
+    t.gpu("pci0000:00/0000:00:02.0/0000:01:00.0", cpus="0-251", device=0x2331)
+    t.rdma("mlx5_0", "pci0000:00/0000:00:02.1/0000:02:00.0", cpus="0-251")
+    from sysverbs.placement._smi import render
+
+    mine = render(read_host(t.sys))
+    real = (DATA / "vm-kvm-h100pcie-1nic.txt").read_text()
+    assert parse_matrix(mine) == parse_matrix(real)
+    assert nic_legend(mine) == nic_legend(real)

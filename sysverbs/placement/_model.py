@@ -213,6 +213,7 @@ class Nic:
     ports: tuple[Port, ...]
     bond_slave: bool
     node_guid: Optional[str]
+    uverbs: Optional[int] = None  # N of its uverbsN char device (registration order)
 
     @property
     def netdevs(self) -> tuple[str, ...]:
@@ -547,9 +548,25 @@ class _Reader:
                 return True
         return False
 
+    def uverbs_of(self) -> dict[str, int]:
+        base = self.sys + b"/class/infiniband_verbs"
+        found: dict[str, int] = {}
+        for entry in self.fs.listdir(base):
+            m = re.fullmatch(rb"uverbs([0-9]{1,5})", entry)
+            if m is None:
+                continue
+            ibdev = read_sysfs_file(base + b"/" + entry + b"/ibdev", 64)
+            if ibdev:
+                name = ibdev.split(b"\0", 1)[0].decode("utf-8", "replace")
+                n = int(m.group(1))
+                if name not in found or n < found[name]:
+                    found[name] = n
+        return found
+
     def nics(self) -> tuple[Nic, ...]:
         cls = self.sys + b"/class/infiniband"
         out: list[Nic] = []
+        uverbs = self.uverbs_of()
         for entry in self.fs.listdir(cls):
             name = os.fsdecode(entry)
             ibdev = self.fs.resolve(cls + b"/" + entry)
@@ -597,7 +614,7 @@ class _Reader:
             nd = tuple(n for p in ports for n in p.netdevs)
             guid = _text(ibdev + b"/node_guid", 64)
             out.append(Nic(name, address, kind, placement, parent, ports,
-                           self._bond_slave(nd), guid))
+                           self._bond_slave(nd), guid, uverbs.get(name)))
         out.sort(key=lambda n: natural_key(n.name))
         return tuple(out)
 

@@ -4,7 +4,7 @@ The layout is that of the NVIDIA driver's ``nvidia-smi topo -m`` since the
 ``GPU NUMA ID`` column (R535+): a tab-separated header, one row per GPU then per NIC,
 `` X `` on the diagonal, ``CPU Affinity``, ``NUMA Affinity``, an empty field and
 ``GPU NUMA ID`` on GPU rows (NIC rows have the same fields, empty), then the Legend and
-the NIC Legend.  NICs are ordered by PCI address (then name).  GPU-GPU cells are PCIe
+the NIC Legend.  NICs are in libibverbs' order (see :func:`matrix_nics`).  GPU-GPU cells are PCIe
 classes: NVLink is not visible in sysfs, so no cell is ever ``NV#``.
 """
 
@@ -46,18 +46,30 @@ def cpulist(cpus: Optional[frozenset[int]]) -> str:
 
 
 def matrix_nics(host: Host) -> list[Nic]:
-    """The NICs of the matrix: the placed RDMA devices, by PCI address then name."""
+    """The NICs of the matrix, in nvidia-smi's order: the order libibverbs lists them
+    (the kernel's registration order, which is the order of their ``uverbsN`` numbers;
+    devices without one after, by name); unplaced devices are left out."""
     placed = [n for n in host.nics if n.address is not None]
-    return sorted(placed, key=lambda n: (bdf_key(n.address or ""), natural_key(n.name)))
+    return sorted(placed, key=lambda n: (n.uverbs is None, n.uverbs or 0,
+                                         natural_key(n.name), bdf_key(n.address or "")))
 
 
-def render(host: Host) -> str:
-    """The matrix in ``nvidia-smi topo -m``'s exact layout."""
+#: Output layouts: "535" (R535 and later: GPU NUMA ID column), "525" (no GPU NUMA ID).
+FORMATS = ("535", "525")
+
+
+def render(host: Host, fmt: str = "535", underline: bool = False) -> str:
+    """The matrix in ``nvidia-smi topo -m``'s exact layout (``fmt``: see
+    :data:`FORMATS`; ``underline``: the ESC[4m..ESC[0m header R580 writes)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     gpus = list(host.gpus)
     nics = matrix_nics(host)
     names = [g.name for g in gpus] + [f"NIC{i}" for i in range(len(nics))]
     ends: list[Any] = [*gpus, *nics]
-    lines = ["\t" + "\t".join([*names, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])]
+    extra = ["CPU Affinity", "NUMA Affinity"] + (["GPU NUMA ID"] if fmt == "535" else [])
+    header = "\t".join([*names, *extra])
+    lines = ["\t" + ("\x1b[4m" + header + "\x1b[0m" if underline else header)]
     for i, a in enumerate(ends):
         cells = []
         for j, b in enumerate(ends):
@@ -68,9 +80,9 @@ def render(host: Host) -> str:
         if i < len(gpus):
             pci = gpus[i].pci
             numa = str(pci.numa_node) if pci.numa_node is not None else UNDECIDED
-            tail = [cpulist(pci.local_cpus), numa, "", "N/A"]
+            tail = [cpulist(pci.local_cpus), numa] + (["", "N/A"] if fmt == "535" else [])
         else:
-            tail = ["", "", "", ""]
+            tail = ["", "", "", ""] if fmt == "535" else ["", ""]
         lines.append(names[i] + "\t" + "\t".join(cells + tail))
     text = "\n".join(lines) + "\n\n" + LEGEND
     if nics:
