@@ -56,6 +56,10 @@ class PciTree:
         if physfn is not None:
             os.symlink(_rel(d, self.sys / "devices" / physfn), d / "physfn")
         bdf = path.rsplit("/", 1)[-1]
+        uevent = [f"DRIVER={driver}"] if driver else []
+        uevent += [f"PCI_CLASS={cls:X}", f"PCI_ID={vendor:04X}:{device:04X}",
+                   f"PCI_SUBSYS_ID={sub[0]:04X}:{sub[1]:04X}", f"PCI_SLOT_NAME={bdf}"]
+        self._write(d / "uevent", "\n".join(uevent))
         if listed:
             link = self.sys / "bus/pci/devices" / bdf
             if not link.is_symlink():

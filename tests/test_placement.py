@@ -400,9 +400,10 @@ def test_bad_trees_are_said_not_raised(tmp_path: Path) -> None:
     (ib / "device").unlink()
     os.symlink("../../../nowhere", ib / "device")
     # an unreadable attribute (a directory where a file should be)
-    cls = t.sys / "devices/pci0000:80/0000:80:01.0/0000:81:00.0/class"
-    cls.unlink()
-    cls.mkdir()
+    for name in ("class", "uevent"):
+        unreadable = t.sys / "devices/pci0000:80/0000:80:01.0/0000:81:00.0" / name
+        unreadable.unlink()
+        unreadable.mkdir()
     host = read_host(t.sys, t.proc)
     text = "\n".join(host.problems)
     assert "0000:00:09.0: dangling" in text.replace("bus/pci/devices/", "")

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from ._model import _HOST_BRIDGE, PciDevice
+from ._model import PciDevice, is_host_bridge
 
 _NCCL_BDF = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]")
 
@@ -89,13 +89,13 @@ def smi_distance(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
     while p < len(ca) and p < len(cb) and ca[p] == cb[p]:
         p += 1
     hops = (len(ca) - p) + (len(cb) - p) + 1
-    if p == 0 or _HOST_BRIDGE.fullmatch(ca[p - 1]):
+    if p == 0 or is_host_bridge(ca[p - 1]):
         where = a.top_host_bridge if p == 0 else ca[p - 1]
         return "PHB", hops, f"they meet at host bridge {where}"
     meet = ca[p - 1]
     depth = 0  # depth of the meeting bridge in its PCI domain (root port = 1)
     for name in ca[:p]:
-        depth = 0 if _HOST_BRIDGE.fullmatch(name) else depth + 1
+        depth = 0 if is_host_bridge(name) else depth + 1
     # A switch's upstream port sits at an even depth: its downstream ports (one
     # below) are the same switch, so the same single bridge.
     allowed = p + 1 if depth % 2 == 0 else p
@@ -166,13 +166,23 @@ def nccl_chain(parts: Sequence[str], pci: Mapping[str, PciDevice], dev: PciDevic
     return numa, flat
 
 
+def _nccl_node(dev: PciDevice, nic: bool, pci: Mapping[str, PciDevice],
+               cache: dict[object, object]) -> tuple[list[str], str, list[str]]:
+    key = ("nccl", dev.address, nic)
+    hit = cache.get(key)
+    if hit is None:
+        path = nccl_merged_path(dev, nic)
+        hit = cache[key] = (path, *nccl_chain(path, pci, dev))
+    return hit  # type: ignore[return-value]
+
+
 def nccl_distance(a: PciDevice, b: PciDevice, pci: Mapping[str, PciDevice], a_nic: bool,
-                  b_nic: bool) -> Optional[str]:
-    pa, pb = nccl_merged_path(a, a_nic), nccl_merged_path(b, b_nic)
+                  b_nic: bool, cache: Optional[dict[object, object]] = None) -> Optional[str]:
+    cache = {} if cache is None else cache
+    pa, cpu_a, sa = _nccl_node(a, a_nic, pci, cache)
+    pb, cpu_b, sb = _nccl_node(b, b_nic, pci, cache)
     if pa == pb:
         return "LOC"
-    cpu_a, sa = nccl_chain(pa, pci, a)
-    cpu_b, sb = nccl_chain(pb, pci, b)
     if cpu_a != cpu_b:
         return "SYS"
     ra, rb = list(reversed(sa)), list(reversed(sb))

@@ -8,6 +8,7 @@ dangling.  Whatever cannot be decided is left ``None`` and said in ``Host.proble
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Mapping
@@ -64,8 +65,24 @@ def bdf_key(address: str) -> tuple[int, int, int, int]:
     return (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4), 16))
 
 
+_KIND: dict[str, int] = {}  # path component -> 1 BDF, 2 host bridge, 0 other
+
+
+def _kind(name: str) -> int:
+    kind = _KIND.get(name)
+    if kind is None:
+        kind = 1 if _BDF.fullmatch(name) else 2 if _HOST_BRIDGE.fullmatch(name) else 0
+        if len(_KIND) < 65536:
+            _KIND[name] = kind
+    return kind
+
+
 def is_bdf(name: str) -> bool:
-    return _BDF.fullmatch(name) is not None
+    return _kind(name) == 1
+
+
+def is_host_bridge(name: str) -> bool:
+    return _kind(name) == 2
 
 
 def natural_key(name: str) -> tuple[object, ...]:
@@ -94,16 +111,27 @@ class _Root:
         None when dangling, a loop, or outside the root."""
         path = link
         for _ in range(_MAX_LINK_HOPS):
-            target = self.readlink(path)
-            if target is None:
-                return path if path is not link and os.path.lexists(path) else None
+            try:
+                target = os.readlink(path)
+            except OSError as e:
+                # EINVAL: it exists and is no link (the end); anything else: dangling
+                return path if path is not link and e.errno == errno.EINVAL else None
+            except ValueError:
+                return None
             if target.startswith(b"/"):
                 # An absolute target means the real /sys: map it into this root.
                 if self.root != b"/sys" and target.startswith(b"/sys/"):
                     target = self.root + target[4:]
                 path = os.path.normpath(target)
             else:
-                path = os.path.normpath(os.path.dirname(path) + b"/" + target)
+                base = os.path.dirname(path)
+                rest = target
+                while rest.startswith(b"../"):
+                    base, rest = os.path.dirname(base), rest[3:]
+                joined = base + b"/" + rest
+                if b"/." in joined or b"//" in joined or rest.startswith(b"."):
+                    joined = os.path.normpath(joined)
+                path = joined
             if not self.inside(path):
                 return None
         return None
@@ -115,7 +143,10 @@ class _Root:
             return []
 
 
-@dataclass(frozen=True)
+_ID_FIELDS = ("vendor", "device", "subsystem_vendor", "subsystem_device", "pci_class",
+              "driver")
+
+
 class PciDevice:
     """One PCI function (bridges included).
 
@@ -125,29 +156,105 @@ class PciDevice:
     it hangs under.  ``ancestors``: every PCI node above it from the top, host bridges
     included (``("pci0000:00", "0000:00:01.0", ...)``), as the distance uses it.
     ``numa_node`` is None for -1, missing or unreadable (``numa_raw`` keeps the text).
+
+    The ids come from the device's ``uevent`` (one read; the ``vendor``, ``class``...
+    files when it has none), ``numa_node``, ``local_cpulist`` and ``physfn`` are read on
+    first use: a host has hundreds of functions and placement needs them for a few.
     """
 
-    address: str
-    path: str
-    bridges: tuple[str, ...]
-    host_bridge: Optional[str]
-    ancestors: tuple[str, ...]
-    vmd: Optional[str]
-    vendor: Optional[int]
-    device: Optional[int]
-    subsystem_vendor: Optional[int]
-    subsystem_device: Optional[int]
-    pci_class: Optional[int]
-    driver: Optional[str]
-    numa_node: Optional[int]
-    numa_raw: Optional[str]
-    local_cpus: Optional[frozenset[int]]
-    physfn: Optional[str]
-    listed: bool  # in bus/pci/devices (else only seen as a directory on a path)
+    __slots__ = ("address", "path", "bridges", "host_bridge", "ancestors", "vmd", "listed",
+                 "_fs", "_ids", "_more")
+
+    def __init__(self, address: str, path: bytes, bridges: tuple[str, ...],
+                 host_bridge: Optional[str], ancestors: tuple[str, ...], vmd: Optional[str],
+                 listed: bool, fs: _Root) -> None:
+        self.address = address
+        self.path = os.fsdecode(path)
+        self.bridges = bridges
+        self.host_bridge = host_bridge
+        self.ancestors = ancestors
+        self.vmd = vmd
+        self.listed = listed
+        self._fs = fs
+        self._ids: Optional[dict[str, object]] = None
+        self._more: Optional[dict[str, object]] = None
+
+    def __repr__(self) -> str:
+        return f"PciDevice({self.address!r}, host_bridge={self.host_bridge!r})"
+
+    def _id(self, key: str) -> object:
+        if self._ids is None:
+            self._ids = _read_ids(os.fsencode(self.path), self._fs)
+        return self._ids.get(key)
+
+    def _extra(self, key: str) -> object:
+        if self._more is None:
+            path = os.fsencode(self.path)
+            raw = _text(path + b"/numa_node")
+            numa = _int(raw)
+            physfn = self._fs.readlink(path + b"/physfn")
+            self._more = {
+                "numa_raw": raw,
+                "numa_node": numa if numa is not None and numa >= 0 else None,
+                "local_cpus": parse_cpulist(_text(path + b"/local_cpulist")),
+                "physfn": os.fsdecode(os.path.basename(physfn)) if physfn else None,
+            }
+        return self._more[key]
+
+    @property
+    def vendor(self) -> Optional[int]:
+        """PCI vendor id."""
+        return self._id("vendor")  # type: ignore[return-value]
+
+    @property
+    def device(self) -> Optional[int]:
+        """PCI device id."""
+        return self._id("device")  # type: ignore[return-value]
+
+    @property
+    def subsystem_vendor(self) -> Optional[int]:
+        """Subsystem vendor id."""
+        return self._id("subsystem_vendor")  # type: ignore[return-value]
+
+    @property
+    def subsystem_device(self) -> Optional[int]:
+        """Subsystem device id."""
+        return self._id("subsystem_device")  # type: ignore[return-value]
+
+    @property
+    def pci_class(self) -> Optional[int]:
+        """The 24-bit class code (``0x030200``)."""
+        return self._id("pci_class")  # type: ignore[return-value]
+
+    @property
+    def driver(self) -> Optional[str]:
+        """The bound driver's name."""
+        return self._id("driver")  # type: ignore[return-value]
+
+    @property
+    def numa_node(self) -> Optional[int]:
+        """``numa_node`` (None for -1, missing, unreadable)."""
+        return self._extra("numa_node")  # type: ignore[return-value]
+
+    @property
+    def numa_raw(self) -> Optional[str]:
+        """The text of ``numa_node``."""
+        return self._extra("numa_raw")  # type: ignore[return-value]
+
+    @property
+    def local_cpus(self) -> Optional[frozenset[int]]:
+        """The CPUs of ``local_cpulist``."""
+        return self._extra("local_cpus")  # type: ignore[return-value]
+
+    @property
+    def physfn(self) -> Optional[str]:
+        """The PF's address, for an SR-IOV VF."""
+        return self._extra("physfn")  # type: ignore[return-value]
 
     @property
     def is_bridge(self) -> bool:
-        return self.pci_class is not None and self.pci_class >> 8 == BRIDGE_CLASS
+        cls = self.pci_class
+        return isinstance(cls, int) and cls >> 8 == BRIDGE_CLASS
 
     @property
     def is_vf(self) -> bool:
@@ -157,9 +264,36 @@ class PciDevice:
     def top_host_bridge(self) -> Optional[str]:
         """The outermost host bridge (for VMD, the one above the VMD endpoint)."""
         for name in self.ancestors:
-            if _HOST_BRIDGE.fullmatch(name):
+            if is_host_bridge(name):
                 return name
         return None
+
+
+_UEVENT_HEX = re.compile(r"[0-9A-Fa-f]{1,6}")
+_UEVENT_KEYS = re.compile(r"^(DRIVER|PCI_CLASS|PCI_ID|PCI_SUBSYS_ID)=(.*)$", re.M)
+
+
+def _read_ids(path: bytes, fs: _Root) -> dict[str, object]:
+    """vendor, device, subsystem ids, class and driver: from ``uevent`` (PCI_ID,
+    PCI_SUBSYS_ID, PCI_CLASS, DRIVER), else from the attribute files."""
+    ids: dict[str, object] = {}
+    uevent = _text(path + b"/uevent")
+    if uevent and "PCI_ID=" in uevent:
+        kv = dict(_UEVENT_KEYS.findall(uevent))
+        v, _, d = kv.get("PCI_ID", "").partition(":")
+        sv, _, sd = kv.get("PCI_SUBSYS_ID", "").partition(":")
+        for key, text in (("vendor", v), ("device", d), ("subsystem_vendor", sv),
+                          ("subsystem_device", sd), ("pci_class", kv.get("PCI_CLASS", ""))):
+            ids[key] = int(text, 16) if _UEVENT_HEX.fullmatch(text) else None
+        ids["driver"] = kv.get("DRIVER") or None
+        return ids
+    for key, attr in (("vendor", b"vendor"), ("device", b"device"),
+                      ("subsystem_vendor", b"subsystem_vendor"),
+                      ("subsystem_device", b"subsystem_device"), ("pci_class", b"class")):
+        ids[key] = _hexnum(_text(path + b"/" + attr))
+    driver = fs.readlink(path + b"/driver")
+    ids["driver"] = os.fsdecode(os.path.basename(driver)) if driver else None
+    return ids
 
 
 @dataclass(frozen=True)
@@ -236,6 +370,7 @@ class Host:
     gpus: tuple[Gpu, ...]
     nics: tuple[Nic, ...]
     problems: tuple[str, ...] = field(default=())
+    _cache: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
 
     def gpu(self, key: Union[int, str]) -> Optional[Gpu]:
         """A GPU by index, BDF, ``GPU<n>`` or UUID (``GPU-`` prefix, as CUDA accepts)."""
@@ -248,10 +383,12 @@ class Host:
         return None
 
     def nic(self, name: str) -> Optional[Nic]:
-        for n in self.nics:
-            if n.name == name:
-                return n
-        return None
+        by_name = self._cache.get("nics")
+        if by_name is None:
+            by_name = self._cache["nics"] = {n.name: n for n in self.nics}
+        assert isinstance(by_name, dict)
+        found = by_name.get(name)
+        return found if isinstance(found, Nic) else None
 
     def _endpoint(self, x: Endpoint) -> tuple[Optional[PciDevice], bool, str]:
         if isinstance(x, Gpu):
@@ -277,7 +414,7 @@ class Host:
         smi, hops, why = smi_distance(da, db, self.numa_nodes)
         if smi == "X" and name_a != name_b:
             why = "same PCI function"
-        nccl = nccl_distance(da, db, self.pci, nic_a, nic_b)
+        nccl = nccl_distance(da, db, self.pci, nic_a, nic_b, self._cache)
         return Distance(smi, nccl, hops, why)
 
     def smi_class(self, a: Endpoint, b: Endpoint) -> Optional[str]:
@@ -332,7 +469,7 @@ class _Reader:
         ancestors: list[str] = []
         seen: set[str] = set()
         for i, name in enumerate(parts[:-1]):
-            if is_bdf(name) or _HOST_BRIDGE.fullmatch(name):
+            if is_bdf(name) or is_host_bridge(name):
                 if name in seen:
                     self.note(f"{address}: {name} appears twice on its path (a loop); "
                               "not placed")
@@ -354,13 +491,13 @@ class _Reader:
         return address
 
     def _device(self, address: str, path: bytes, parts: list[str], listed: bool) -> PciDevice:
-        ancestors = tuple(p for p in parts[:-1] if is_bdf(p) or _HOST_BRIDGE.fullmatch(p))
+        ancestors = tuple(p for p in parts[:-1] if is_bdf(p) or is_host_bridge(p))
         host_bridge: Optional[str] = None
         vmd: Optional[str] = None
         bridges: list[str] = []
         for i in range(len(ancestors) - 1, -1, -1):
             name = ancestors[i]
-            if _HOST_BRIDGE.fullmatch(name):
+            if is_host_bridge(name):
                 host_bridge = name
                 if i > 0 and is_bdf(ancestors[i - 1]):
                     vmd = ancestors[i - 1]
@@ -368,31 +505,8 @@ class _Reader:
             bridges.append(name)
         if host_bridge is None:
             self.note(f"{address}: no host bridge (pciDDDD:BB) above it in sysfs")
-        raw = {a: _text(path + b"/" + a.encode()) for a in (
-            "vendor", "device", "subsystem_vendor", "subsystem_device", "class", "numa_node",
-            "local_cpulist")}
-        numa = _int(raw["numa_node"])
-        driver = self.fs.readlink(path + b"/driver")
-        physfn = self.fs.readlink(path + b"/physfn")
-        return PciDevice(
-            address=address,
-            path=os.fsdecode(path),
-            bridges=tuple(bridges),
-            host_bridge=host_bridge,
-            ancestors=ancestors,
-            vmd=vmd,
-            vendor=_hexnum(raw["vendor"]),
-            device=_hexnum(raw["device"]),
-            subsystem_vendor=_hexnum(raw["subsystem_vendor"]),
-            subsystem_device=_hexnum(raw["subsystem_device"]),
-            pci_class=_hexnum(raw["class"]),
-            driver=os.fsdecode(os.path.basename(driver)) if driver else None,
-            numa_node=numa if numa is not None and numa >= 0 else None,
-            numa_raw=raw["numa_node"],
-            local_cpus=parse_cpulist(raw["local_cpulist"]),
-            physfn=os.fsdecode(os.path.basename(physfn)) if physfn else None,
-            listed=listed,
-        )
+        return PciDevice(address, path, tuple(bridges), host_bridge, ancestors, vmd, listed,
+                         self.fs)
 
     def read_pci(self) -> None:
         bus = self.sys + b"/bus/pci/devices"
@@ -422,7 +536,7 @@ class _Reader:
             if is_bdf(name):
                 self.add_path(child, True)
                 self._walk(child, depth + 1)
-            elif _HOST_BRIDGE.fullmatch(name) or depth == 0 and name == "platform":
+            elif is_host_bridge(name) or depth == 0 and name == "platform":
                 self._walk(child, depth + 1)
             elif depth <= 3 and not is_bdf(name) and name not in ("virtual", "system"):
                 # platform/ACPI parents of host bridges (arm64, some VMs)
@@ -458,7 +572,10 @@ class _Reader:
     # ---------------------------------------------------------------- GPUs
     def gpus(self) -> tuple[Gpu, ...]:
         found: list[PciDevice] = []
+        parents = {d.ancestors[-1] for d in self.pci.values() if d.ancestors}
         for dev in self.pci.values():
+            if dev.address in parents:
+                continue  # a bridge (it has PCI functions below it)
             classes = GPU_CLASSES.get(dev.vendor) if dev.vendor is not None else None
             if classes and dev.pci_class is not None and dev.pci_class >> 8 in classes:
                 found.append(dev)
