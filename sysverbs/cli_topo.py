@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import tempfile
 
-    from .placement import assign, assign_rank, read_host
-    from .placement._smi import model, render
+    from .placement import assign, assign_rank, host_json, read_host, render_matrix
 
     rank = _rank_arg(args.rank)
     tmp = None
@@ -101,9 +100,9 @@ def run(args: argparse.Namespace) -> int:
             else:
                 sys.stdout.write(_human(host, plan))
         elif args.json:
-            sys.stdout.write(json.dumps(model(host), indent=2) + "\n")
+            sys.stdout.write(json.dumps(host_json(host), indent=2) + "\n")
         else:
-            sys.stdout.write(render(host, args.smi_format, args.underline))
+            sys.stdout.write(render_matrix(host, args.smi_format, args.underline))
         sys.stdout.flush()
     finally:
         if tmp is not None:

@@ -100,7 +100,7 @@ def two_socket(tmp: Path) -> PciTree:
 def test_two_socket_matches_nvidia_smi_byte_for_byte(tmp_path: Path) -> None:
     t = two_socket(tmp_path)
     host = read_host(t.sys, t.proc)
-    from sysverbs.placement._smi import render
+    from sysverbs.placement import render_matrix as render
 
     real = (DATA / "pcie-2socket-2xv100sxm2-4nic-mlx5.txt").read_text()
     assert render(host) == real.rstrip("\n") + "\n\n"
@@ -152,7 +152,7 @@ def test_threadripper_from_its_lspci(tmp_path: Path) -> None:
     stem = "ws-threadripper-2xrtx6000ada-2nic"
     t = from_lspci(tmp_path, (DATA / f"{stem}.lspci.txt").read_text(), {0: "0-23"}, 0)
     host = read_host(t.sys, t.proc)
-    from sysverbs.placement._smi import render
+    from sysverbs.placement import render_matrix as render
 
     mine = render(host)
     real = (DATA / f"{stem}.txt").read_text()
@@ -193,7 +193,7 @@ def hgx(tmp: Path, nics_per_gpu: int = 1) -> PciTree:
 def test_hgx_cells_match_the_real_h100_matrix(tmp_path: Path) -> None:
     t = hgx(tmp_path)
     host = read_host(t.sys, t.proc)
-    from sysverbs.placement._smi import render
+    from sysverbs.placement import render_matrix as render
 
     mine = render(host)
     names, cells, tail = parse_matrix((DATA / "hgx-h100-8nic-sglang.txt").read_text())
@@ -414,7 +414,8 @@ def test_bad_trees_are_said_not_raised(tmp_path: Path) -> None:
     d = host.distance(gpu, "mlx5_0")
     assert d.smi is None and "unknown" in d.reason
     assert host.pci["0000:81:00.0"].pci_class is None
-    from sysverbs.placement._smi import model, render
+    from sysverbs.placement import host_json as model
+    from sysverbs.placement import render_matrix as render
 
     assert "N/A" in render(host)
     json.dumps(model(host))
@@ -432,7 +433,7 @@ def test_gpu_without_nic_and_nic_without_gpu(tmp_path: Path) -> None:
     u.rdma("mlx5_0", "pci0000:00/0000:00:01.0/0000:01:00.0")
     nh = read_host(u.sys)
     assert assign(nh) == () and nh.gpus == ()
-    from sysverbs.placement._smi import render
+    from sysverbs.placement import render_matrix as render
 
     assert render(nh).startswith("\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nNIC0\t X ")
 
@@ -494,7 +495,7 @@ def test_rocep_names_byte_for_byte(tmp_path: Path) -> None:
         for f in (0, 1):
             t.rdma(f"rocep{nic}s0f{f}", f"{nrp}/0000:{nic:02x}:00.{f}", ports=(ETH,),
                    numa=numa, cpus=cpus, cls=0x020000)
-    from sysverbs.placement._smi import render
+    from sysverbs.placement import render_matrix as render
 
     real = (DATA / "pcie-2socket-2xv100sxm2-4nic-rocep.txt").read_text()
     assert render(read_host(t.sys)) == real
@@ -536,7 +537,7 @@ def dgx_a100(tmp: Path) -> PciTree:
 
 def test_dgx_a100_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
     """Driver 525.105.17: no GPU NUMA ID column, NIC rows end in two tabs."""
-    from sysverbs.placement._smi import render
+    from sysverbs.placement import render_matrix as render
 
     mine = render(read_host(dgx_a100(tmp_path).sys), "525")
     real = (DATA / "dgx-a100-epyc7742-10nic.txt").read_text()
@@ -557,7 +558,7 @@ def test_hgx_a100_ansi_header_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
     t.pci("pci0000:30/0000:30:01.1", numa=0)
     t.rdma("rocep49s0", "pci0000:30/0000:30:01.1/0000:31:00.0", ports=(ETH,), numa=0,
            cpus="0-31,64-95", cls=0x020000)
-    from sysverbs.placement._smi import render
+    from sysverbs.placement import render_matrix as render
 
     mine = render(read_host(t.sys), underline=True)
     real = (DATA / "hgx-a100-4gpu-epyc7532-1nic-ansi.txt").read_text()
@@ -572,7 +573,7 @@ def test_consumer_no_nic_byte_for_byte(tmp_path: Path) -> None:
     for i in (1, 3):
         t.pci(f"pci0000:00/0000:00:0{i}.1")
         t.gpu(f"pci0000:00/0000:00:0{i}.1/0000:0{i}:00.0", cpus="0-63", device=0x2B85)
-    from sysverbs.placement._smi import render
+    from sysverbs.placement import render_matrix as render
 
     assert render(read_host(t.sys)) == (DATA / "consumer-2x5090-nonic.txt").read_text()
 
@@ -600,7 +601,7 @@ def test_hgx_h200_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
                 t.gpu(end, numa=numa, cpus=cpus)
             else:
                 t.rdma(f"mlx5_{nic}", end, numa=numa, cpus=cpus, uverbs=nic)
-    from sysverbs.placement._smi import render
+    from sysverbs.placement import render_matrix as render
 
     mine = render(read_host(t.sys))
     real = (DATA / "hgx-h200-epyc9534-8nic.txt").read_text()
@@ -632,7 +633,7 @@ def test_genoa_from_its_lspci(tmp_path: Path) -> None:
             nic += 1
         else:
             t.pci(p, cls=0x010802, vendor=0x1022, numa=numa)
-    from sysverbs.placement._smi import render
+    from sysverbs.placement import render_matrix as render
 
     mine = render(read_host(t.sys))
     real = (DATA / f"{stem}.txt").read_text()
@@ -649,7 +650,7 @@ def test_kvm_guest(tmp_path: Path) -> None:
     t.pci("pci0000:00/0000:00:02.1")
     t.gpu("pci0000:00/0000:00:02.0/0000:01:00.0", cpus="0-251", device=0x2331)
     t.rdma("mlx5_0", "pci0000:00/0000:00:02.1/0000:02:00.0", cpus="0-251")
-    from sysverbs.placement._smi import render
+    from sysverbs.placement import render_matrix as render
 
     mine = render(read_host(t.sys))
     real = (DATA / "vm-kvm-h100pcie-1nic.txt").read_text()

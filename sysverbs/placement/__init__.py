@@ -31,8 +31,10 @@ from ._assign import (
 )
 from ._distance import Distance
 from ._model import Gpu, Host, Nic, PciDevice, Port, read_host
+from ._smi import FORMATS, host_json, render_matrix
 
 __all__ = [
+    "FORMATS",
     "Assignment",
     "Distance",
     "Filtered",
@@ -45,7 +47,9 @@ __all__ = [
     "RANK_VARIABLES",
     "assign",
     "assign_rank",
+    "host_json",
     "local_rank",
     "read_host",
+    "render_matrix",
     "visible_gpus",
 ]

@@ -58,7 +58,7 @@ def matrix_nics(host: Host) -> list[Nic]:
 FORMATS = ("535", "525")
 
 
-def render(host: Host, fmt: str = "535", underline: bool = False) -> str:
+def render_matrix(host: Host, fmt: str = "535", underline: bool = False) -> str:
     """The matrix in ``nvidia-smi topo -m``'s exact layout (``fmt``: see
     :data:`FORMATS`; ``underline``: the ESC[4m..ESC[0m header R580 writes)."""
     if fmt not in FORMATS:
@@ -91,7 +91,7 @@ def render(host: Host, fmt: str = "535", underline: bool = False) -> str:
     return text
 
 
-def model(host: Host) -> dict[str, Any]:
+def host_json(host: Host) -> dict[str, Any]:
     """The model as JSON-ready data (schema ``sysverbs.topo/1``, docs/placement.md)."""
     nics = matrix_nics(host)
     ends: list[Any] = [*host.gpus, *nics]
