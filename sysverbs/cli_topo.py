@@ -24,10 +24,10 @@ __all__ = ["register", "run"]
 def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
     """Add the ``topo`` command to the ``sysverbs`` parser."""
     t = subparsers.add_parser(
-        "topo", parents=list(parents), help="GPU/NIC matrix as nvidia-smi topo -m, from sysfs",
-        description="The GPU/NIC matrix in nvidia-smi topo -m's layout (PIX/PXB/PHB/NODE/"
+        "topo", parents=list(parents), help="GPU/NIC matrix as nvidia-smi topo -mp, from sysfs",
+        description="The GPU/NIC matrix in nvidia-smi topo -mp's layout (PIX/PXB/PHB/NODE/"
         "SYS), read from sysfs with no GPU driver. NVLink is not visible in sysfs: GPU-GPU "
-        "cells are PCIe classes. --assign: the NICs each GPU (or local rank) should use, "
+        "cells are PCIe classes, as in topo -mp. --assign: the NICs each GPU (or local rank) should use, "
         "nearest class first, then fewest bridge hops, with the reasons.",
         epilog="exit status: 0; 1 when sysfs cannot be read; 2 for a usage error.")
     t.add_argument("--proc-path", metavar="DIR",
@@ -35,6 +35,9 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
     t.add_argument("--assign", action="store_true", help="print each GPU's NICs")
     t.add_argument("--smi-format", choices=["535", "525"], default="535",
                    help="nvidia-smi layout: 535 (R535+, GPU NUMA ID column; default) or 525")
+    t.add_argument("--legend", choices=["mp", "m"], default="mp",
+                   help="mp: nvidia-smi topo -mp's legend (the PCIe-only matrix, which is what "
+                   "sysfs shows; default); m: topo -m's, with its NV# line (no cell is NV#)")
     t.add_argument("--underline", action="store_true",
                    help="underline the header with ESC[4m..ESC[0m, as R580 does")
     t.add_argument("--rank", default=None, metavar="N|env",
@@ -102,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         elif args.json:
             sys.stdout.write(json.dumps(host_json(host), indent=2) + "\n")
         else:
-            sys.stdout.write(render_matrix(host, args.smi_format, args.underline))
+            sys.stdout.write(render_matrix(host, args.smi_format, args.underline, args.legend))
         sys.stdout.flush()
     finally:
         if tmp is not None:

@@ -103,7 +103,7 @@ def test_two_socket_matches_nvidia_smi_byte_for_byte(tmp_path: Path) -> None:
     from sysverbs.placement import render_matrix as render
 
     real = (DATA / "pcie-2socket-2xv100sxm2-4nic-mlx5.txt").read_text()
-    assert render(host) == real.rstrip("\n") + "\n\n"
+    assert render(host, legend="m") == real.rstrip("\n") + "\n\n"
     assert host.problems == ()
 
 
@@ -363,6 +363,9 @@ def test_vf_sf_rxe_placement(tmp_path: Path) -> None:
     with_vfs = assign(host, include_vfs=True)
     assert {n.device for n in with_vfs[0].nics} == {"mlx5_0", "mlx5_2", "mlx5_3", "rxe0"}
     assert host.nccl_path("mlx5_0", "mlx5_2") == "LOC"  # NCCL_IB_MERGE_VFS
+    d = host.distance("mlx5_0", "mlx5_3")  # an SF on its PF: not the diagonal
+    assert (d.smi, d.nccl, d.hops) == ("PIX", "LOC", 0)
+    assert host.smi_class("0000:03:00.0", "mlx5_0") == "X"
 
 
 def test_bond_slave_excluded(tmp_path: Path) -> None:
@@ -498,7 +501,7 @@ def test_rocep_names_byte_for_byte(tmp_path: Path) -> None:
     from sysverbs.placement import render_matrix as render
 
     real = (DATA / "pcie-2socket-2xv100sxm2-4nic-rocep.txt").read_text()
-    assert render(read_host(t.sys)) == real
+    assert render(read_host(t.sys), legend="m") == real
 
 
 def dgx_a100(tmp: Path) -> PciTree:
@@ -539,7 +542,7 @@ def test_dgx_a100_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
     """Driver 525.105.17: no GPU NUMA ID column, NIC rows end in two tabs."""
     from sysverbs.placement import render_matrix as render
 
-    mine = render(read_host(dgx_a100(tmp_path).sys), "525")
+    mine = render(read_host(dgx_a100(tmp_path).sys), "525", legend="m")
     real = (DATA / "dgx-a100-epyc7742-10nic.txt").read_text()
     assert mine == nvlink_free(real, mine)
     assert "NV" not in mine.split("Legend")[0]
@@ -560,7 +563,7 @@ def test_hgx_a100_ansi_header_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
            cpus="0-31,64-95", cls=0x020000)
     from sysverbs.placement import render_matrix as render
 
-    mine = render(read_host(t.sys), underline=True)
+    mine = render(read_host(t.sys), underline=True, legend="m")
     real = (DATA / "hgx-a100-4gpu-epyc7532-1nic-ansi.txt").read_text()
     assert mine == nvlink_free(real, mine)
 
@@ -575,7 +578,8 @@ def test_consumer_no_nic_byte_for_byte(tmp_path: Path) -> None:
         t.gpu(f"pci0000:00/0000:00:0{i}.1/0000:0{i}:00.0", cpus="0-63", device=0x2B85)
     from sysverbs.placement import render_matrix as render
 
-    assert render(read_host(t.sys)) == (DATA / "consumer-2x5090-nonic.txt").read_text()
+    assert render(read_host(t.sys), legend="m") == (
+        DATA / "consumer-2x5090-nonic.txt").read_text()
 
 
 def test_hgx_h200_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
@@ -603,7 +607,7 @@ def test_hgx_h200_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
                 t.rdma(f"mlx5_{nic}", end, numa=numa, cpus=cpus, uverbs=nic)
     from sysverbs.placement import render_matrix as render
 
-    mine = render(read_host(t.sys))
+    mine = render(read_host(t.sys), legend="m")
     real = (DATA / "hgx-h200-epyc9534-8nic.txt").read_text()
     assert mine == nvlink_free(real, mine)
 
@@ -656,3 +660,37 @@ def test_kvm_guest(tmp_path: Path) -> None:
     real = (DATA / "vm-kvm-h100pcie-1nic.txt").read_text()
     assert parse_matrix(mine) == parse_matrix(real)
     assert nic_legend(mine) == nic_legend(real)
+
+
+def test_dell_h100_topo_mp_byte_for_byte(tmp_path: Path) -> None:
+    """``nvidia-smi topo -mp`` (the PCIe-only matrix, GPU-GPU cells PCIe classes, no
+    NV# legend line) of a Dell 8x H100: GPU0 and GPU4 share their PCIe switch with
+    three NICs, the others with one; every GPU below its own host bridge; the CPU
+    affinity of a cpuset-limited container, as a comma list.  Every byte is compared,
+    GPU-GPU cells included: this is the matrix sysfs can show."""
+    t = PciTree(tmp_path)
+    cpus = ("0,2,4,6,8,10", "1,3,5,7,9,11")
+    t.node(0, cpus[0]).node(1, cpus[1])
+    nic = 0
+    for i in range(8):
+        numa = i // 4
+        bus = 0x10 + 0x1C * i
+        hb = f"pci0000:{bus:02x}"
+        rp = f"{hb}/0000:{bus:02x}:01.0"
+        usp = f"{rp}/0000:{bus + 1:02x}:00.0"
+        t.bridges(rp, usp, numa=numa)
+        for j in range(4 if i % 4 == 0 else 2):
+            dsp = f"{usp}/0000:{bus + 2:02x}:{j:02x}.0"
+            t.pci(dsp, numa=numa)
+            end = f"{dsp}/0000:{bus + 3 + j:02x}:00.0"
+            if j == 0:
+                t.gpu(end, numa=numa, cpus=cpus[numa])
+            else:
+                t.rdma(f"mlx5_{nic}", end, numa=numa, cpus=cpus[numa])
+                nic += 1
+    from sysverbs.placement import render_matrix
+
+    mine = render_matrix(read_host(t.sys))
+    real = (DATA / "dell-h100-8gpu-12nic-topo-mp.txt").read_text()
+    assert mine.rstrip("\n") == real.rstrip("\n")
+    assert "NV" not in mine

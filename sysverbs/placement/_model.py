@@ -412,8 +412,9 @@ class Host:
             which = name_a if da is None else name_b
             return Distance(None, None, None, f"{which} is not placed on a PCI function")
         smi, hops, why = smi_distance(da, db, self.numa_nodes)
-        if smi == "X" and name_a != name_b:
-            why = "same PCI function"
+        if smi == "X" and nic_a and nic_b and name_a != name_b:
+            # two RDMA devices of one function (a PF and its SF, a bond on its PF)
+            smi, why = "PIX", "two RDMA devices on one PCI function"
         nccl = nccl_distance(da, db, self.pci, nic_a, nic_b, self._cache)
         return Distance(smi, nccl, hops, why)
 

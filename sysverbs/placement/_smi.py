@@ -1,6 +1,8 @@
-"""``nvidia-smi topo -m``'s layout, from a :class:`Host` (and the JSON model).
+"""``nvidia-smi topo -mp``'s layout, from a :class:`Host` (and the JSON model).
 
-The layout is that of the NVIDIA driver's ``nvidia-smi topo -m`` since the
+``topo -mp`` is the PCIe-only matrix: GPU-GPU cells are PCIe classes, as here (NVLink
+is not visible in sysfs), and its Legend has no ``NV#`` line; ``legend="m"`` adds the
+line ``topo -m`` prints.  The layout is that of the NVIDIA driver since the
 ``GPU NUMA ID`` column (R535+): a tab-separated header, one row per GPU then per NIC,
 `` X `` on the diagonal, ``CPU Affinity``, ``NUMA Affinity``, an empty field and
 ``GPU NUMA ID`` on GPU rows (NIC rows have the same fields, empty), then the Legend and
@@ -23,8 +25,12 @@ Legend:
   PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
   PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
   PIX  = Connection traversing at most a single PCIe bridge
-  NV#  = Connection traversing a bonded set of # NVLinks
 """  # noqa: E501  (nvidia-smi's text, verbatim)
+#: The line ``topo -m`` adds (``topo -mp``, the PCIe-only matrix, has none).
+NVLINK_LINE = "  NV#  = Connection traversing a bonded set of # NVLinks\n"
+#: ``"mp"``: ``nvidia-smi topo -mp``'s legend (the PCIe matrix: what sysfs shows);
+#: ``"m"``: ``topo -m``'s, with its NV# line (no cell is ever NV#).
+LEGENDS = ("mp", "m")
 
 UNDECIDED = "N/A"
 
@@ -58,11 +64,15 @@ def matrix_nics(host: Host) -> list[Nic]:
 FORMATS = ("535", "525")
 
 
-def render_matrix(host: Host, fmt: str = "535", underline: bool = False) -> str:
-    """The matrix in ``nvidia-smi topo -m``'s exact layout (``fmt``: see
-    :data:`FORMATS`; ``underline``: the ESC[4m..ESC[0m header R580 writes)."""
+def render_matrix(host: Host, fmt: str = "535", underline: bool = False,
+                  legend: str = "mp") -> str:
+    """The matrix in ``nvidia-smi topo -mp``'s exact layout (``legend="m"``: with
+    ``topo -m``'s legend; ``fmt``: see :data:`FORMATS`; ``underline``: the
+    ESC[4m..ESC[0m header R580 writes)."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if legend not in LEGENDS:
+        raise ValueError(f"legend must be one of {', '.join(LEGENDS)}, not {legend!r}")
     gpus = list(host.gpus)
     nics = matrix_nics(host)
     names = [g.name for g in gpus] + [f"NIC{i}" for i in range(len(nics))]
@@ -84,7 +94,7 @@ def render_matrix(host: Host, fmt: str = "535", underline: bool = False) -> str:
         else:
             tail = ["", "", "", ""] if fmt == "535" else ["", ""]
         lines.append(names[i] + "\t" + "\t".join(cells + tail))
-    text = "\n".join(lines) + "\n\n" + LEGEND
+    text = "\n".join(lines) + "\n\n" + LEGEND + (NVLINK_LINE if legend == "m" else "")
     if nics:
         text += "\nNIC Legend:\n\n" + "".join(
             f"  NIC{i}: {n.name}\n" for i, n in enumerate(nics)) + "\n"
