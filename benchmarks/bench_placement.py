@@ -160,8 +160,8 @@ def main() -> int:
         lstopo = shutil.which("lstopo-no-graphics")
         hw: list[float] = []
         if lstopo:
-            hw = wall([lstopo, "--whole-io", "--of", "xml"], dict(env, HWLOC_FSROOT=str(base / "host")),
-                      args.samples)
+            hw_env = dict(env, HWLOC_FSROOT=str(base / "host"))
+            hw = wall([lstopo, "--whole-io", "--of", "xml"], hw_env, args.samples)
         results["lstopo_wall_ms"] = hw
     med = statistics.median
     ratio = med(scale[1024]) / med(scale[256])

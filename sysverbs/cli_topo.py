@@ -27,8 +27,8 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
         "topo", parents=list(parents), help="GPU/NIC matrix as nvidia-smi topo -mp, from sysfs",
         description="The GPU/NIC matrix in nvidia-smi topo -mp's layout (PIX/PXB/PHB/NODE/"
         "SYS), read from sysfs with no GPU driver. NVLink is not visible in sysfs: GPU-GPU "
-        "cells are PCIe classes, as in topo -mp. --assign: the NICs each GPU (or local rank) should use, "
-        "nearest class first, then fewest bridge hops, with the reasons.",
+        "cells are PCIe classes, as in topo -mp. --assign: the NICs each GPU (or local rank) "
+        "should use, nearest class first, then fewest bridge hops, with the reasons.",
         epilog="exit status: 0; 1 when sysfs cannot be read; 2 for a usage error.")
     t.add_argument("--proc-path", metavar="DIR",
                    help="/proc root for /proc/driver/nvidia (default: /proc)")
