@@ -694,3 +694,67 @@ def test_dell_h100_topo_mp_byte_for_byte(tmp_path: Path) -> None:
     real = (DATA / "dell-h100-8gpu-12nic-topo-mp.txt").read_text()
     assert mine.rstrip("\n") == real.rstrip("\n")
     assert "NV" not in mine
+
+
+def test_hgx_h100_bonded_cards_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
+    """HGX H100 on one NUMA node with 12 mlx5: eight rail NICs, each PIX to one GPU
+    below its own host bridge, and two dual-port cards whose first ports are in bond0
+    (PCI buses from the netdev names of the same log's ibdev2netdev: enp25s0np0 is bus
+    25 = 0x19 ...).  Then the assignment: each GPU its rail NIC; the bond slaves and
+    the DOWN ports left out, with their reasons."""
+    stem = "hgx-h100-1numa-12nic"
+    nd = {}
+    for line in (DATA / f"{stem}.ibdev2netdev.txt").read_text().splitlines():
+        m = re.fullmatch(r"(mlx5_\d+) port 1 ==> (\S+) \((Up|Down)\)", line)
+        assert m
+        nd[m.group(1)] = (m.group(2), m.group(3))
+    rail = {0: "mlx5_0", 1: "mlx5_1", 2: "mlx5_2", 3: "mlx5_5", 4: "mlx5_6", 5: "mlx5_7",
+            6: "mlx5_8", 7: "mlx5_11"}
+    t = PciTree(tmp_path)
+    t.node(0, "0-191")
+
+    def bus_of(ifname: str) -> tuple[int, int]:
+        m = re.fullmatch(r"enp(\d+)s0(?:f(\d))?np\d", ifname)
+        assert m
+        return int(m.group(1)), int(m.group(2) or 0)
+
+    for gpu, name in rail.items():
+        bus, _ = bus_of(nd[name][0])
+        hb = f"pci0000:{bus - 3:02x}"
+        rp = f"{hb}/0000:{bus - 3:02x}:01.0"
+        usp = f"{rp}/0000:{bus - 2:02x}:00.0"
+        t.bridges(rp, usp)
+        t.pci(f"{usp}/0000:{bus - 1:02x}:00.0")
+        t.pci(f"{usp}/0000:{bus - 1:02x}:01.0")
+        t.rdma(name, f"{usp}/0000:{bus - 1:02x}:00.0/0000:{bus:02x}:00.0", ports=(ETH,),
+               cpus="0-191", cls=0x020000, netdev=nd[name][0], uverbs=int(name[5:]))
+        t.gpu(f"{usp}/0000:{bus - 1:02x}:01.0/0000:{bus + 1:02x}:00.0", cpus="0-191")
+    bond = t.netdev("bond0", None)
+    (bond / "bonding").mkdir()
+    for first, second in (("mlx5_3", "mlx5_4"), ("mlx5_9", "mlx5_10")):
+        bus, _ = bus_of(nd[second][0])
+        rp = f"pci0000:{bus - 1:02x}/0000:{bus - 1:02x}:01.0"
+        t.pci(rp)
+        down = ("1: DOWN", "Ethernet", "100 Gb/sec (4X EDR)")
+        for fn, name in enumerate((first, second)):
+            pf = f"{rp}/0000:{bus:02x}:00.{fn}"
+            ifname = f"enp{bus}s0f{fn}np{fn}"
+            t.rdma(name, pf, ports=(ETH if fn == 0 else down,), cpus="0-191", cls=0x020000,
+                   netdev=ifname, uverbs=int(name[5:]))
+            if fn == 0:
+                link = t.sys / "devices" / pf / "net" / ifname / "master"
+                os.symlink(os.path.relpath(bond, link.parent), link)
+                (t.sys / "devices" / pf / "infiniband" / name / "ports/1/gid_attrs/ndevs/0"
+                 ).write_text("bond0\n")
+    host = read_host(t.sys)
+    from sysverbs.placement import render_matrix
+
+    mine = render_matrix(host, legend="m")
+    real = (DATA / f"{stem}.txt").read_text()
+    assert mine == nvlink_free(real, mine)
+    plan = assign(host)
+    assert [[n.device for n in a.nics] for a in plan] == [[rail[i]] for i in range(8)]
+    assert all(n.netdevs == (nd[n.device][0],) for a in plan for n in a.nics)
+    codes = {(f.device, f.code) for f in plan[0].filtered}
+    assert codes == {("mlx5_3", "bond_slave"), ("mlx5_9", "bond_slave"),
+                     ("mlx5_4", "port_not_active"), ("mlx5_10", "port_not_active")}

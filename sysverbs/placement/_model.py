@@ -652,12 +652,14 @@ class _Reader:
             ))
         return tuple(out)
 
-    def _bond_slave(self, netdevs: tuple[str, ...]) -> bool:
-        for name in netdevs:
-            base = self.sys + b"/class/net/" + os.fsencode(name)
-            if os.path.isdir(base + b"/bonding_slave") or os.path.isdir(
-                base + b"/upper_bond0"
-            ):
+    def _bond_slave(self, netdevs: tuple[str, ...], parent_dir: Optional[bytes]) -> bool:
+        """A netdev of the device (of a port, or of its PCI function) is enslaved to a
+        bond: ``bonding_slave/``, or a ``master`` link to a netdev with ``bonding/``."""
+        bases = [self.sys + b"/class/net/" + os.fsencode(n) for n in netdevs]
+        if parent_dir is not None:
+            bases += [parent_dir + b"/net/" + n for n in self.fs.listdir(parent_dir + b"/net")]
+        for base in bases:
+            if os.path.isdir(base + b"/bonding_slave"):
                 return True
             master = self.fs.readlink(base + b"/master")
             if master is not None and os.path.isdir(
@@ -731,8 +733,10 @@ class _Reader:
             ports = self._ports(ibdev, parent_dir if kind in ("pf", "vf", "bond") else None)
             nd = tuple(n for p in ports for n in p.netdevs)
             guid = _text(ibdev + b"/node_guid", 64)
-            out.append(Nic(name, address, kind, placement, parent, ports,
-                           self._bond_slave(nd), guid, uverbs.get(name)))
+            slave = kind != "bond" and self._bond_slave(
+                nd, parent_dir if kind in ("pf", "vf") else None)
+            out.append(Nic(name, address, kind, placement, parent, ports, slave, guid,
+                           uverbs.get(name)))
         out.sort(key=lambda n: natural_key(n.name))
         return tuple(out)
 
