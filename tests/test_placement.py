@@ -718,7 +718,7 @@ def test_hgx_h100_bonded_cards_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
         assert m
         return int(m.group(1)), int(m.group(2) or 0)
 
-    for gpu, name in rail.items():
+    for name in rail.values():
         bus, _ = bus_of(nd[name][0])
         hb = f"pci0000:{bus - 3:02x}"
         rp = f"{hb}/0000:{bus - 3:02x}:01.0"
