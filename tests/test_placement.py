@@ -249,13 +249,17 @@ def test_filters_and_reasons(tmp_path: Path) -> None:
         assign(read_host(t.sys), link_layer="carrier-pigeon")
 
 
-def test_readdir_order_does_not_matter(tmp_path: Path) -> None:
-    a = read_host(hgx(tmp_path / "a").sys)
-    # the same host built in the other order
-    t = PciTree(tmp_path / "b")
-    t.node(1, "48-95,144-191").node(0, "0-47,96-143")
-    src = hgx(tmp_path / "c")
-    assert [x.nics for x in assign(a)] == [x.nics for x in assign(read_host(src.sys))]
+def test_readdir_order_does_not_matter(tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    t = hgx(tmp_path, nics_per_gpu=2)
+    before = [a.as_dict() for a in assign(read_host(t.sys))]
+    from sysverbs.placement import render_matrix
+
+    matrix = render_matrix(read_host(t.sys))
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda p: list(reversed(real_listdir(p))))
+    assert [a.as_dict() for a in assign(read_host(t.sys))] == before
+    assert render_matrix(read_host(t.sys)) == matrix
 
 
 # --------------------------------------------------------------- ranks and CUDA env
@@ -758,3 +762,64 @@ def test_hgx_h100_bonded_cards_byte_for_byte_but_nvlink(tmp_path: Path) -> None:
     codes = {(f.device, f.code) for f in plan[0].filtered}
     assert codes == {("mlx5_3", "bond_slave"), ("mlx5_9", "bond_slave"),
                      ("mlx5_4", "port_not_active"), ("mlx5_10", "port_not_active")}
+
+
+def test_oci_a100_18_nics_cells_and_multi_rail(tmp_path: Path) -> None:
+    """OCI bare-metal A100 (8 NUMA nodes, 18 mlx5): per GPU pair a two-level switch with
+    the GPUs behind one sub-switch and two dual-port NICs behind two others (GPU-NIC PXB,
+    the ports of a card PIX); mlx5_0 and mlx5_13 on host bridges of NUMA nodes without a
+    GPU (SYS to all).  The cells and affinities of the published matrix; then each GPU
+    of a pair gets one of its two cards, both ports (multi-rail, split evenly)."""
+    t = PciTree(tmp_path)
+    for n in range(8):
+        t.node(n, f"{16 * n}-{16 * n + 15}")
+    groups = {3: (0x00, 5), 1: (0x40, 1), 7: (0x80, 14), 5: (0xB0, 9)}  # numa: (bus, nic)
+    for numa, (hb, first_nic) in sorted(groups.items(), key=lambda kv: kv[1][0]):
+        cpus = f"{16 * numa}-{16 * numa + 15}"
+        rp = f"pci0000:{hb:02x}/0000:{hb:02x}:01.1"
+        usp = f"{rp}/0000:{hb + 1:02x}:00.0"
+        t.bridges(rp, usp, numa=numa)
+        for j in range(3):
+            dsp = f"{usp}/0000:{hb + 2:02x}:{4 * j:02x}.0"
+            sub = f"{dsp}/0000:{hb + 3 + 4 * j:02x}:00.0"
+            t.bridges(dsp, sub, numa=numa)
+            for e in range(2 if j == 0 else 1):
+                sdsp = f"{sub}/0000:{hb + 4 + 4 * j:02x}:{8 * e:02x}.0"
+                t.pci(sdsp, numa=numa)
+                end = f"{sdsp}/0000:{hb + 5 + 4 * j + e:02x}:00"
+                if j == 0:
+                    t.gpu(end + ".0", numa=numa, cpus=cpus)
+                else:
+                    for fn in (0, 1):
+                        k = first_nic + 2 * (j - 1) + fn
+                        t.rdma(f"mlx5_{k}", f"{end}.{fn}", numa=numa, cpus=cpus, uverbs=k)
+    for k, (hb, numa) in ((0, (0x30, 2)), (13, (0xE0, 6))):
+        t.pci(f"pci0000:{hb:02x}/0000:{hb:02x}:03.1", numa=numa)
+        t.rdma(f"mlx5_{k}", f"pci0000:{hb:02x}/0000:{hb:02x}:03.1/0000:{hb + 1:02x}:00.0",
+               numa=numa, cpus=f"{16 * numa}-{16 * numa + 15}", uverbs=k)
+    host = read_host(t.sys)
+    from sysverbs.placement import render_matrix
+
+    names, cells, tail = parse_matrix((DATA / "oci-bm-a100-8gpu-18nic.txt").read_text())
+    m_names, m_cells, m_tail = parse_matrix(render_matrix(host))
+    assert m_names == names and m_tail == tail
+    for row, values in cells.items():
+        for col, value in zip(names, values):
+            if not (row.startswith("GPU") and col.startswith("GPU")):
+                assert m_cells[row][names.index(col)] == value, (row, col)
+    plan = assign(host)
+    assert [[n.device for n in a.nics] for a in plan[:2]] == [["mlx5_5", "mlx5_6"],
+                                                             ["mlx5_7", "mlx5_8"]]
+    assert "split" in plan[0].reason
+    every = assign(host, split_ties=False)
+    assert [n.device for n in every[0].nics] == ["mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8"]
+
+
+def test_distance_is_symmetric_and_order_free(tmp_path: Path) -> None:
+    host = read_host(dgx_a100(tmp_path).sys)
+    ends = [*host.gpus, *host.nics]
+    for a in ends:
+        for b in ends:
+            assert host.distance(a, b).smi == host.distance(b, a).smi
+            assert host.distance(a, b).nccl == host.distance(b, a).nccl
+            assert host.distance(a, b).hops == host.distance(b, a).hops
