@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import sysverbs.placement as placement
 from sysverbs import cli
@@ -282,6 +284,10 @@ def test_visible_gpus(tmp_path: Path) -> None:
     assert [g.index for g in visible_gpus(host, {"CUDA_VISIBLE_DEVICES": "2,9,1"})[0]] == [2]
     assert visible_gpus(host, {"CUDA_VISIBLE_DEVICES": ""})[0] == ()
     assert len(visible_gpus(host, {"NVIDIA_VISIBLE_DEVICES": "all"})[0]) == 8
+    # the container's GPUs first, then CUDA's indices into them
+    both = {"NVIDIA_VISIBLE_DEVICES": "GPU-00000004,GPU-00000006", "CUDA_VISIBLE_DEVICES": "1"}
+    assert [g.index for g in visible_gpus(host, both)[0]] == [6]
+    assert visible_gpus(host, {"NVIDIA_VISIBLE_DEVICES": "void"})[0] == ()
     a = assign_rank(host, env={"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "4,5,6,7"})
     assert a.gpu is not None and a.gpu.index == 5 and [n.device for n in a.nics] == ["mlx5_5"]
     assert (a.nics[0].port, a.nics[0].link_layer) == (1, "InfiniBand")
@@ -823,3 +829,52 @@ def test_distance_is_symmetric_and_order_free(tmp_path: Path) -> None:
             assert host.distance(a, b).smi == host.distance(b, a).smi
             assert host.distance(a, b).nccl == host.distance(b, a).nccl
             assert host.distance(a, b).hops == host.distance(b, a).hops
+
+
+def test_duplicate_bdf_on_two_paths(tmp_path: Path) -> None:
+    t = PciTree(tmp_path)
+    t.pci("pci0000:00/0000:00:01.0")
+    t.gpu("pci0000:00/0000:00:01.0/0000:05:00.0")
+    # an RDMA device whose parent is a second directory with the same BDF elsewhere
+    t.rdma("mlx5_0", "pci0000:80/0000:80:01.0/0000:05:00.0", pci_function=False)
+    host = read_host(t.sys)
+    assert any("two sysfs paths" in p for p in host.problems)
+    assert host.pci["0000:05:00.0"].host_bridge == "pci0000:00"  # the first one is kept
+
+
+_GARBAGE = st.one_of(st.binary(max_size=40), st.sampled_from(
+    [b"", b"\n", b"-1\n", b"0x\n", b"99999999999\n", b"1-\n", b"PCI_ID=zz:yy\n",
+     b"4: ACTIVE", b"InfiniBand\n", b"a Gb/sec\n", b"\xff\xfe\n"]))
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(_GARBAGE, min_size=12, max_size=12))
+def test_garbage_values_never_raise(tmp_path_factory: pytest.TempPathFactory,
+                                    values: list[bytes]) -> None:
+    """Any bytes in the files placement reads give an answer, never an exception."""
+    t = two_socket(tmp_path_factory.mktemp("g"))
+    targets = [
+        "devices/pci0000:00/0000:00:03.0/0000:08:00.0/uevent",
+        "devices/pci0000:00/0000:00:03.0/0000:08:00.0/numa_node",
+        "devices/pci0000:00/0000:00:03.0/0000:08:00.0/local_cpulist",
+        "devices/pci0000:00/0000:00:03.0/0000:08:00.0/class",
+        "devices/pci0000:80/0000:80:02.0/0000:89:00.0/uevent",
+        "devices/pci0000:80/0000:80:02.0/0000:89:00.0/numa_node",
+        "devices/pci0000:00/0000:00:02.0/0000:04:00.0/infiniband/mlx5_0/ports/1/state",
+        "devices/pci0000:00/0000:00:02.0/0000:04:00.0/infiniband/mlx5_0/ports/1/link_layer",
+        "devices/pci0000:00/0000:00:02.0/0000:04:00.0/infiniband/mlx5_0/ports/1/rate",
+        "devices/system/node/node0/cpulist",
+        "devices/pci0000:00/0000:00:03.0/uevent",
+        "devices/pci0000:00/0000:00:02.0/0000:04:00.0/infiniband/mlx5_0/node_guid",
+    ]
+    for rel, value in zip(targets, values):
+        (t.sys / rel).write_bytes(value)
+    host = read_host(t.sys, t.proc)
+    from sysverbs.placement import host_json, render_matrix
+
+    render_matrix(host)
+    json.dumps(host_json(host))
+    for a in assign(host, min_rate_gbps=10, link_layer="Ethernet"):
+        json.dumps(a.as_dict())
+    assign_rank(host, env={"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "GPU-1,0"})

@@ -280,53 +280,69 @@ def local_rank(env: Optional[Mapping[str, str]] = None) -> tuple[Optional[int], 
     return None, "none of " + ", ".join(RANK_VARIABLES) + " is set"
 
 
+def _select(pool: Sequence[Gpu], name: str, value: str, notes: list[str]) -> list[Gpu]:
+    """The GPUs a device list names: indices into ``pool`` or UUIDs (a unique ``GPU-``
+    prefix); stops at the first entry that names none or repeats one, as CUDA does."""
+    out: list[Gpu] = []
+    for entry in value.split(","):
+        entry = entry.strip()
+        gpu: Optional[Gpu] = None
+        if re.fullmatch(r"[0-9]{1,4}", entry):
+            gpu = pool[int(entry)] if int(entry) < len(pool) else None
+        elif entry.upper().startswith("GPU-"):
+            matches = [g for g in pool if g.uuid and g.uuid.lower().startswith(entry.lower())]
+            gpu = matches[0] if len(matches) == 1 else None
+            if len(matches) > 1:
+                notes.append(f"{entry} is an ambiguous UUID prefix")
+            elif not matches and not any(g.uuid for g in pool):
+                notes.append(f"{entry}: no GPU UUID known (no /proc/driver/nvidia)")
+        if gpu is None or any(g.address == gpu.address for g in out):
+            notes.append(f"{name} stops at {entry!r} (as CUDA does)")
+            break
+        out.append(gpu)
+    return out
+
+
 def visible_gpus(host: Host, env: Optional[Mapping[str, str]] = None
                  ) -> tuple[tuple[Gpu, ...], str]:
     """The GPUs a CUDA process would see, in its index order, and how that was decided.
 
-    CUDA_VISIBLE_DEVICES (else NVIDIA_VISIBLE_DEVICES): comma-separated indices or
-    UUIDs (``GPU-`` and a unique prefix, as CUDA accepts); as CUDA does, the list stops
-    at the first entry that names no GPU or repeats one.  Indices are PCI bus order
+    NVIDIA_VISIBLE_DEVICES (the container runtime's: ``all``, ``none``/``void``/empty,
+    or host indices / UUIDs) selects the container's GPUs from the host's; then
+    CUDA_VISIBLE_DEVICES selects from those: indices into that list, or UUIDs (``GPU-``
+    and a unique prefix, as CUDA accepts); as CUDA does, a list stops at the first
+    entry that names no GPU or repeats one.  Indices are PCI bus order
     (``CUDA_DEVICE_ORDER=PCI_BUS_ID``, nvidia-smi's order); CUDA's default order,
     FASTEST_FIRST, is the same on a host whose GPUs are all one model, and is said to be
     undecidable otherwise.
     """
     env = os.environ if env is None else env
     notes: list[str] = []
-    name = "CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in env else (
-        "NVIDIA_VISIBLE_DEVICES" if "NVIDIA_VISIBLE_DEVICES" in env else None)
-    order = env.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
-    models = {(g.pci.vendor, g.pci.device) for g in host.gpus}
-    if order != "PCI_BUS_ID" and len(models) > 1 and name != "NVIDIA_VISIBLE_DEVICES":
-        notes.append("CUDA_DEVICE_ORDER is not PCI_BUS_ID and the GPUs differ: CUDA's "
-                     "FASTEST_FIRST index order cannot be known from sysfs; PCI bus order "
-                     "is assumed")
-    if name is None:
-        return host.gpus, "; ".join(["all GPUs (no CUDA_VISIBLE_DEVICES)", *notes])
-    value = env[name].strip()
-    if name == "NVIDIA_VISIBLE_DEVICES" and value.lower() == "all":
-        return host.gpus, "; ".join([f"{name}=all", *notes])
-    if value == "" or value.lower() in ("none", "void", "nodevfiles"):
-        return (), f"{name}={value!r}: no GPU visible"
-    out: list[Gpu] = []
-    for entry in value.split(","):
-        entry = entry.strip()
-        gpu: Optional[Gpu] = None
-        if re.fullmatch(r"[0-9]{1,4}", entry):
-            gpu = host.gpu(int(entry))
-        elif entry.upper().startswith("GPU-"):
-            matches = [g for g in host.gpus if g.uuid and g.uuid.lower().startswith(
-                entry.lower())]
-            gpu = matches[0] if len(matches) == 1 else None
-            if len(matches) > 1:
-                notes.append(f"{entry} is an ambiguous UUID prefix")
-            elif not matches and not any(g.uuid for g in host.gpus):
-                notes.append(f"{entry}: no GPU UUID known (no /proc/driver/nvidia)")
-        if gpu is None or gpu in out:
-            notes.append(f"{name} stops at {entry!r} (as CUDA does)")
-            break
-        out.append(gpu)
-    return tuple(out), "; ".join([f"{name}={value}", *notes])
+    pool: list[Gpu] = list(host.gpus)
+    said: list[str] = []
+    nvidia = env.get("NVIDIA_VISIBLE_DEVICES")
+    if nvidia is not None:
+        value = nvidia.strip()
+        said.append(f"NVIDIA_VISIBLE_DEVICES={value}")
+        if value.lower() in ("", "none", "void"):
+            return (), f"NVIDIA_VISIBLE_DEVICES={value!r}: no GPU in this container"
+        if value.lower() != "all":
+            pool = _select(pool, "NVIDIA_VISIBLE_DEVICES", value, notes)
+    cuda = env.get("CUDA_VISIBLE_DEVICES")
+    if cuda is not None:
+        value = cuda.strip()
+        said.append(f"CUDA_VISIBLE_DEVICES={value}")
+        if value == "" or value.lower() == "nodevfiles":
+            return (), f"CUDA_VISIBLE_DEVICES={value!r}: no GPU visible"
+        models = {(g.pci.vendor, g.pci.device) for g in pool}
+        if env.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST") != "PCI_BUS_ID" and len(models) > 1:
+            notes.append("CUDA_DEVICE_ORDER is not PCI_BUS_ID and the GPUs differ: CUDA's "
+                         "FASTEST_FIRST index order cannot be known from sysfs; PCI bus "
+                         "order is assumed")
+        pool = _select(pool, "CUDA_VISIBLE_DEVICES", value, notes)
+    if not said:
+        said.append("all GPUs (no CUDA_VISIBLE_DEVICES)")
+    return tuple(pool), "; ".join([*said, *notes])
 
 
 def assign_rank(
