@@ -173,6 +173,10 @@ def _choice(c: _Candidate, d: Distance, reason: str) -> NicChoice:
                      c.nic.address, c.port.rate_gbps, d.smi, d.nccl, d.hops, reason)
 
 
+def _hops(n: Optional[int]) -> str:
+    return "unknown hops" if n is None else f"{n} hop" + ("" if n == 1 else "s")
+
+
 def _cls(d: Distance) -> str:
     return d.smi or "undecidable"
 
@@ -241,11 +245,11 @@ def assign(
                 choices = []
                 for i in mine:
                     d = dist[g.address, i]
-                    choices.append(_choice(keep[i], d, f"{_cls(d)}, {d.hops} hops: {d.reason}"))
+                    choices.append(_choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}"))
                 out[g.address] = Assignment(
                     g, None, tuple(choices),
                     f"nearest class {_cls(dist[g.address, mine[0]])}, "
-                    f"{dist[g.address, mine[0]].hops} hops; {note}", ftuple)
+                    f"{_hops(dist[g.address, mine[0]].hops)}; {note}", ftuple)
     else:
         load = [0] * n_ports
         order = sorted(gpu_list, key=lambda g: (dist[g.address, best[g.address][0]].rank,
@@ -255,7 +259,7 @@ def assign(
             i = min(pool, key=lambda i: (load[i], dist[g.address, i].rank, keep[i].key))
             load[i] += 1
             d = dist[g.address, i]
-            choice = _choice(keep[i], d, f"{_cls(d)}, {d.hops} hops: {d.reason}")
+            choice = _choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}")
             out[g.address] = Assignment(
                 g, None, (choice,),
                 f"fewer NIC ports ({n_ports}) than GPUs ({len(gpu_list)}): the least "
