@@ -878,3 +878,17 @@ def test_garbage_values_never_raise(tmp_path_factory: pytest.TempPathFactory,
     for a in assign(host, min_rate_gbps=10, link_layer="Ethernet"):
         json.dumps(a.as_dict())
     assign_rank(host, env={"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "GPU-1,0"})
+
+
+def test_without_bus_pci_devices_the_tree_is_walked(tmp_path: Path) -> None:
+    """A tree with no bus/pci/devices (a partial copy of /sys): the PCI functions are
+    found by walking devices/pci*/."""
+    t = PciTree(tmp_path)
+    t.pci("pci0000:00/0000:00:01.0", listed=False)
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0")
+    t.rdma("mlx5_0", "pci0000:00/0000:00:01.0/0000:02:00.0")
+    for link in (t.sys / "bus/pci/devices").iterdir():
+        link.unlink()
+    host = read_host(t.sys)
+    assert [g.address for g in host.gpus] == ["0000:01:00.0"]
+    assert host.smi_class(host.gpus[0], "mlx5_0") == "PIX"
