@@ -760,11 +760,16 @@ def read_host(
 ) -> Host:
     """Read the host's PCI tree, NUMA nodes, GPUs and RDMA devices (see :class:`Host`).
 
-    ``sysfs_path`` stands for ``/sys`` (default ``/sys``), ``proc_path`` for ``/proc``
-    (only ``driver/nvidia/gpus/*/information`` is read there), ``dev_dir`` for
-    ``/dev/infiniband`` (kept for the usable filter of :func:`assign`).  Nothing outside
-    these roots is read.  Errors in the tree never raise: they are in ``problems``.
+    ``sysfs_path`` stands for ``/sys`` (default ``$SYSFS_PATH``, else ``/sys``),
+    ``proc_path`` for ``/proc`` (only ``driver/nvidia/gpus/*/information`` is read
+    there), ``dev_dir`` for ``/dev/infiniband`` (kept for the usable filter of
+    :func:`assign`).  Nothing outside these roots is read.  Errors in the tree never
+    raise: they are in ``problems``.
     """
+    if sysfs_path is None:
+        from ..options import env_sysfs_root
+
+        sysfs_path = env_sysfs_root()  # $SYSFS_PATH, else /sys (as libibverbs)
     sysfs = _bytes_path(sysfs_path, b"/sys", "sysfs_path")
     proc = _bytes_path(proc_path, b"/proc", "proc_path")
     dev = _bytes_path(dev_dir, b"/dev/infiniband", "dev_dir")
