@@ -892,3 +892,43 @@ def test_without_bus_pci_devices_the_tree_is_walked(tmp_path: Path) -> None:
     host = read_host(t.sys)
     assert [g.address for g in host.gpus] == ["0000:01:00.0"]
     assert host.smi_class(host.gpus[0], "mlx5_0") == "PIX"
+
+
+def test_nothing_outside_the_roots_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    """Every path placement opens, lists, stats or reads a link of is below the given
+    roots, also when the tree's links point out of it (absolute /sys/... links are
+    taken as meaning this root; anything else outside is dangling)."""
+    t = two_socket(tmp_path / "host")
+    os.symlink("/etc", t.sys / "bus/pci/devices/0000:00:1f.0")
+    os.symlink("/sys/devices/pci0000:00/0000:00:03.0/0000:08:00.0",
+               t.sys / "bus/pci/devices/0000:08:00.0.abs")
+    os.symlink("/proc/self", t.sys / "class/net/lo")
+    t.rdma("rxe0", None, soft_parent="lo")
+    roots = (str(tmp_path / "host"),)
+    seen: list[str] = []
+
+    def spy(name: str) -> None:
+        real = getattr(os, name)
+
+        def wrapper(path: object, *a: object, **k: object) -> object:
+            if not isinstance(path, int):
+                seen.append(os.fsdecode(path))  # type: ignore[arg-type]
+            return real(path, *a, **k)
+
+        monkeypatch.setattr(os, name, wrapper)
+
+    import sysverbs.placement._assign  # noqa: F401  (imports done before spying)
+    for name in ("open", "readlink", "listdir", "stat", "lstat", "scandir"):
+        spy(name)
+    host = read_host(t.sys, t.proc, t.dev)
+    from sysverbs.placement import host_json, render_matrix
+
+    render_matrix(host)
+    host_json(host)
+    assign(host)
+    monkeypatch.undo()
+    assert len(seen) > 50
+    outside = [p for p in seen if not p.startswith(roots)]
+    assert outside == []
+    assert any("rxe0: unplaced" in p for p in host.problems)
