@@ -932,3 +932,48 @@ def test_nothing_outside_the_roots_is_read(tmp_path: Path, monkeypatch: pytest.M
     outside = [p for p in seen if not p.startswith(roots)]
     assert outside == []
     assert any("rxe0: unplaced" in p for p in host.problems)
+
+
+def test_dgx1_old_format_cells(tmp_path: Path) -> None:
+    """DGX-1 (V100, ~2019 driver: NIC columns named by device, legend 'PIX = a single
+    PCIe switch'): per socket two PLX switches on root ports of one host bridge, each
+    with two GPUs and one NIC: GPU-NIC PIX on a switch, PHB across the socket's
+    switches, SYS across sockets.  Compared cell by cell by name (that format's NIC
+    column order was readdir's)."""
+    t = PciTree(tmp_path)
+    t.node(0, "0-19,40-59").node(1, "20-39,60-79")
+    layout = {0: (0x00, ("mlx5_0", "mlx5_1")), 1: (0x80, ("mlx5_2", "mlx5_3"))}
+    gpu_of_nic = {"mlx5_0": (0, 1), "mlx5_1": (2, 3), "mlx5_2": (4, 5), "mlx5_3": (6, 7)}
+    for numa, (hb, nics) in layout.items():
+        cpus = "0-19,40-59" if numa == 0 else "20-39,60-79"
+        for k, nic in enumerate(nics):
+            base = hb + 0x10 * k
+            rp = f"pci0000:{hb:02x}/0000:{hb:02x}:0{k + 2}.0"
+            usp = f"{rp}/0000:{base + 1:02x}:00.0"
+            t.bridges(rp, usp, numa=numa)
+            for j in range(3):
+                dsp = f"{usp}/0000:{base + 2:02x}:{8 + 8 * j:02x}.0"
+                t.pci(dsp, numa=numa)
+                end = f"{dsp}/0000:{base + 3 + j:02x}:00.0"
+                if j < 2:
+                    t.gpu(end, numa=numa, cpus=cpus)
+                else:
+                    t.rdma(nic, end, numa=numa, cpus=cpus)
+    host = read_host(t.sys)
+    assert [g.index for g in host.gpus] == list(range(8))
+    text = (DATA / "dgx1-v100-4nic-oldfmt.txt").read_text()
+    names, cells, tail = parse_matrix(text)
+    for row, values in cells.items():
+        for col, value in zip(names, values):
+            a = host.gpus[int(row[3:])] if row.startswith("GPU") else row
+            b = host.gpus[int(col[3:])] if col.startswith("GPU") else col
+            if row.startswith("GPU") and col.startswith("GPU"):
+                continue  # NVLink (NV1/NV2) where the cube mesh joins them
+            assert host.smi_class(a, b) == value, (row, col)
+    # Its CPU Affinity is socket 0's for every GPU: nvidia-smi intersects the GPU's
+    # CPUs with the CPUs the process may use (docs/placement.md); the cells still show
+    # GPU4-7 on the other socket.
+    assert {v[0] for v in tail.values() if v} == {"0-19,40-59"}
+    for nic, gpus in gpu_of_nic.items():
+        assert [a.nics[0].device for a in assign(host, require_active=False)
+                if a.gpu is not None and a.gpu.index in gpus] == [nic, nic]
