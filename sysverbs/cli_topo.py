@@ -64,9 +64,6 @@ def _rank_arg(value: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import tempfile
-
     from .placement import assign, assign_rank, host_json, read_host, render_matrix
 
     rank = _rank_arg(args.rank)
@@ -74,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     sysfs, dev = args.sysfs_path, args.dev_dir
     try:
         if args.fixture is not None:
+            import tempfile
+
             from .recording import fixture_path, materialize
 
             tmp = tempfile.TemporaryDirectory(prefix="sysverbs-")
@@ -89,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
             "require_active": not args.any_state, "require_usable": args.usable,
             "include_vfs": args.include_vfs, "include_bond_slaves": args.include_bond_slaves,
         }
+        if args.json:
+            import json
         if args.assign:
             plan: Sequence[Any]
             if rank is not None:
