@@ -977,3 +977,19 @@ def test_dgx1_old_format_cells(tmp_path: Path) -> None:
     for nic, gpus in gpu_of_nic.items():
         assert [a.nics[0].device for a in assign(host, require_active=False)
                 if a.gpu is not None and a.gpu.index in gpus] == [nic, nic]
+
+
+def test_unknown_numa_is_decided_by_cpus_within_one_node_only(tmp_path: Path) -> None:
+    t = PciTree(tmp_path)
+    t.node(0, "0-3").node(1, "4-7")
+    for hb, numa, cpus in (("00", None, "0-7"), ("40", None, "0-7"), ("80", None, "4-5"),
+                           ("c0", 1, "4-7")):
+        rp = f"pci0000:{hb}/0000:{hb}:01.0"
+        t.pci(rp, numa=numa)
+        t.gpu(f"{rp}/0000:{int(hb, 16) + 1:02x}:00.0", numa=-1 if numa is None else numa,
+              cpus=cpus)
+    host = read_host(t.sys)
+    g = host.gpus
+    assert host.smi_class(g[0], g[1]) is None  # machine-wide CPUs: undecided
+    assert host.smi_class(g[2], g[3]) == "NODE"  # CPUs 4-5 lie in node 1
+    assert host.smi_class(g[0], g[3]) is None

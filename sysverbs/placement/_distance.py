@@ -55,18 +55,28 @@ class Distance:
         return (cls, self.hops if self.hops is not None else 1 << 20)
 
 
+def _node_of(dev: PciDevice, nodes: Mapping[int, frozenset[int]]) -> Optional[int]:
+    """The NUMA node of a device: its ``numa_node``, else the one node whose CPUs hold
+    all its local CPUs (machine-wide local CPUs, the kernel's answer for an unknown
+    node, decide nothing)."""
+    if dev.numa_node is not None:
+        return dev.numa_node
+    cpus = dev.local_cpus
+    if not cpus:
+        return None
+    found = [n for n, node_cpus in nodes.items() if cpus <= node_cpus]
+    return found[0] if len(found) == 1 else None
+
+
 def _same_numa(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
                ) -> tuple[Optional[bool], str]:
     if a.numa_node is not None and b.numa_node is not None:
-        same = a.numa_node == b.numa_node
-        return same, f"NUMA node {a.numa_node} and {b.numa_node}"
+        return a.numa_node == b.numa_node, f"NUMA node {a.numa_node} and {b.numa_node}"
     if len(nodes) <= 1:
         return True, "one NUMA node on this host"
-    if a.local_cpus and b.local_cpus:
-        if a.local_cpus == b.local_cpus:
-            return True, "numa_node unknown, same local CPUs"
-        if not a.local_cpus & b.local_cpus:
-            return False, "numa_node unknown, disjoint local CPUs"
+    na, nb = _node_of(a, nodes), _node_of(b, nodes)
+    if na is not None and nb is not None:
+        return na == nb, f"NUMA node {na} and {nb} (from their local CPUs)"
     return None, "numa_node unknown (-1 or missing) on a host with several NUMA nodes"
 
 
