@@ -526,23 +526,23 @@ class _Reader:
         if not entries:
             self._walk(self.devices, 0)
 
-    def _walk(self, path: bytes, depth: int) -> None:
+    def _walk(self, path: bytes, depth: int, in_pci: bool = False) -> None:
+        """Find PCI functions below ``devices/`` when ``bus/pci/devices`` lists none:
+        inside a host bridge only BDF and host-bridge (VMD) directories are entered;
+        above one, the first levels (platform/ACPI parents of host bridges)."""
         if depth > _MAX_DEPTH:
             return
         for entry in self.fs.listdir(path):
             name = os.fsdecode(entry)
             child = path + b"/" + entry
-            if os.path.islink(child):
+            kind = _kind(name)
+            if kind == 0 and (in_pci or depth > 2 or name in ("virtual", "system")):
                 continue
-            if is_bdf(name):
+            if os.path.islink(child) or not os.path.isdir(child):
+                continue
+            if kind == 1:
                 self.add_path(child, True)
-                self._walk(child, depth + 1)
-            elif is_host_bridge(name) or depth == 0 and name == "platform":
-                self._walk(child, depth + 1)
-            elif depth <= 3 and not is_bdf(name) and name not in ("virtual", "system"):
-                # platform/ACPI parents of host bridges (arm64, some VMs)
-                if os.path.isdir(child):
-                    self._walk(child, depth + 1)
+            self._walk(child, depth + 1, in_pci or kind != 0)
 
     def pci_at(self, path: bytes) -> Optional[str]:
         """The PCI function at or above a device directory."""
