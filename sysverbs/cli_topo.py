@@ -10,6 +10,7 @@ placement package is imported only when the command runs.
 
 from __future__ import annotations
 
+import os
 import sys
 
 TYPE_CHECKING = False
@@ -82,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
             from .options import env_sysfs_root
 
             sysfs = env_sysfs_root()
+        if not os.path.isdir(os.path.join(os.fsencode(sysfs), b"devices")):
+            sys.stderr.write(f"sysverbs topo: {os.fsdecode(sysfs)}: not a sysfs tree "
+                             "(no devices/)\n")
+            return 1
         host = read_host(sysfs, args.proc_path, dev)
         filters: dict[str, Any] = {
             "link_layer": args.link_layer, "min_rate_gbps": args.min_rate,

@@ -488,6 +488,8 @@ def test_cli_topo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "GPU0 0000:08:00.0 (NUMA 0) -> mlx5_0:1, mlx5_1:1" in out and "why:" in out
     assert cli.main([*args, "--assign", "--rank", "x"]) == 2
+    assert cli.main(["topo", "--sysfs-path", str(tmp_path / "nowhere")]) == 1
+    assert "not a sysfs tree" in capsys.readouterr().err
     assert cli.main(["topo", "--fixture", "dgx-a100"]) == 0
     assert "NIC9: mlx5_9" in capsys.readouterr().out
 
