@@ -151,7 +151,7 @@ def main() -> int:
         # drift does not fall on one size; the ratio is the median of per-round ratios.
         trees = {n: big_host(base / f"vf{n}", vfs=n)[0].sys for n in (256, 1024)}
         scale: dict[int, list[float]] = {256: [], 1024: []}
-        for n, p in trees.items():
+        for p in trees.values():
             model_assign(p, True)  # warm-up
         for _ in range(max(5, args.samples // 2)):
             for n, p in trees.items():
