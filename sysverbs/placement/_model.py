@@ -124,10 +124,11 @@ class _Root:
                     target = self.root + target[4:]
                 path = os.path.normpath(target)
             else:
-                base = os.path.dirname(path)
                 rest = target
+                ups = 1  # the link's own name
                 while rest.startswith(b"../"):
-                    base, rest = os.path.dirname(base), rest[3:]
+                    ups, rest = ups + 1, rest[3:]
+                base = path.rsplit(b"/", ups)[0] if path.count(b"/") > ups else b""
                 joined = base + b"/" + rest
                 if b"/." in joined or b"//" in joined or rest.startswith(b"."):
                     joined = os.path.normpath(joined)
