@@ -78,9 +78,11 @@ fuzz: $(VENV)/.installed oracle-deps nccl-oracle
 
 # sysverbs against the real libibverbs on generated hosts of 1, 64, 1024 and 4096 devices
 # (root; a few minutes on 2 CPUs): prints a table and the issue-8 targets, writes
-# benchmarks/results.json.  Pass options with BENCH_ARGS="--samples 9".
+# benchmarks/results.json; then placement (issue 16: model + assign, VF scaling, topo
+# beside lstopo), benchmarks/placement-results.json.  Options: BENCH_ARGS="--samples 9".
 bench: $(VENV)/.installed oracle-deps
 	$(PY) benchmarks/bench_list.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_placement.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -13,7 +13,7 @@ Public modules: :mod:`sysverbs.errors`, :mod:`sysverbs.attributes`,
 :mod:`sysverbs.topology`, :mod:`sysverbs.diagnosis`, :mod:`sysverbs.rdmacm`,
 :mod:`sysverbs.fork`, :mod:`sysverbs.monitor`, :mod:`sysverbs.enrich`,
 :mod:`sysverbs.enums`, :mod:`sysverbs.nccl`, :mod:`sysverbs.environment`,
-:mod:`sysverbs.recording` and :mod:`sysverbs.testing`.
+:mod:`sysverbs.placement`, :mod:`sysverbs.recording` and :mod:`sysverbs.testing`.
 """
 
 from __future__ import annotations

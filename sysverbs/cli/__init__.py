@@ -228,6 +228,7 @@ commands (each has --help):
   snapshot   record this host's RDMA sysfs as a fixture (umockdev format)
   nccl check NCCL's 'NET/IB : Using' line for NCCL_IB_HCA, then warnings with fixes
   env        NCCL_IB_HCA, UCX_NET_DEVICES, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX for a rank
+  topo       GPU/NIC matrix as nvidia-smi topo -m; --assign: each GPU's NICs
 
 exit status: 0 success; 1 (devices) / 255 (devinfo) as the real tools; doctor 1 when a
 device is not usable; 2 for a usage error or a bad option value.
@@ -343,7 +344,9 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_run_tool("snapshot"))
     from .env import register as register_env
     from .nccl import register as register_nccl
+    from .topo import register as register_topo
 
+    register_topo(sub, [common, js])
     register_nccl(sub, [common, js], _with_options)
     register_env(sub, [common], _with_options)
     return p

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Benchmark sysverbs.placement (issue 16): model + assignment, VF scaling, ``sysverbs topo``.
+
+    .venv/bin/python benchmarks/bench_placement.py [--samples 21] [--json PATH]
+
+Measured, on trees written like the kernel's sysfs (``tests/pcitree.py``):
+
+(a) ``read_host()`` + ``assign()`` in-process, after import, on an 8-GPU, 18-NIC host of
+    about 200 PCI functions (four two-level PCIe switches per socket pair, NVSwitches,
+    NVMe, host-bridge functions) — target <= 5 ms (median);
+(b) the same on one host with 256 and with 1024 SR-IOV VFs (each an RDMA device,
+    assigned with ``include_vfs=True``) — target t(1024)/t(256) <= 4.5;
+(c) wall time of ``python -m sysverbs topo --sysfs-path TREE`` — target <= 60 ms —
+    beside ``lstopo-no-graphics --whole-io`` with ``HWLOC_FSROOT`` on the same tree
+    (when hwloc is installed; hwloc needs more of the tree than placement does, so its
+    figure is for scale only).
+
+Prints a table and the targets (``met`` / ``NOT MET``); writes every sample to
+``benchmarks/placement-results.json`` (``--json``).  Not a timed test: nothing asserts
+wall-clock time.  Stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.pcitree import PciTree  # noqa: E402
+
+IB = ("4: ACTIVE", "InfiniBand", "200 Gb/sec (4X HDR)")
+
+
+def big_host(root: Path, vfs: int = 0) -> tuple[PciTree, int]:
+    """8 GPUs, 16 compute NIC ports (dual-port cards, two per GPU pair) + a dual-port
+    storage card, NVSwitches, NVMe and host-bridge functions: about 200 PCI functions.
+    ``vfs``: that many SR-IOV VFs (each an RDMA device) on the storage card."""
+    t = PciTree(root)
+    for n in range(8):
+        lo = 16 * n
+        t.node(n, f"{lo}-{lo + 15},{lo + 128}-{lo + 143}")
+    nic = 0
+    for k, hb in enumerate((0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0)):
+        numa = k
+        cpus = f"{16 * k}-{16 * k + 15},{16 * k + 128}-{16 * k + 143}"
+        root_bus = f"pci0000:{hb:02x}"
+        for f in range(12):  # host-bridge dummy functions, IOMMU, PSP ...
+            t.pci(f"{root_bus}/0000:{hb:02x}:{f + 0x10:02x}.0", cls=0x060000, vendor=0x1022,
+                  numa=numa)
+        rp = f"{root_bus}/0000:{hb:02x}:01.1"
+        t.pci(rp, numa=numa)
+        if k % 2:  # odd root complexes: NVMe and NVSwitches
+            for d in range(4):
+                drp = f"{root_bus}/0000:{hb:02x}:0{d + 2}.1"
+                t.pci(drp, numa=numa)
+                t.pci(f"{drp}/0000:{hb + 2 + d:02x}:00.0", cls=0x010802, vendor=0x144D,
+                      numa=numa)
+            continue
+        usp = f"{rp}/0000:{hb + 1:02x}:00.0"
+        t.pci(usp, numa=numa)
+        for j in range(3):
+            dsp = f"{usp}/0000:{hb + 2:02x}:{4 * j:02x}.0"
+            sub = f"{dsp}/0000:{hb + 3 + 4 * j:02x}:00.0"
+            t.bridges(dsp, sub, numa=numa)
+            for e in range(2):
+                sdsp = f"{sub}/0000:{hb + 4 + 4 * j:02x}:{8 * e:02x}.0"
+                t.pci(sdsp, numa=numa)
+                end = f"{sdsp}/0000:{hb + 5 + 4 * j + e:02x}:00"
+                if j == 0:
+                    t.gpu(end + ".0", numa=numa, cpus=cpus)
+                elif e == 0:
+                    for fn in (0, 1):
+                        t.rdma(f"mlx5_{nic}", f"{end}.{fn}", ports=(IB,), numa=numa,
+                               cpus=cpus)
+                        nic += 1
+                else:
+                    t.pci(end + ".0", cls=0x068000, vendor=0x10DE, numa=numa)  # NVSwitch
+    srp = "pci0000:e0/0000:e0:03.1"
+    t.pci(srp, numa=7)
+    pf = f"{srp}/0000:e1:00.0"
+    for fn in (0, 1):
+        t.rdma(f"mlx5_{nic}", f"{srp}/0000:e1:00.{fn}", ports=(IB,), numa=7)
+        nic += 1
+    for v in range(vfs):
+        dev, fn = divmod(v + 2, 8)
+        bus = 0xE1 + dev // 32
+        t.rdma(f"mlx5_{nic}", f"{srp}/0000:{bus:02x}:{dev % 32:02x}.{fn}", ports=(IB,),
+               numa=7, physfn=pf)
+        nic += 1
+    n_pci = len(list((t.sys / "bus/pci/devices").iterdir()))
+    return t, n_pci
+
+
+def timed(fn: object, samples: int) -> list[float]:
+    out = []
+    for _ in range(3):
+        fn()  # type: ignore[operator]
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        fn()  # type: ignore[operator]
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def wall(argv: list[str], env: dict[str, str], samples: int) -> list[float]:
+    out = []
+    for i in range(samples + 1):
+        t0 = time.perf_counter()
+        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=False)
+        if i:  # the first run warms the page cache
+            out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--samples", type=int, default=21)
+    ap.add_argument("--json", default=str(REPO / "benchmarks/placement-results.json"))
+    args = ap.parse_args()
+    from sysverbs.placement import assign, read_host
+
+    results: dict[str, object] = {"machine": f"{platform.python_implementation()} "
+                                  f"{platform.python_version()}, {os.cpu_count()} CPUs"}
+    with tempfile.TemporaryDirectory(prefix="bench-placement-") as tmp:
+        base = Path(tmp)
+        t, n_pci = big_host(base / "host")
+        host = read_host(t.sys, t.proc)
+        assert len(host.gpus) == 8 and len(host.nics) == 18, (len(host.gpus), len(host.nics))
+
+        def model_assign(sys_path: Path = t.sys, vfs: bool = False) -> None:
+            assign(read_host(sys_path), include_vfs=vfs)
+
+        a = timed(model_assign, args.samples)
+        results["model_assign_ms"] = a
+        results["pci_functions"] = n_pci
+        print(f"progress: (a) done, {n_pci} PCI functions", file=sys.stderr)
+        # 256 and 1024 VFs measured round by round, side by side, so that the machine's
+        # drift does not fall on one size; the ratio is the median of per-round ratios.
+        trees = {n: big_host(base / f"vf{n}", vfs=n)[0].sys for n in (256, 1024)}
+        scale: dict[int, list[float]] = {256: [], 1024: []}
+        for p in trees.values():
+            model_assign(p, True)  # warm-up
+        for _ in range(max(5, args.samples // 2)):
+            for n, p in trees.items():
+                t0 = time.perf_counter()
+                model_assign(p, True)
+                scale[n].append((time.perf_counter() - t0) * 1000)
+        print("progress: (b) done", file=sys.stderr)
+        results["vf_ms"] = {str(k): v for k, v in scale.items()}
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        topo = wall([sys.executable, "-m", "sysverbs", "topo", "--sysfs-path", str(t.sys),
+                     "--proc-path", str(t.proc)], env, args.samples)
+        results["topo_wall_ms"] = topo
+        results["python_start_wall_ms"] = wall([sys.executable, "-c", "pass"], env,
+                                               args.samples)
+        results["devices_wall_ms"] = wall([sys.executable, "-m", "sysverbs", "devices",
+                                           "--sysfs-path", str(t.sys)], env, args.samples)
+        lstopo = shutil.which("lstopo-no-graphics")
+        hw: list[float] = []
+        if lstopo:
+            hw_env = dict(env, HWLOC_FSROOT=str(base / "host"))
+            hw = wall([lstopo, "--whole-io", "--of", "xml"], hw_env, args.samples)
+        results["lstopo_wall_ms"] = hw
+    med = statistics.median
+    ratio = med([b / a for a, b in zip(scale[256], scale[1024])])
+    rows = [
+        ("(a) read_host + assign, 8 GPU / 18 NIC", med(a), "<= 5 ms", med(a) <= 5),
+        ("(b) 256 VFs", med(scale[256]), "", None),
+        ("(b) 1024 VFs", med(scale[1024]), f"ratio {ratio:.2f} <= 4.5", ratio <= 4.5),
+        ("(c) sysverbs topo (wall)", med(topo), "<= 60 ms", med(topo) <= 60),
+    ]
+    rows.append(("(c) for scale: python -c pass (wall)",
+                 med(results["python_start_wall_ms"]), "", None))  # type: ignore[arg-type]
+    rows.append(("(c) for scale: sysverbs devices (wall)",
+                 med(results["devices_wall_ms"]), "", None))  # type: ignore[arg-type]
+    if hw:
+        rows.append(("(c) lstopo-no-graphics --whole-io (wall)", med(hw), "for scale", None))
+    print("| measurement | median ms | target | |\n|---|---:|---|---|")
+    for name, value, target, ok in rows:
+        verdict = "" if ok is None else "met" if ok else "NOT MET"
+        print(f"| {name} | {value:.2f} | {target} | {verdict} |")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    results["load_average"] = load
+    print(f"\n{results['machine']}; load average {load:.1f}; {n_pci} PCI functions in (a)")
+    results["targets"] = {r[0]: {"median_ms": r[1], "target": r[2], "met": r[3]} for r in rows}
+    Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

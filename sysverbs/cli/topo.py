@@ -1,0 +1,149 @@
+"""``sysverbs topo``: the GPU/NIC matrix of ``nvidia-smi topo -m``, from sysfs alone.
+
+    sysverbs topo                     # nvidia-smi topo -m's layout
+    sysverbs topo --json              # the model (schema sysverbs.topo/1)
+    sysverbs topo --assign [--json]   # each GPU's (or --rank's) NICs, with reasons
+
+This module is imported when the parser is built: it imports nothing heavy; the
+placement package is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
+    """Add the ``topo`` command to the ``sysverbs`` parser."""
+    t = subparsers.add_parser(
+        "topo", parents=list(parents), help="GPU/NIC matrix as nvidia-smi topo -mp, from sysfs",
+        description="The GPU/NIC matrix in nvidia-smi topo -mp's layout (PIX/PXB/PHB/NODE/"
+        "SYS), read from sysfs with no GPU driver. NVLink is not visible in sysfs: GPU-GPU "
+        "cells are PCIe classes, as in topo -mp. --assign: the NICs each GPU (or local rank) "
+        "should use, nearest class first, then fewest bridge hops, with the reasons.",
+        epilog="exit status: 0; 1 when sysfs cannot be read; 2 for a usage error.")
+    t.add_argument("--proc-path", metavar="DIR",
+                   help="/proc root for /proc/driver/nvidia (default: /proc)")
+    t.add_argument("--assign", action="store_true", help="print each GPU's NICs")
+    t.add_argument("--smi-format", choices=["535", "525"], default="535",
+                   help="nvidia-smi layout: 535 (R535+, GPU NUMA ID column; default) or 525")
+    t.add_argument("--legend", choices=["mp", "m"], default="mp",
+                   help="mp: nvidia-smi topo -mp's legend (the PCIe-only matrix, which is what "
+                   "sysfs shows; default); m: topo -m's, with its NV# line (no cell is NV#)")
+    t.add_argument("--underline", action="store_true",
+                   help="underline the header with ESC[4m..ESC[0m, as R580 does")
+    t.add_argument("--rank", default=None, metavar="N|env",
+                   help="with --assign: only local rank N ('env': from LOCAL_RANK, "
+                   "OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID, and CUDA_VISIBLE_DEVICES)")
+    t.add_argument("--link-layer", choices=["InfiniBand", "Ethernet", "IB", "RoCE"],
+                   help="only ports of this link layer")
+    t.add_argument("--min-rate", type=float, metavar="GBPS", help="only ports this fast")
+    t.add_argument("--any-state", action="store_true", help="also ports that are not ACTIVE")
+    t.add_argument("--usable", action="store_true",
+                   help="only devices sysverbs doctor finds usable (their char device opens)")
+    t.add_argument("--include-vfs", action="store_true", help="also SR-IOV VFs and SFs")
+    t.add_argument("--include-bond-slaves", action="store_true",
+                   help="also devices whose netdev is a bond slave")
+    t.set_defaults(func=run)
+
+
+def _rank_arg(value: Any) -> Any:
+    if value is None or value == "env":
+        return value
+    if str(value).isdigit():
+        return int(value)
+    raise UsageError(f"--rank must be a number or 'env', not {value!r}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..placement import assign, assign_rank, host_json, read_host, render_matrix
+
+    rank = _rank_arg(args.rank)
+    tmp = None
+    sysfs, dev = args.sysfs_path, args.dev_dir
+    try:
+        if args.fixture is not None:
+            import tempfile
+
+            from ..testing.host import fixture_path, materialize
+
+            tmp = tempfile.TemporaryDirectory(prefix="sysverbs-")
+            host_files = materialize(fixture_path(args.fixture), tmp.name)
+            sysfs, dev = str(host_files.sysfs), str(host_files.dev)
+        if sysfs is None:
+            from .._core.options import env_sysfs_root
+
+            sysfs = env_sysfs_root()
+        if not os.path.isdir(os.path.join(os.fsencode(sysfs), b"devices")):
+            sys.stderr.write(f"sysverbs topo: {os.fsdecode(sysfs)}: not a sysfs tree "
+                             "(no devices/)\n")
+            return 1
+        host = read_host(sysfs, args.proc_path, dev)
+        filters: dict[str, Any] = {
+            "link_layer": args.link_layer, "min_rate_gbps": args.min_rate,
+            "require_active": not args.any_state, "require_usable": args.usable,
+            "include_vfs": args.include_vfs, "include_bond_slaves": args.include_bond_slaves,
+        }
+        if args.json:
+            import json
+        if args.assign:
+            plan: Sequence[Any]
+            if rank is not None:
+                plan = (assign_rank(host, None if rank == "env" else rank, **filters),)
+            else:
+                plan = assign(host, **filters)
+            if args.json:
+                doc = {"schema": "sysverbs.assign/1", "nvlink": "not visible in sysfs",
+                       "assignments": [a.as_dict() for a in plan],
+                       "problems": list(host.problems)}
+                sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+            else:
+                sys.stdout.write(_human(host, plan))
+        elif args.json:
+            sys.stdout.write(json.dumps(host_json(host), indent=2) + "\n")
+        else:
+            sys.stdout.write(render_matrix(host, args.smi_format, args.underline, args.legend))
+        sys.stdout.flush()
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return 0
+
+
+def _human(host: Any, plan: Sequence[Any]) -> str:
+    out: list[str] = []
+    if not host.gpus:
+        out.append("no GPU found (NVIDIA/AMD by PCI vendor and class); nothing to assign")
+    for a in plan:
+        head = f"rank {a.rank}: " if a.rank is not None else ""
+        if a.gpu is None:
+            out.append(f"{head}undecided: {a.reason}")
+            continue
+        g = a.gpu
+        numa = g.pci.numa_node if g.pci.numa_node is not None else "N/A"
+        nics = ", ".join(f"{n.device}:{n.port}" for n in a.nics) or "none"
+        out.append(f"{head}GPU{g.index} {g.address} (NUMA {numa}) -> {nics}")
+        out.append(f"  why: {a.reason}")
+        for n in a.nics:
+            nd = ",".join(n.netdevs) or "-"
+            out.append(f"  {n.device} port {n.port} ({n.link_layer or '?'}, {nd}, "
+                       f"{n.address}): {n.reason}; NCCL {n.nccl}")
+    filtered = plan[0].filtered if plan else ()
+    for f in filtered:
+        port = f" port {f.port}" if f.port is not None else ""
+        out.append(f"left out: {f.device}{port}: {f.reason}")
+    for p in host.problems:
+        out.append(f"note: {p}")
+    out.append("NVLink is not visible in sysfs: distances are PCIe distances.")
+    return "\n".join(out) + "\n"

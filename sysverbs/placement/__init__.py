@@ -1,0 +1,55 @@
+"""GPU/NIC placement from sysfs alone: the PCI tree, distances as ``nvidia-smi topo -m``
+and NCCL name them, and which RDMA device each GPU or local rank should use.
+
+Imported on first use (``import sysverbs`` does not import it).  See
+``docs/placement.md``.  NVLink/NVSwitch links cannot be seen in sysfs: every distance
+here is a PCIe distance.
+
+>>> import tempfile
+>>> from sysverbs import testing
+>>> from sysverbs.placement import read_host, assign
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     fake = testing.materialize("dgx-a100", tmp)
+...     host = read_host(fake.sysfs)
+>>> [n.name for n in host.nics][:3], len(host.gpus)
+(['mlx5_0', 'mlx5_1', 'mlx5_2'], 0)
+>>> host.smi_class("mlx5_0", "mlx5_1")
+'PXB'
+"""
+
+from __future__ import annotations
+
+from ._assign import (
+    RANK_VARIABLES,
+    Assignment,
+    Filtered,
+    NicChoice,
+    assign,
+    assign_rank,
+    local_rank,
+    visible_gpus,
+)
+from ._distance import Distance
+from ._model import Gpu, Host, Nic, PciDevice, Port, read_host
+from ._smi import FORMATS, host_json, render_matrix
+
+__all__ = [
+    "FORMATS",
+    "Assignment",
+    "Distance",
+    "Filtered",
+    "Gpu",
+    "Host",
+    "Nic",
+    "NicChoice",
+    "PciDevice",
+    "Port",
+    "RANK_VARIABLES",
+    "assign",
+    "assign_rank",
+    "host_json",
+    "local_rank",
+    "read_host",
+    "render_matrix",
+    "visible_gpus",
+]

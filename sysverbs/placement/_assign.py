@@ -1,0 +1,387 @@
+"""Which RDMA device (and port) each GPU, or each local rank, should use.
+
+Pure functions over a :class:`~sysverbs.placement._model.Host` (plus ``diagnose()``
+for the optional *usable* filter and the environment for ranks).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from ..errors import UsageError
+from ._distance import Distance
+from ._model import Gpu, Host, Nic, Port
+from ._names import bdf_key, natural_key
+
+RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+_LINK_LAYERS = {"ib": "InfiniBand", "infiniband": "InfiniBand", "eth": "Ethernet",
+                "ethernet": "Ethernet", "roce": "Ethernet"}
+
+
+@dataclass(frozen=True)
+class NicChoice:
+    """One RDMA device port: ``device`` (the ibdev name), ``port`` (1-based),
+    ``link_layer``, ``netdevs``; its distance to the GPU and why it was chosen."""
+
+    device: str
+    port: int
+    link_layer: Optional[str]
+    netdevs: tuple[str, ...]
+    address: Optional[str]
+    rate_gbps: Optional[float]
+    smi: Optional[str]
+    nccl: Optional[str]
+    hops: Optional[int]
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"device": self.device, "port": self.port, "link_layer": self.link_layer,
+                "netdevs": list(self.netdevs), "address": self.address,
+                "rate_gbps": self.rate_gbps, "smi": self.smi, "nccl": self.nccl,
+                "hops": self.hops, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Filtered:
+    """A port left out, and why (``code``: ``port_not_active``, ``link_layer``,
+    ``rate``, ``not_usable``, ``vf``, ``bond_slave``, ``unplaced``, ``no_ports``)."""
+
+    device: str
+    port: Optional[int]
+    code: str
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"device": self.device, "port": self.port, "code": self.code,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The NICs of one GPU (or one local rank): ``nics`` in the order to use them.
+
+    ``gpu`` is None when the rank's GPU could not be decided (``reason`` says why);
+    ``nics`` is then empty.  ``rank`` is the local rank this was asked for, if any.
+    """
+
+    gpu: Optional[Gpu]
+    rank: Optional[int]
+    nics: tuple[NicChoice, ...]
+    reason: str
+    filtered: tuple[Filtered, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        g = self.gpu
+        return {
+            "rank": self.rank,
+            "gpu": None if g is None else {"index": g.index, "address": g.address,
+                                           "uuid": g.uuid, "numa_node": g.pci.numa_node},
+            "nics": [n.as_dict() for n in self.nics],
+            "reason": self.reason,
+            "filtered": [f.as_dict() for f in self.filtered],
+        }
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    nic: Nic
+    port: Port
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        return (bdf_key(self.nic.address or ""), natural_key(self.nic.name), self.port.port)
+
+
+def _norm_link_layer(value: Optional[str]) -> Optional[str]:
+    if value is None:
+        return None
+    norm = _LINK_LAYERS.get(value.strip().lower())
+    if norm is None:
+        raise UsageError(f"link layer must be InfiniBand or Ethernet, not {value!r}")
+    return norm
+
+
+def _usable_names(host: Host) -> tuple[Optional[frozenset[str]], str]:
+    try:
+        from ..diagnosis import diagnose
+
+        found = diagnose(source="sysfs", sysfs_path=host.sysfs_path, dev_dir=host.dev_dir)
+    except (OSError, ValueError) as e:
+        return None, f"diagnose() failed: {e}"
+    return frozenset(d.name for d in found if d.usable), ""
+
+
+def candidates(
+    host: Host,
+    *,
+    link_layer: Optional[str] = None,
+    min_rate_gbps: Optional[float] = None,
+    require_active: bool = True,
+    require_usable: bool = False,
+    include_vfs: bool = False,
+    include_bond_slaves: bool = False,
+) -> tuple[list[_Candidate], list[Filtered]]:
+    ll = _norm_link_layer(link_layer)
+    usable: Optional[frozenset[str]] = None
+    usable_err = ""
+    if require_usable:
+        usable, usable_err = _usable_names(host)
+    keep: list[_Candidate] = []
+    out: list[Filtered] = []
+    for nic in host.nics:
+        if nic.address is None:
+            out.append(Filtered(nic.name, None, "unplaced", f"not placed: {nic.placement}"))
+            continue
+        if nic.kind in ("vf", "sf") and not include_vfs:
+            what = "an SR-IOV VF" if nic.kind == "vf" else "a sub-function"
+            out.append(Filtered(nic.name, None, "vf", f"{what} (include_vfs to use it)"))
+            continue
+        if nic.bond_slave and not include_bond_slaves:
+            out.append(Filtered(nic.name, None, "bond_slave",
+                                "its netdev is a bond slave (use the bond)"))
+            continue
+        if require_usable and (usable is None or nic.name not in usable):
+            why = usable_err or "diagnose() says it cannot be used (sysverbs doctor)"
+            out.append(Filtered(nic.name, None, "not_usable", why))
+            continue
+        if not nic.ports:
+            out.append(Filtered(nic.name, None, "no_ports", "no ports in sysfs"))
+            continue
+        for port in nic.ports:
+            if require_active and port.state != "ACTIVE":
+                out.append(Filtered(nic.name, port.port, "port_not_active",
+                                    f"port state {port.state or 'unknown'}, not ACTIVE"))
+            elif ll is not None and port.link_layer != ll:
+                out.append(Filtered(nic.name, port.port, "link_layer",
+                                    f"link layer {port.link_layer or 'unknown'}, not {ll}"))
+            elif min_rate_gbps is not None and (
+                port.rate_gbps is None or port.rate_gbps < min_rate_gbps
+            ):
+                rate = f"{port.rate_gbps:g} Gb/s" if port.rate_gbps is not None else "unknown"
+                out.append(Filtered(nic.name, port.port, "rate",
+                                    f"rate {rate} below {min_rate_gbps:g} Gb/s"))
+            else:
+                keep.append(_Candidate(nic, port))
+    keep.sort(key=lambda c: c.key)
+    return keep, out
+
+
+def _choice(c: _Candidate, d: Distance, reason: str) -> NicChoice:
+    return NicChoice(c.nic.name, c.port.port, c.port.link_layer, c.port.netdevs,
+                     c.nic.address, c.port.rate_gbps, d.smi, d.nccl, d.hops, reason)
+
+
+def _hops(n: Optional[int]) -> str:
+    return "unknown hops" if n is None else f"{n} hop" + ("" if n == 1 else "s")
+
+
+def _cls(d: Distance) -> str:
+    return d.smi or "undecidable"
+
+
+def assign(
+    host: Host,
+    gpus: Optional[Sequence[Gpu]] = None,
+    *,
+    link_layer: Optional[str] = None,
+    min_rate_gbps: Optional[float] = None,
+    require_active: bool = True,
+    require_usable: bool = False,
+    include_vfs: bool = False,
+    include_bond_slaves: bool = False,
+    split_ties: bool = True,
+) -> tuple[Assignment, ...]:
+    """One :class:`Assignment` per GPU (``gpus``: default all, in index order).
+
+    Nearest class first (``PIX`` < ``PXB`` < ``PHB`` < ``NODE`` < ``SYS``), then the
+    fewest bridge hops.  With at least as many NIC ports as GPUs every GPU gets all the
+    ports at its best distance (multi-rail); GPUs with the same nearest ports split them
+    evenly (``split_ties=False``: each gets them all).  With fewer ports than GPUs they
+    are shared evenly, the nearest GPUs choosing first.  The order of ports is by PCI
+    address, so the answer does not depend on readdir order.
+    """
+    gpu_list = list(host.gpus if gpus is None else gpus)
+    keep, filtered = candidates(
+        host, link_layer=link_layer, min_rate_gbps=min_rate_gbps,
+        require_active=require_active, require_usable=require_usable,
+        include_vfs=include_vfs, include_bond_slaves=include_bond_slaves)
+    ftuple = tuple(filtered)
+    if not gpu_list:
+        return ()
+    if not keep:
+        why = "no NIC port left after the filters" if filtered else "no RDMA device"
+        return tuple(Assignment(g, None, (), why, ftuple) for g in gpu_list)
+    dist = {(g.address, i): host.distance(g, c.nic) for g in gpu_list
+            for i, c in enumerate(keep)}
+    best: dict[str, list[int]] = {}
+    best_cls: dict[str, list[int]] = {}
+    for g in gpu_list:
+        ranks = [(dist[g.address, i].rank, i) for i in range(len(keep))]
+        top = min(r for r, _ in ranks)
+        best[g.address] = [i for r, i in ranks if r == top]
+        best_cls[g.address] = [i for r, i in ranks if r[0] == top[0]]
+    out: dict[str, Assignment] = {}
+    n_ports = len(keep)
+    if n_ports >= len(gpu_list):
+        groups: dict[tuple[int, ...], list[Gpu]] = {}
+        for g in gpu_list:
+            groups.setdefault(tuple(best[g.address]), []).append(g)
+        for members, group in groups.items():
+            k, m = len(group), len(members)
+            for j, g in enumerate(group):
+                if not split_ties or k == 1:
+                    mine = list(members)
+                    note = "all ports at its best distance" + (
+                        f" (shared by {k} GPUs)" if k > 1 else "")
+                elif m >= k:
+                    mine = list(members[j * m // k:(j + 1) * m // k])
+                    note = (f"{m} ports at the best distance split among the {k} GPUs "
+                            "nearest to them")
+                else:
+                    mine = [members[j * m // k]]
+                    note = f"{m} ports at the best distance shared by {k} GPUs"
+                choices = []
+                for i in mine:
+                    d = dist[g.address, i]
+                    choices.append(_choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}"))
+                out[g.address] = Assignment(
+                    g, None, tuple(choices),
+                    f"nearest class {_cls(dist[g.address, mine[0]])}, "
+                    f"{_hops(dist[g.address, mine[0]].hops)}; {note}", ftuple)
+    else:
+        load = [0] * n_ports
+        order = sorted(gpu_list, key=lambda g: (dist[g.address, best[g.address][0]].rank,
+                                                g.index))
+        for g in order:
+            pool = best_cls[g.address]
+            i = min(pool, key=lambda i: (load[i], dist[g.address, i].rank, keep[i].key))
+            load[i] += 1
+            d = dist[g.address, i]
+            choice = _choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}")
+            out[g.address] = Assignment(
+                g, None, (choice,),
+                f"fewer NIC ports ({n_ports}) than GPUs ({len(gpu_list)}): the least "
+                f"used of the {len(pool)} ports at class {_cls(d)}", ftuple)
+    return tuple(out[g.address] for g in gpu_list)
+
+
+# ------------------------------------------------------------------------ ranks, CUDA
+
+
+def local_rank(env: Optional[Mapping[str, str]] = None) -> tuple[Optional[int], str]:
+    """The local rank from LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID
+    (the first set); (None, why) when none is set or it is not a number."""
+    env = os.environ if env is None else env
+    for name in RANK_VARIABLES:
+        value = env.get(name)
+        if value is None:
+            continue
+        if re.fullmatch(r"\s*[0-9]{1,6}\s*", value):
+            return int(value), f"{name}={value.strip()}"
+        return None, f"{name}={value!r} is not a local rank"
+    return None, "none of " + ", ".join(RANK_VARIABLES) + " is set"
+
+
+def _select(pool: Sequence[Gpu], name: str, value: str, notes: list[str]) -> list[Gpu]:
+    """The GPUs a device list names: indices into ``pool`` or UUIDs (a unique ``GPU-``
+    prefix); stops at the first entry that names none or repeats one, as CUDA does."""
+    out: list[Gpu] = []
+    for entry in value.split(","):
+        entry = entry.strip()
+        gpu: Optional[Gpu] = None
+        if re.fullmatch(r"[0-9]{1,4}", entry):
+            gpu = pool[int(entry)] if int(entry) < len(pool) else None
+        elif entry.upper().startswith("GPU-"):
+            matches = [g for g in pool if g.uuid and g.uuid.lower().startswith(entry.lower())]
+            gpu = matches[0] if len(matches) == 1 else None
+            if len(matches) > 1:
+                notes.append(f"{entry} is an ambiguous UUID prefix")
+            elif not matches and not any(g.uuid for g in pool):
+                notes.append(f"{entry}: no GPU UUID known (no /proc/driver/nvidia)")
+        if gpu is None or any(g.address == gpu.address for g in out):
+            notes.append(f"{name} stops at {entry!r} (as CUDA does)")
+            break
+        out.append(gpu)
+    return out
+
+
+def visible_gpus(host: Host, env: Optional[Mapping[str, str]] = None
+                 ) -> tuple[tuple[Gpu, ...], str]:
+    """The GPUs a CUDA process would see, in its index order, and how that was decided.
+
+    NVIDIA_VISIBLE_DEVICES (the container runtime's: ``all``, ``none``/``void``/empty,
+    or host indices / UUIDs) selects the container's GPUs from the host's; then
+    CUDA_VISIBLE_DEVICES selects from those: indices into that list, or UUIDs (``GPU-``
+    and a unique prefix, as CUDA accepts); as CUDA does, a list stops at the first
+    entry that names no GPU or repeats one.  Indices are PCI bus order
+    (``CUDA_DEVICE_ORDER=PCI_BUS_ID``, nvidia-smi's order); CUDA's default order,
+    FASTEST_FIRST, is the same on a host whose GPUs are all one model, and is said to be
+    undecidable otherwise.
+    """
+    env = os.environ if env is None else env
+    notes: list[str] = []
+    pool: list[Gpu] = list(host.gpus)
+    said: list[str] = []
+    nvidia = env.get("NVIDIA_VISIBLE_DEVICES")
+    if nvidia is not None:
+        value = nvidia.strip()
+        said.append(f"NVIDIA_VISIBLE_DEVICES={value}")
+        if value.lower() in ("", "none", "void"):
+            return (), f"NVIDIA_VISIBLE_DEVICES={value!r}: no GPU in this container"
+        if value.lower() != "all":
+            pool = _select(pool, "NVIDIA_VISIBLE_DEVICES", value, notes)
+    cuda = env.get("CUDA_VISIBLE_DEVICES")
+    if cuda is not None:
+        value = cuda.strip()
+        said.append(f"CUDA_VISIBLE_DEVICES={value}")
+        if value == "" or value.lower() == "nodevfiles":
+            return (), f"CUDA_VISIBLE_DEVICES={value!r}: no GPU visible"
+        models = {(g.pci.vendor, g.pci.device) for g in pool}
+        if env.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST") != "PCI_BUS_ID" and len(models) > 1:
+            notes.append("CUDA_DEVICE_ORDER is not PCI_BUS_ID and the GPUs differ: CUDA's "
+                         "FASTEST_FIRST index order cannot be known from sysfs; PCI bus "
+                         "order is assumed")
+        pool = _select(pool, "CUDA_VISIBLE_DEVICES", value, notes)
+    if not said:
+        said.append("all GPUs (no CUDA_VISIBLE_DEVICES)")
+    return tuple(pool), "; ".join([*said, *notes])
+
+
+def assign_rank(
+    host: Host,
+    rank: Optional[int] = None,
+    env: Optional[Mapping[str, str]] = None,
+    **filters: Union[bool, float, str, None],
+) -> Assignment:
+    """The NICs of one local rank (default: from the environment).
+
+    The rank's GPU is ``visible[rank]`` (or the only visible GPU when the launcher
+    gives each rank one); NICs are balanced over the visible GPUs (all GPUs when a
+    rank sees one), so every rank computes the same plan.
+    """
+    why_rank = f"rank {rank} (given)"
+    if rank is None:
+        rank, why_rank = local_rank(env)
+    visible, why_vis = visible_gpus(host, env)
+    if rank is None:
+        return Assignment(None, None, (), f"no local rank: {why_rank}")
+    if not visible:
+        return Assignment(None, rank, (), f"no visible GPU: {why_vis}")
+    if len(visible) == 1:
+        gpu, pool = visible[0], host.gpus
+    elif rank < len(visible):
+        gpu, pool = visible[rank], visible
+    else:
+        return Assignment(None, rank, (), f"{why_rank} but only {len(visible)} visible "
+                          f"GPUs ({why_vis}): which GPU is undecidable")
+    plan = assign(host, pool, **filters)  # type: ignore[arg-type]
+    for a in plan:
+        if a.gpu is not None and a.gpu.address == gpu.address:
+            return Assignment(gpu, rank, a.nics,
+                              f"{why_rank} -> GPU{gpu.index} ({gpu.address}; {why_vis}); "
+                              f"{a.reason}", a.filtered)
+    return Assignment(gpu, rank, (), "internal: GPU not in plan")  # pragma: no cover

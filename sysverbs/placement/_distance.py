@@ -1,0 +1,210 @@
+"""Distance between two PCI functions: nvidia-smi's class, NCCL's path type, bridge hops.
+
+Pure functions over :class:`~sysverbs.placement._model.PciDevice` data.
+
+nvidia-smi (its legend): ``X`` self; ``PIX`` at most a single PCIe bridge; ``PXB``
+multiple PCIe bridges without the host bridge; ``PHB`` through a PCIe host bridge;
+``NODE`` across host bridges within a NUMA node; ``SYS`` across NUMA nodes.  A PCIe
+switch (its upstream port and downstream ports) counts as one bridge: in a PCIe tree
+the root port is at depth 1, a switch's upstream port at an even depth and its
+downstream ports one below.
+
+NCCL (``src/graph/xml.cc`` ncclTopoGetXmlFromSys, ``topo.cc``, ``paths.cc``): a PCI
+node's parent is the directory two levels up in its sysfs path (a switch's downstream
+port is skipped, so a switch is one node), or the CPU (keyed by the top node's
+``numa_node``) when one of those two is not a ``BBBB:BB:DD.F`` name; Broadcom PEX gen4/5
+sub-switches are merged into their parent switch; a NIC's path has its function digit
+(and, with NCCL_IB_MERGE_VFS=1, its device digits) set to 0.  Path type: ``PIX``
+through one switch node, ``PXB`` through several, ``PHB`` through the CPU, ``SYS``
+across CPUs (NCCL has no ``NODE``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from ._names import is_host_bridge
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._model import PciDevice
+
+_NCCL_BDF = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]")
+
+SMI_ORDER = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
+NCCL_ORDER = ("LOC", "PIX", "PXB", "PHB", "SYS")
+
+
+@dataclass(frozen=True)
+class Distance:
+    """How far apart two PCI functions are.
+
+    ``smi``: nvidia-smi's class (None: undecidable, ``reason`` says why); ``nccl``:
+    NCCL's path type; ``hops``: PCI bridges traversed (each port counted; a host bridge
+    counts one; across host bridges both chains plus two), None when unknown.
+    """
+
+    smi: Optional[str]
+    nccl: Optional[str]
+    hops: Optional[int]
+    reason: str
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        """Sort key: nearest class first, then fewest hops (unknown last)."""
+        cls = SMI_ORDER.index(self.smi) if self.smi in SMI_ORDER else len(SMI_ORDER)
+        return (cls, self.hops if self.hops is not None else 1 << 20)
+
+
+def _node_of(dev: PciDevice, nodes: Mapping[int, frozenset[int]]) -> Optional[int]:
+    """The NUMA node of a device: its ``numa_node``, else the one node whose CPUs hold
+    all its local CPUs (machine-wide local CPUs, the kernel's answer for an unknown
+    node, decide nothing)."""
+    if dev.numa_node is not None:
+        return dev.numa_node
+    cpus = dev.local_cpus
+    if not cpus:
+        return None
+    found = [n for n, node_cpus in nodes.items() if cpus <= node_cpus]
+    return found[0] if len(found) == 1 else None
+
+
+def _same_numa(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
+               ) -> tuple[Optional[bool], str]:
+    if a.numa_node is not None and b.numa_node is not None:
+        return a.numa_node == b.numa_node, f"NUMA node {a.numa_node} and {b.numa_node}"
+    if len(nodes) <= 1:
+        return True, "one NUMA node on this host"
+    na, nb = _node_of(a, nodes), _node_of(b, nodes)
+    if na is not None and nb is not None:
+        return na == nb, f"NUMA node {na} and {nb} (from their local CPUs)"
+    return None, "numa_node unknown (-1 or missing) on a host with several NUMA nodes"
+
+
+def smi_distance(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
+                 ) -> tuple[Optional[str], Optional[int], str]:
+    """(nvidia-smi class, bridge hops, reason)."""
+    if a.address == b.address:
+        return "X", 0, "same PCI function"
+    if a.host_bridge is None or b.host_bridge is None:
+        return None, None, "no host bridge above one of them"
+    if a.top_host_bridge != b.top_host_bridge:
+        hops = len(a.ancestors) + len(b.ancestors)
+        same, why = _same_numa(a, b, nodes)
+        cls = None if same is None else "NODE" if same else "SYS"
+        return cls, hops, f"different host bridges, {why}"
+    # Below one host bridge: the full chains (VMD endpoints and their host bridges
+    # included), root port first.
+    ca, cb = a.ancestors[1:], b.ancestors[1:]
+    p = 0
+    while p < len(ca) and p < len(cb) and ca[p] == cb[p]:
+        p += 1
+    hops = (len(ca) - p) + (len(cb) - p) + 1
+    if p == 0 or is_host_bridge(ca[p - 1]):
+        where = a.top_host_bridge if p == 0 else ca[p - 1]
+        return "PHB", hops, f"they meet at host bridge {where}"
+    meet = ca[p - 1]
+    depth = 0  # depth of the meeting bridge in its PCI domain (root port = 1)
+    for name in ca[:p]:
+        depth = 0 if is_host_bridge(name) else depth + 1
+    # A switch's upstream port sits at an even depth: its downstream ports (one
+    # below) are the same switch, so the same single bridge.
+    allowed = p + 1 if depth % 2 == 0 else p
+    if len(ca) <= allowed and len(cb) <= allowed:
+        what = "switch" if depth % 2 == 0 else "port"
+        return "PIX", hops, f"they meet at bridge {meet} (a single {what})"
+    return "PXB", hops, f"they meet at bridge {meet}, through several bridges"
+
+
+# ------------------------------------------------------------------------------ NCCL
+
+
+def nccl_merged_path(dev: PciDevice, is_nic: bool, merge_vfs: bool = True) -> list[str]:
+    """The sysfs path components NCCL uses for a device (NIC: function digit 0, VF
+    device digits 0); from ``devices/`` down."""
+    parts = dev.path.split("/devices/", 1)[-1].split("/")
+    if is_nic and parts:
+        last = parts[-1]
+        last = last[:-1] + "0"
+        if merge_vfs and len(last) >= 4:
+            last = last[:-4] + "00" + last[-2:]
+        parts = parts[:-1] + [last]
+    return parts
+
+
+def _bcm_gen(dev: Optional[PciDevice], level: int) -> int:
+    if dev is None or None in (dev.vendor, dev.device, dev.subsystem_vendor,
+                               dev.subsystem_device):
+        return 0
+    assert dev.vendor is not None and dev.device is not None
+    assert dev.subsystem_vendor is not None and dev.subsystem_device is not None
+    ident = (dev.vendor << 48) | (dev.device << 32) | (dev.subsystem_vendor << 16) | (
+        dev.subsystem_device)
+    if ident & 0xFFFFFFFFFFFFF000 == 0x1000C0101000A000:
+        return 4
+    if ident & 0xFFFFFFFFFFFFF000 == (0x1000C03010000000 | level * 0x1000):
+        return 5
+    return 0
+
+
+def nccl_chain(parts: Sequence[str], pci: Mapping[str, PciDevice], dev: PciDevice
+               ) -> tuple[str, list[str]]:
+    """(CPU key, switch nodes from the device's parent up) as NCCL builds them."""
+    switches: list[str] = []
+    i = len(parts) - 1
+    top = parts[i] if parts else ""
+    while True:
+        if i - 1 < 0 or not _NCCL_BDF.match(parts[i - 1]):
+            break
+        if i - 2 < 0 or not _NCCL_BDF.match(parts[i - 2]):
+            break
+        i -= 2
+        switches.append(parts[i])
+        top = parts[i]
+    # Flatten Broadcom PEX gen4/gen5 two-level switches (topo.cc).
+    flat: list[str] = []
+    for j, s in enumerate(switches):
+        up = switches[j + 1] if j + 1 < len(switches) else None
+        gen = _bcm_gen(pci.get(up), 0) if up is not None else 0
+        if gen and _bcm_gen(pci.get(s), 1) == gen:
+            continue
+        flat.append(s)
+    top_dev = pci.get(top) if switches else dev
+    raw = top_dev.numa_raw if top_dev is not None else None
+    if raw is None:  # a bridge without attributes (a partial tree): the device's own
+        raw = dev.numa_raw
+    numa = raw.strip() if raw is not None else "-1"
+    return numa, flat
+
+
+def _nccl_node(dev: PciDevice, nic: bool, pci: Mapping[str, PciDevice],
+               cache: dict[object, object]) -> tuple[list[str], str, list[str]]:
+    key = ("nccl", dev.address, nic)
+    hit = cache.get(key)
+    if hit is None:
+        path = nccl_merged_path(dev, nic)
+        hit = cache[key] = (path, *nccl_chain(path, pci, dev))
+    return hit  # type: ignore[return-value]
+
+
+def nccl_distance(a: PciDevice, b: PciDevice, pci: Mapping[str, PciDevice], a_nic: bool,
+                  b_nic: bool, cache: Optional[dict[object, object]] = None) -> Optional[str]:
+    cache = {} if cache is None else cache
+    pa, cpu_a, sa = _nccl_node(a, a_nic, pci, cache)
+    pb, cpu_b, sb = _nccl_node(b, b_nic, pci, cache)
+    if pa == pb:
+        return "LOC"
+    if cpu_a != cpu_b:
+        return "SYS"
+    ra, rb = list(reversed(sa)), list(reversed(sb))
+    p = 0
+    while p < len(ra) and p < len(rb) and ra[p] == rb[p]:
+        p += 1
+    if p == 0:
+        return "PHB"
+    if len(ra) == p and len(rb) == p:
+        return "PIX"
+    return "PXB"

@@ -1,0 +1,756 @@
+"""The host model: PCI functions and bridges, NUMA nodes, GPUs and RDMA devices, from sysfs.
+
+Every value is read with :func:`sysverbs.sysfs_read.read_sysfs_file`; links are read
+with ``readlink`` and resolved by hand inside the given root, so that nothing outside
+``sysfs_path`` (and ``proc_path``) is ever read: a link that leaves the root counts as
+dangling.  Whatever cannot be decided is left ``None`` and said in ``Host.problems``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from .._core.options import path_arg
+from .._core.sysfs_read import read_sysfs_file
+from ..topology import parse_cpulist
+from ._names import bdf_key, is_bdf, is_host_bridge, name_kind, natural_key
+
+PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+Endpoint = Union[str, "Gpu", "Nic"]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._distance import Distance
+
+_HEX = re.compile(r"0x([0-9a-fA-F]{1,8})")
+_INT = re.compile(r"-?[0-9]{1,10}")
+_NODE = re.compile(r"node([0-9]{1,5})")
+_ATTR = 4096
+_MAX_DEPTH = 64  # path components below devices/: deeper is a broken tree
+_MAX_LINK_HOPS = 8
+
+NVIDIA, AMD = 0x10DE, 0x1002
+#: PCI class codes (class >> 8) that make a GPU / accelerator, per vendor.
+GPU_CLASSES: Mapping[int, frozenset[int]] = {
+    NVIDIA: frozenset({0x0300, 0x0302, 0x0380, 0x1200}),
+    AMD: frozenset({0x0300, 0x0302, 0x0380, 0x1200}),
+}
+BRIDGE_CLASS = 0x0604
+
+
+def _text(path: bytes, size: int = _ATTR) -> Optional[str]:
+    value = read_sysfs_file(path, size)
+    return None if value is None else value.decode("utf-8", "replace")
+
+
+def _hexnum(text: Optional[str]) -> Optional[int]:
+    m = _HEX.fullmatch(text.strip()) if text is not None else None
+    return int(m.group(1), 16) if m else None
+
+
+def _int(text: Optional[str]) -> Optional[int]:
+    return int(text) if text is not None and _INT.fullmatch(text.strip()) else None
+
+
+class _Root:
+    """A sysfs-like root: readlink and lexical resolution that never leave it."""
+
+    def __init__(self, root: bytes) -> None:
+        self.root = root.rstrip(b"/") or b"/"
+
+    def inside(self, path: bytes) -> bool:
+        return path == self.root or path.startswith(self.root.rstrip(b"/") + b"/")
+
+    def readlink(self, path: bytes) -> Optional[bytes]:
+        try:
+            return os.readlink(path)
+        except (OSError, ValueError):
+            return None
+
+    def resolve(self, link: bytes) -> Optional[bytes]:
+        """Where the symlink ``link`` points, resolved lexically (sysfs links are
+        relative and their directories are real), followed while it is itself a link;
+        None when dangling, a loop, or outside the root."""
+        path = link
+        for _ in range(_MAX_LINK_HOPS):
+            try:
+                target = os.readlink(path)
+            except OSError as e:
+                # EINVAL: it exists and is no link (the end); anything else: dangling
+                return path if path is not link and e.errno == errno.EINVAL else None
+            except ValueError:
+                return None
+            if target.startswith(b"/"):
+                # An absolute target means the real /sys: map it into this root.
+                if self.root != b"/sys" and target.startswith(b"/sys/"):
+                    target = self.root + target[4:]
+                path = os.path.normpath(target)
+            else:
+                rest = target
+                ups = 1  # the link's own name
+                while rest.startswith(b"../"):
+                    ups, rest = ups + 1, rest[3:]
+                base = path.rsplit(b"/", ups)[0] if path.count(b"/") > ups else b""
+                joined = base + b"/" + rest
+                if b"/." in joined or b"//" in joined or rest.startswith(b"."):
+                    joined = os.path.normpath(joined)
+                path = joined
+            if not self.inside(path):
+                return None
+        return None
+
+    def listdir(self, path: bytes) -> list[bytes]:
+        try:
+            return sorted(n for n in os.listdir(path) if not n.startswith(b"."))
+        except (OSError, ValueError):
+            return []
+
+
+_ID_FIELDS = ("vendor", "device", "subsystem_vendor", "subsystem_device", "pci_class",
+              "driver")
+
+
+class PciDevice:
+    """One PCI function (bridges included).
+
+    ``bridges``: the BDFs of the PCI bridges above it, nearest first, root port last,
+    inside its own PCI domain (for a device behind VMD the chain stops at the root port
+    of the VMD domain; ``vmd`` is the VMD endpoint).  ``host_bridge``: the ``pciDDDD:BB``
+    it hangs under.  ``ancestors``: every PCI node above it from the top, host bridges
+    included (``("pci0000:00", "0000:00:01.0", ...)``), as the distance uses it.
+    ``numa_node`` is None for -1, missing or unreadable (``numa_raw`` keeps the text).
+
+    The ids come from the device's ``uevent`` (one read; the ``vendor``, ``class``...
+    files when it has none), ``numa_node``, ``local_cpulist`` and ``physfn`` are read on
+    first use: a host has hundreds of functions and placement needs them for a few.
+    """
+
+    __slots__ = ("address", "path", "bridges", "host_bridge", "ancestors", "vmd", "listed",
+                 "_fs", "_ids", "_more")
+
+    def __init__(self, address: str, path: bytes, bridges: tuple[str, ...],
+                 host_bridge: Optional[str], ancestors: tuple[str, ...], vmd: Optional[str],
+                 listed: bool, fs: _Root) -> None:
+        self.address = address
+        self.path = os.fsdecode(path)
+        self.bridges = bridges
+        self.host_bridge = host_bridge
+        self.ancestors = ancestors
+        self.vmd = vmd
+        self.listed = listed
+        self._fs = fs
+        self._ids: Optional[dict[str, object]] = None
+        self._more: Optional[dict[str, object]] = None
+
+    def __repr__(self) -> str:
+        return f"PciDevice({self.address!r}, host_bridge={self.host_bridge!r})"
+
+    def _id(self, key: str) -> object:
+        if self._ids is None:
+            self._ids = _read_ids(os.fsencode(self.path), self._fs)
+        return self._ids.get(key)
+
+    def _extra(self, key: str) -> object:
+        if self._more is None:
+            path = os.fsencode(self.path)
+            raw = _text(path + b"/numa_node")
+            numa = _int(raw)
+            physfn = self._fs.readlink(path + b"/physfn")
+            self._more = {
+                "numa_raw": raw,
+                "numa_node": numa if numa is not None and numa >= 0 else None,
+                "local_cpus": parse_cpulist(_text(path + b"/local_cpulist")),
+                "physfn": os.fsdecode(os.path.basename(physfn)) if physfn else None,
+            }
+        return self._more[key]
+
+    @property
+    def vendor(self) -> Optional[int]:
+        """PCI vendor id."""
+        return self._id("vendor")  # type: ignore[return-value]
+
+    @property
+    def device(self) -> Optional[int]:
+        """PCI device id."""
+        return self._id("device")  # type: ignore[return-value]
+
+    @property
+    def subsystem_vendor(self) -> Optional[int]:
+        """Subsystem vendor id."""
+        return self._id("subsystem_vendor")  # type: ignore[return-value]
+
+    @property
+    def subsystem_device(self) -> Optional[int]:
+        """Subsystem device id."""
+        return self._id("subsystem_device")  # type: ignore[return-value]
+
+    @property
+    def pci_class(self) -> Optional[int]:
+        """The 24-bit class code (``0x030200``)."""
+        return self._id("pci_class")  # type: ignore[return-value]
+
+    @property
+    def driver(self) -> Optional[str]:
+        """The bound driver's name."""
+        return self._id("driver")  # type: ignore[return-value]
+
+    @property
+    def numa_node(self) -> Optional[int]:
+        """``numa_node`` (None for -1, missing, unreadable)."""
+        return self._extra("numa_node")  # type: ignore[return-value]
+
+    @property
+    def numa_raw(self) -> Optional[str]:
+        """The text of ``numa_node``."""
+        return self._extra("numa_raw")  # type: ignore[return-value]
+
+    @property
+    def local_cpus(self) -> Optional[frozenset[int]]:
+        """The CPUs of ``local_cpulist``."""
+        return self._extra("local_cpus")  # type: ignore[return-value]
+
+    @property
+    def physfn(self) -> Optional[str]:
+        """The PF's address, for an SR-IOV VF."""
+        return self._extra("physfn")  # type: ignore[return-value]
+
+    @property
+    def is_bridge(self) -> bool:
+        cls = self.pci_class
+        return isinstance(cls, int) and cls >> 8 == BRIDGE_CLASS
+
+    @property
+    def is_vf(self) -> bool:
+        return self.physfn is not None
+
+    @property
+    def top_host_bridge(self) -> Optional[str]:
+        """The outermost host bridge (for VMD, the one above the VMD endpoint)."""
+        for name in self.ancestors:
+            if is_host_bridge(name):
+                return name
+        return None
+
+
+_UEVENT_HEX = re.compile(r"[0-9A-Fa-f]{1,6}")
+_UEVENT_KEYS = re.compile(r"^(DRIVER|PCI_CLASS|PCI_ID|PCI_SUBSYS_ID)=(.*)$", re.M)
+
+
+def _read_ids(path: bytes, fs: _Root) -> dict[str, object]:
+    """vendor, device, subsystem ids, class and driver: from ``uevent`` (PCI_ID,
+    PCI_SUBSYS_ID, PCI_CLASS, DRIVER), else from the attribute files."""
+    ids: dict[str, object] = {}
+    uevent = _text(path + b"/uevent")
+    if uevent and "PCI_ID=" in uevent:
+        kv = dict(_UEVENT_KEYS.findall(uevent))
+        v, _, d = kv.get("PCI_ID", "").partition(":")
+        sv, _, sd = kv.get("PCI_SUBSYS_ID", "").partition(":")
+        for key, text in (("vendor", v), ("device", d), ("subsystem_vendor", sv),
+                          ("subsystem_device", sd), ("pci_class", kv.get("PCI_CLASS", ""))):
+            ids[key] = int(text, 16) if _UEVENT_HEX.fullmatch(text) else None
+        ids["driver"] = kv.get("DRIVER") or None
+        return ids
+    for key, attr in (("vendor", b"vendor"), ("device", b"device"),
+                      ("subsystem_vendor", b"subsystem_vendor"),
+                      ("subsystem_device", b"subsystem_device"), ("pci_class", b"class")):
+        ids[key] = _hexnum(_text(path + b"/" + attr))
+    driver = fs.readlink(path + b"/driver")
+    ids["driver"] = os.fsdecode(os.path.basename(driver)) if driver else None
+    return ids
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU found by PCI vendor and class (no driver library).  ``index``: its position
+    in PCI bus order (``CUDA_DEVICE_ORDER=PCI_BUS_ID``); ``uuid`` and ``minor`` from
+    ``<proc>/driver/nvidia/gpus/<bdf>/information`` when that exists."""
+
+    index: int
+    address: str
+    vendor: str  # "nvidia" | "amd"
+    pci: PciDevice
+    uuid: Optional[str]
+    minor: Optional[int]
+    model: Optional[str]
+
+    @property
+    def name(self) -> str:
+        return f"GPU{self.index}"
+
+
+@dataclass(frozen=True)
+class Port:
+    """One port of an RDMA device: ``state`` (``"ACTIVE"``...), ``link_layer``
+    (``"InfiniBand"``/``"Ethernet"``), ``rate_gbps``, the netdevs found for it."""
+
+    port: int
+    state: Optional[str]
+    link_layer: Optional[str]
+    rate_gbps: Optional[float]
+    rate: Optional[str]
+    netdevs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Nic:
+    """An RDMA device (``class/infiniband/<name>``) and where it sits.
+
+    ``kind``: ``"pf"``, ``"vf"`` (SR-IOV, ``physfn``), ``"sf"`` (a sub-function on the
+    auxiliary bus), ``"aux"`` (another auxiliary device, e.g. irdma's ``ice.roce.0``),
+    ``"bond"``, ``"soft"`` (rxe/siw placed at its netdev's PCI function) or
+    ``"unplaced"``.  ``address``: the PCI function it is placed at (None: unplaced, with
+    the reason in ``placement``).  ``bond_slave``: a netdev of it is enslaved to a bond.
+    """
+
+    name: str
+    address: Optional[str]
+    kind: str
+    placement: str
+    parent: Optional[str]  # the directory name the device hangs on (PCI, aux, netdev)
+    ports: tuple[Port, ...]
+    bond_slave: bool
+    node_guid: Optional[str]
+    uverbs: Optional[int] = None  # N of its uverbsN char device (registration order)
+
+    @property
+    def netdevs(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for p in self.ports:
+            out.extend(n for n in p.netdevs if n not in out)
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Host:
+    """What :func:`read_host` found (see ``docs/placement.md``)."""
+
+    sysfs_path: str
+    proc_path: str
+    dev_dir: str
+    pci: Mapping[str, PciDevice]
+    host_bridges: tuple[str, ...]
+    numa_nodes: Mapping[int, frozenset[int]]
+    gpus: tuple[Gpu, ...]
+    nics: tuple[Nic, ...]
+    problems: tuple[str, ...] = field(default=())
+    _cache: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
+
+    def gpu(self, key: Union[int, str]) -> Optional[Gpu]:
+        """A GPU by index, BDF, ``GPU<n>`` or UUID (``GPU-`` prefix, as CUDA accepts)."""
+        for g in self.gpus:
+            if key == g.index or key == g.address or key == g.name or (
+                isinstance(key, str) and g.uuid is not None and key.startswith("GPU-")
+                and g.uuid.lower().startswith(key.lower())
+            ):
+                return g
+        return None
+
+    def nic(self, name: str) -> Optional[Nic]:
+        by_name = self._cache.get("nics")
+        if by_name is None:
+            by_name = self._cache["nics"] = {n.name: n for n in self.nics}
+        assert isinstance(by_name, dict)
+        found = by_name.get(name)
+        return found if isinstance(found, Nic) else None
+
+    def _endpoint(self, x: Endpoint) -> tuple[Optional[PciDevice], bool, str]:
+        if isinstance(x, Gpu):
+            return x.pci, False, x.name
+        if isinstance(x, Nic):
+            dev = self.pci.get(x.address) if x.address is not None else None
+            return dev, True, x.name
+        nic = self.nic(x)
+        if nic is not None:
+            return self._endpoint(nic)
+        return self.pci.get(x), False, x
+
+    def distance(self, a: Endpoint, b: Endpoint) -> Distance:
+        """nvidia-smi class, NCCL path type and bridge hops between two devices (a BDF,
+        an RDMA device name, a :class:`Gpu` or a :class:`Nic`)."""
+        from ._distance import Distance, nccl_distance, smi_distance
+
+        da, nic_a, name_a = self._endpoint(a)
+        db, nic_b, name_b = self._endpoint(b)
+        if da is None or db is None:
+            which = name_a if da is None else name_b
+            return Distance(None, None, None, f"{which} is not placed on a PCI function")
+        smi, hops, why = smi_distance(da, db, self.numa_nodes)
+        if smi == "X" and nic_a and nic_b and name_a != name_b:
+            # two RDMA devices of one function (a PF and its SF, a bond on its PF)
+            smi, why = "PIX", "two RDMA devices on one PCI function"
+        nccl = nccl_distance(da, db, self.pci, nic_a, nic_b, self._cache)
+        return Distance(smi, nccl, hops, why)
+
+    def smi_class(self, a: Endpoint, b: Endpoint) -> Optional[str]:
+        """nvidia-smi's class (X, PIX, PXB, PHB, NODE, SYS) or None when undecidable."""
+        return self.distance(a, b).smi
+
+    def nccl_path(self, a: Endpoint, b: Endpoint) -> Optional[str]:
+        """NCCL's path type (LOC, PIX, PXB, PHB, SYS)."""
+        return self.distance(a, b).nccl
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class _Reader:
+    def __init__(self, sysfs: bytes, proc: bytes) -> None:
+        self.fs = _Root(sysfs)
+        self.sys = self.fs.root
+        self.proc = proc.rstrip(b"/") or b"/"
+        self.problems: list[str] = []
+        self.pci: dict[str, PciDevice] = {}
+        self.paths: dict[str, bytes] = {}
+        self.host_bridges: set[str] = set()
+        self.devices = self.sys + b"/devices"
+
+    def note(self, text: str) -> None:
+        if text not in self.problems:
+            self.problems.append(text)
+
+    # ---------------------------------------------------------------- the PCI tree
+    def components(self, path: bytes) -> Optional[list[str]]:
+        prefix = self.devices + b"/"
+        if not path.startswith(prefix):
+            return None
+        parts = os.fsdecode(path[len(prefix):]).split("/")
+        return parts if len(parts) <= _MAX_DEPTH else None
+
+    def add_path(self, path: bytes, listed: bool) -> Optional[str]:
+        """Add the PCI function at ``path`` (and the bridges above it); its BDF."""
+        parts = self.components(path)
+        if parts is None or not parts or not is_bdf(parts[-1]):
+            return None
+        address = parts[-1]
+        known = self.paths.get(address)
+        if known is not None:
+            if known != path:
+                self.note(f"{address}: two sysfs paths ({os.fsdecode(known)} and "
+                          f"{os.fsdecode(path)}); the first is used")
+            elif listed and not self.pci[address].listed:
+                self.pci[address] = self._device(address, path, parts, True)
+            return address
+        ancestors: list[str] = []
+        seen: set[str] = set()
+        for i, name in enumerate(parts[:-1]):
+            if is_bdf(name) or is_host_bridge(name):
+                if name in seen:
+                    self.note(f"{address}: {name} appears twice on its path (a loop); "
+                              "not placed")
+                    return None
+                seen.add(name)
+                ancestors.append(name)
+                if is_bdf(name):
+                    above = self.devices + b"/" + os.fsencode("/".join(parts[: i + 1]))
+                    if name not in self.paths:
+                        self.paths[name] = above
+                        self.pci[name] = self._device(name, above, parts[: i + 1], False)
+                else:
+                    self.host_bridges.add(name)
+        if address in seen:
+            self.note(f"{address}: appears on its own path (a loop); not placed")
+            return None
+        self.paths[address] = path
+        self.pci[address] = self._device(address, path, parts, listed)
+        return address
+
+    def _device(self, address: str, path: bytes, parts: list[str], listed: bool) -> PciDevice:
+        ancestors = tuple(p for p in parts[:-1] if is_bdf(p) or is_host_bridge(p))
+        host_bridge: Optional[str] = None
+        vmd: Optional[str] = None
+        bridges: list[str] = []
+        for i in range(len(ancestors) - 1, -1, -1):
+            name = ancestors[i]
+            if is_host_bridge(name):
+                host_bridge = name
+                if i > 0 and is_bdf(ancestors[i - 1]):
+                    vmd = ancestors[i - 1]
+                break
+            bridges.append(name)
+        if host_bridge is None:
+            self.note(f"{address}: no host bridge (pciDDDD:BB) above it in sysfs")
+        return PciDevice(address, path, tuple(bridges), host_bridge, ancestors, vmd, listed,
+                         self.fs)
+
+    def read_pci(self) -> None:
+        bus = self.sys + b"/bus/pci/devices"
+        entries = self.fs.listdir(bus)
+        for entry in entries:
+            target = self.fs.resolve(bus + b"/" + entry)
+            name = os.fsdecode(entry)
+            if target is None:
+                self.note(f"bus/pci/devices/{name}: dangling link (or outside the root)")
+                continue
+            if os.path.basename(target) != entry:
+                self.note(f"bus/pci/devices/{name}: points to {os.fsdecode(target)}")
+                continue
+            if self.add_path(target, True) is None and is_bdf(name):
+                self.note(f"{name}: no PCI path below devices/")
+        if not entries:
+            self._walk(self.devices, 0)
+
+    def _walk(self, path: bytes, depth: int, in_pci: bool = False) -> None:
+        """Find PCI functions below ``devices/`` when ``bus/pci/devices`` lists none:
+        inside a host bridge only BDF and host-bridge (VMD) directories are entered;
+        above one, the first levels (platform/ACPI parents of host bridges)."""
+        if depth > _MAX_DEPTH:
+            return
+        for entry in self.fs.listdir(path):
+            name = os.fsdecode(entry)
+            child = path + b"/" + entry
+            kind = name_kind(name)
+            if kind == 0 and (in_pci or depth > 2 or name in ("virtual", "system")):
+                continue
+            if os.path.islink(child) or not os.path.isdir(child):
+                continue
+            if kind == 1:
+                self.add_path(child, True)
+            self._walk(child, depth + 1, in_pci or kind != 0)
+
+    def pci_at(self, path: bytes) -> Optional[str]:
+        """The PCI function at or above a device directory."""
+        parts = self.components(path)
+        if parts is None:
+            return None
+        for i in range(len(parts), 0, -1):
+            if is_bdf(parts[i - 1]):
+                return self.add_path(self.devices + b"/" + os.fsencode("/".join(parts[:i])),
+                                     False)
+        return None
+
+    # ---------------------------------------------------------------- NUMA
+    def numa_nodes(self) -> dict[int, frozenset[int]]:
+        base = self.sys + b"/devices/system/node"
+        nodes: dict[int, frozenset[int]] = {}
+        for entry in self.fs.listdir(base):
+            m = _NODE.fullmatch(os.fsdecode(entry))
+            if m is None:
+                continue
+            cpus = parse_cpulist(_text(base + b"/" + entry + b"/cpulist"))
+            if cpus is None:
+                self.note(f"devices/system/node/{os.fsdecode(entry)}/cpulist unreadable")
+                cpus = frozenset()
+            nodes[int(m.group(1))] = cpus
+        return dict(sorted(nodes.items()))
+
+    # ---------------------------------------------------------------- GPUs
+    def gpus(self) -> tuple[Gpu, ...]:
+        found: list[PciDevice] = []
+        parents = {d.ancestors[-1] for d in self.pci.values() if d.ancestors}
+        for dev in self.pci.values():
+            if dev.address in parents:
+                continue  # a bridge (it has PCI functions below it)
+            classes = GPU_CLASSES.get(dev.vendor) if dev.vendor is not None else None
+            if classes and dev.pci_class is not None and dev.pci_class >> 8 in classes:
+                found.append(dev)
+        found.sort(key=lambda d: bdf_key(d.address))
+        out: list[Gpu] = []
+        for i, dev in enumerate(found):
+            uuid = minor = model = None
+            if dev.vendor == NVIDIA:
+                info = _text(self.proc + b"/driver/nvidia/gpus/" + dev.address.encode()
+                             + b"/information", 8192)
+                if info is not None:
+                    fields = {}
+                    for line in info.splitlines():
+                        k, sep, v = line.partition(":")
+                        if sep:
+                            fields[k.strip()] = v.strip()
+                    uuid = fields.get("GPU UUID") or None
+                    minor = _int(fields.get("Device Minor"))
+                    model = fields.get("Model") or None
+            out.append(Gpu(i, dev.address, "nvidia" if dev.vendor == NVIDIA else "amd", dev,
+                           uuid, minor, model))
+        return tuple(out)
+
+    # ---------------------------------------------------------------- RDMA devices
+    def _netdev_pci(self, ifname: str) -> tuple[Optional[str], str]:
+        link = self.sys + b"/class/net/" + os.fsencode(ifname)
+        target = self.fs.resolve(link)
+        if target is None:
+            return None, f"netdev {ifname} not found in class/net"
+        parts = self.components(target)
+        if parts is None or parts[:1] == ["virtual"]:
+            return None, f"netdev {ifname} is virtual (no PCI device)"
+        address = self.pci_at(os.path.dirname(os.path.dirname(target)))
+        if address is None:
+            return None, f"netdev {ifname} has no PCI ancestor"
+        return address, f"via netdev {ifname}"
+
+    def _ports(self, ibdev: bytes, parent_dir: Optional[bytes]) -> tuple[Port, ...]:
+        from ..attributes import parse_rate
+
+        out: list[Port] = []
+        base = ibdev + b"/ports"
+        numbers = sorted(int(n) for n in self.fs.listdir(base) if n.isdigit())
+        parent_net = self.fs.listdir(parent_dir + b"/net") if parent_dir is not None else []
+        for n in numbers:
+            p = base + b"/%d" % n
+            state = _text(p + b"/state", 64)
+            ll = _text(p + b"/link_layer", 64)
+            rate_text = _text(p + b"/rate", 128)
+            rate = parse_rate(rate_text)
+            netdevs: list[str] = []
+            ndevs = p + b"/gid_attrs/ndevs"
+            for idx in (b"0", b"1"):
+                v = _text(ndevs + b"/" + idx, 64)
+                if v and v not in netdevs:
+                    netdevs.append(v)
+            if not netdevs and parent_net:
+                if len(numbers) == 1:
+                    netdevs = [os.fsdecode(x) for x in parent_net]
+                else:
+                    for x in parent_net:
+                        dp = _int(_text(parent_dir + b"/net/" + x + b"/dev_port", 32)
+                                  if parent_dir else None)
+                        if dp == n - 1:
+                            netdevs.append(os.fsdecode(x))
+            out.append(Port(
+                port=n,
+                state=state.partition(":")[2].strip() if state and ":" in state else state,
+                link_layer=ll,
+                rate_gbps=rate.gbps if rate is not None else None,
+                rate=rate_text,
+                netdevs=tuple(netdevs),
+            ))
+        return tuple(out)
+
+    def _bond_slave(self, netdevs: tuple[str, ...], parent_dir: Optional[bytes]) -> bool:
+        """A netdev of the device (of a port, or of its PCI function) is enslaved to a
+        bond: ``bonding_slave/``, or a ``master`` link to a netdev with ``bonding/``."""
+        bases = [self.sys + b"/class/net/" + os.fsencode(n) for n in netdevs]
+        if parent_dir is not None:
+            bases += [parent_dir + b"/net/" + n for n in self.fs.listdir(parent_dir + b"/net")]
+        for base in bases:
+            if os.path.isdir(base + b"/bonding_slave"):
+                return True
+            master = self.fs.readlink(base + b"/master")
+            if master is not None and os.path.isdir(
+                self.sys + b"/class/net/" + os.path.basename(master) + b"/bonding"
+            ):
+                return True
+        return False
+
+    def uverbs_of(self) -> dict[str, int]:
+        base = self.sys + b"/class/infiniband_verbs"
+        found: dict[str, int] = {}
+        for entry in self.fs.listdir(base):
+            m = re.fullmatch(rb"uverbs([0-9]{1,5})", entry)
+            if m is None:
+                continue
+            ibdev = read_sysfs_file(base + b"/" + entry + b"/ibdev", 64)
+            if ibdev:
+                name = ibdev.split(b"\0", 1)[0].decode("utf-8", "replace")
+                n = int(m.group(1))
+                if name not in found or n < found[name]:
+                    found[name] = n
+        return found
+
+    def nics(self) -> tuple[Nic, ...]:
+        cls = self.sys + b"/class/infiniband"
+        out: list[Nic] = []
+        uverbs = self.uverbs_of()
+        for entry in self.fs.listdir(cls):
+            name = os.fsdecode(entry)
+            ibdev = self.fs.resolve(cls + b"/" + entry)
+            if ibdev is None:
+                if os.path.isdir(cls + b"/" + entry):
+                    ibdev = cls + b"/" + entry
+                else:
+                    self.note(f"class/infiniband/{name}: dangling link")
+                    continue
+            dev_link = ibdev + b"/device"
+            parent_dir = self.fs.resolve(dev_link) if os.path.lexists(dev_link) else None
+            address: Optional[str] = None
+            parent: Optional[str] = None
+            kind = "unplaced"
+            placement = ""
+            if parent_dir is not None and not os.path.isdir(parent_dir):
+                parent_dir = None
+            if parent_dir is not None:
+                parent = os.fsdecode(os.path.basename(parent_dir))
+                address = self.pci_at(parent_dir)
+                if address is None:
+                    placement = f"its device ({parent}) has no PCI ancestor"
+                elif is_bdf(parent):
+                    dev = self.pci[address]
+                    kind = "vf" if dev.is_vf else "pf"
+                    if "bond" in name:
+                        kind = "bond"
+                    placement = f"at PCI function {address}"
+                else:
+                    kind = "sf" if ".sf." in parent else "aux"
+                    placement = f"{parent} on PCI function {address}"
+            elif os.path.lexists(dev_link):
+                placement = "its device link is dangling (or leaves the root)"
+            else:
+                ifname = _text(ibdev + b"/parent", 64)
+                if ifname:
+                    address, placement = self._netdev_pci(ifname)
+                    parent = ifname
+                    kind = "soft" if address is not None else "unplaced"
+                else:
+                    placement = "no device link and no parent netdev"
+            if address is None:
+                self.note(f"{name}: unplaced: {placement}")
+            ports = self._ports(ibdev, parent_dir if kind in ("pf", "vf", "bond") else None)
+            nd = tuple(n for p in ports for n in p.netdevs)
+            guid = _text(ibdev + b"/node_guid", 64)
+            slave = kind != "bond" and self._bond_slave(
+                nd, parent_dir if kind in ("pf", "vf") else None)
+            out.append(Nic(name, address, kind, placement, parent, ports, slave, guid,
+                           uverbs.get(name)))
+        out.sort(key=lambda n: natural_key(n.name))
+        return tuple(out)
+
+
+def _bytes_path(value: Optional[PathArg], default: bytes, what: str) -> bytes:
+    if value is None:
+        return default
+    raw = path_arg(value, what)  # WrongTypeError (a TypeError), UsageError (a ValueError)
+    return os.path.abspath(raw).rstrip(b"/") or b"/"
+
+
+def read_host(
+    sysfs_path: Optional[PathArg] = None,
+    proc_path: Optional[PathArg] = None,
+    dev_dir: Optional[PathArg] = None,
+) -> Host:
+    """Read the host's PCI tree, NUMA nodes, GPUs and RDMA devices (see :class:`Host`).
+
+    ``sysfs_path`` stands for ``/sys`` (default ``$SYSFS_PATH``, else ``/sys``),
+    ``proc_path`` for ``/proc`` (only ``driver/nvidia/gpus/*/information`` is read
+    there), ``dev_dir`` for ``/dev/infiniband`` (kept for the usable filter of
+    :func:`assign`).  Nothing outside these roots is read.  Errors in the tree never
+    raise: they are in ``problems``.
+    """
+    if sysfs_path is None:
+        from .._core.options import env_sysfs_root
+
+        sysfs_path = env_sysfs_root()  # $SYSFS_PATH, else /sys (as libibverbs)
+    sysfs = _bytes_path(sysfs_path, b"/sys", "sysfs_path")
+    proc = _bytes_path(proc_path, b"/proc", "proc_path")
+    dev = _bytes_path(dev_dir, b"/dev/infiniband", "dev_dir")
+    r = _Reader(sysfs, proc)
+    r.read_pci()
+    numa = r.numa_nodes()
+    nics = r.nics()
+    gpus = r.gpus()
+    pci = dict(sorted(r.pci.items(), key=lambda kv: bdf_key(kv[0])))
+    return Host(
+        sysfs_path=os.fsdecode(sysfs),
+        proc_path=os.fsdecode(proc),
+        dev_dir=os.fsdecode(dev),
+        pci=pci,
+        host_bridges=tuple(sorted(r.host_bridges, key=lambda h: bdf_key(
+            h[3:] + ":00.0" if is_host_bridge(h) else h))),
+        numa_nodes=numa,
+        gpus=gpus,
+        nics=nics,
+        problems=tuple(r.problems),
+    )
