@@ -50,11 +50,13 @@ pytest: $(VENV)/.installed oracle-deps
 test: lint typecheck pytest
 
 # Differential fuzzing against the real libibverbs, deep profile (root, like the oracle tests):
-# 5,000 + 1,500 unprivileged examples and the concurrency test, ~5 min on 2 CPUs.
+# 5,000 + 1,500 unprivileged examples and the concurrency test, and the deep counts of the
+# matching and C-parsing properties (5,000-10,000 each), ~8 min on 2 CPUs.
 # Repeat a run with SYSVERBS_FUZZ_SEED=<the printed seed>.
 fuzz: $(VENV)/.installed oracle-deps
 	SYSVERBS_FUZZ_PROFILE=deep $(VENV)/bin/pytest -ra -p no:cacheprovider -s \
-	  tests/test_fuzz_differential.py tests/test_fuzz_unprivileged.py tests/test_concurrency.py
+	  tests/test_fuzz_differential.py tests/test_fuzz_unprivileged.py tests/test_concurrency.py \
+	  tests/test_matching.py tests/test_cparse.py
 
 # sysverbs against the real libibverbs on generated hosts of 1, 64, 1024 and 4096 devices
 # (root; a few minutes on 2 CPUs): prints a table and the issue-8 targets, writes
