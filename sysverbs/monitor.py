@@ -29,7 +29,7 @@ happens after that call is missed.  Backends (``DeviceMonitor.backend``):
 
 A poller races the kernel: a device's directory and class link appear before its
 attribute files (``device_add`` creates them in that order and sends the uevent
-last).  A uverbs entry whose ``ibdev`` cannot be read yet is therefore not reported
+last).  A uverbs entry whose ``ibdev`` cannot be read yet (or is empty) is not reported
 (nor counted as present) until a later look finds it complete; one that stays
 incomplete for :data:`SETTLE_SECONDS` is reported with ``ibdev`` None.  The udev
 backends get the uevent after the attributes; they meet half-created entries only
@@ -261,7 +261,7 @@ class DeviceMonitor:
             if known.get(name) == entry:
                 continue  # complete when first reported
             ib = _ibdev_of(entry[0])
-            if ib is not None:
+            if ib:  # (an empty name is a file not yet written: not the kernel's way)
                 self._ibdevs[entry[0]] = ib
                 self._incomplete.pop(entry, None)
                 continue
