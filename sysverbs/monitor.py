@@ -34,7 +34,9 @@ last).  A uverbs entry whose ``ibdev`` cannot be read yet (or is empty) is not r
 incomplete for :data:`SETTLE_SECONDS` is reported with ``ibdev`` None.  The udev
 backends get the uevent after the attributes; they meet half-created entries only
 in the listing taken when the monitor starts (``existing=True``), which follows the
-same rule (the device's own uevent then reports it).
+same rule (the device's own uevent then reports it).  They read ``ibdev`` when they
+receive the uevent: an ``add`` received after its device has gone again has ``ibdev``
+None.
 
 Event values that come from sysfs (a uverbs device's ``ibdev``) are read by
 :func:`sysverbs.sysfs_read.read_sysfs_file`.
