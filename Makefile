@@ -18,10 +18,13 @@ VENV_PYPY := .venv-pypy
 #   (a new interpreter per case, which under pypy3 costs more than the case), running
 #   the code that the other tests run in-process;
 # - the benchmark (benchmarks/ and tools/ may need 3.10+);
+# - tests/test_self_contained.py (it runs data tests from a copy of the checkout: the
+#   same tests that this run runs directly);
 # - the umockdev testbed test of the monitor (its child drives the testbed through
 #   PyGObject, python3-gi, which Debian builds for CPython only).
 # Left out by selection, not by skipping: under CI=true a skip is a failure.
 PYPY_TESTS := --ignore=tests/kernel --ignore=tests/test_bench.py \
+  --ignore=tests/test_self_contained.py \
   --ignore=tests/test_fuzz_differential.py --ignore=tests/test_fuzz_unprivileged.py \
   --ignore=tests/test_oracle_cli.py --ignore=tests/test_oracle_core.py \
   --ignore=tests/test_oracle_fixtures.py --ignore=tests/test_oracle_fork.py \
