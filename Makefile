@@ -82,8 +82,8 @@ pytest-pypy: $(VENV_PYPY)/.installed oracle-deps
 # test waits for the VM); the pypy3 run's report follows the CPython one.
 pytest: $(VENV)/.installed $(VENV_PYPY)/.installed oracle-deps
 	@log=$$(mktemp); start=$$(date +%s); \
-	$(VENV_PYPY)/bin/pytest -q -ra -p no:cacheprovider $(PYPY_TESTS) >$$log 2>&1 & pypy=$$!; \
-	$(VENV)/bin/pytest -ra -p no:cacheprovider -n auto --dist loadfile; cpython=$$?; \
+	$(VENV_PYPY)/bin/pytest -q -ra -p no:cacheprovider --durations=10 $(PYPY_TESTS) >$$log 2>&1 & pypy=$$!; \
+	$(VENV)/bin/pytest -ra -p no:cacheprovider -n auto --dist loadfile --durations=15; cpython=$$?; \
 	wait $$pypy; pypy_status=$$?; \
 	echo "======== the same suite under Python 3.9 ($$($(VENV_PYPY)/bin/python -c 'import platform; print(platform.python_implementation(), platform.python_version())')) ========"; \
 	cat $$log; rm -f $$log; \
