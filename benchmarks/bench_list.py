@@ -305,7 +305,8 @@ def machine() -> dict[str, Any]:
     libs = sorted(Path("/usr/lib").glob("*/libibverbs.so.1.*.*"))
     return {
         "nproc": os.cpu_count(),
-        "affinity": len(os.sched_getaffinity(0)),
+        "affinity": (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                     else os.cpu_count()),  # (PyPy has no sched_getaffinity)
         "cpu_model": model,
         "python": subprocess.run(
             [interpreter()[0], "-c", "import platform; print(platform.python_version())"],

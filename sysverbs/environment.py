@@ -447,29 +447,64 @@ def _state(text: Optional[str]) -> Optional[str]:
     return text.split(": ", 1)[1]
 
 
+def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optional[str],
+            proc_path: Optional[str], dev_dir: Optional[str]
+            ) -> tuple[Optional[list[tuple[str, int]]], str]:
+    """Placement's (device, port) list for the rank and its reason; None when it has
+    none (no GPU on the host, no rank, no usable NIC), with the reason."""
+    from .placement import assign_rank, read_host
+
+    host = read_host(sysfs_path=sysfs_path, proc_path=proc_path, dev_dir=dev_dir)
+    if not host.gpus:
+        return None, "no GPU on this host, so no placement"
+    chosen = assign_rank(host, local_rank, env)
+    if not chosen.nics:
+        return None, f"placement chose no NIC ({chosen.reason})"
+    return [(n.device, n.port) for n in chosen.nics], chosen.reason
+
+
 def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Optional[int]
                      = None, environ: Optional[Mapping[str, str]] = None,
                      sysfs_path: Optional[str] = None, dev_dir: Optional[str] = None,
+                     proc_path: Optional[str] = None, conf_root: Optional[str] = None,
                      addresses: Optional[Mapping[str, Sequence[str]]] = None,
                      list_options: Optional[Mapping[str, Any]] = None) -> RankEnvironment:
     """The environment for one rank.
 
-    ``nics``: the NICs chosen for the rank (see :func:`read_nics`); None: every usable
-    ACTIVE port — then ``local_rank`` N takes the N-th of them (modulo their number),
-    a stand-in until placement chooses.  ``environ``: the NCCL variables in force
-    (default ``os.environ``), which decide NCCL's GID scan (NCCL_IB_ADDR_FAMILY,
-    NCCL_IB_ADDR_RANGE, NCCL_IB_ROCE_VERSION_NUM).
+    ``nics``: the NICs chosen for the rank (see :func:`read_nics`).  None: placement
+    chooses (:func:`sysverbs.placement.assign_rank` for ``local_rank``, default from
+    LOCAL_RANK/OMPI_COMM_WORLD_LOCAL_RANK/SLURM_LOCALID, and the visible GPUs of
+    ``environ``); on a host without GPUs, or when placement
+    chooses nothing, every usable ACTIVE port — and then ``local_rank`` N takes the
+    N-th of them (modulo their number).  ``environ``: the environment in force (default
+    ``os.environ``), with NCCL's config files applied as NCCL applies them
+    (:func:`sysverbs.nccl.nccl_environment`; read on the live host, or under
+    ``conf_root`` when given).  It decides NCCL's GID scan (NCCL_IB_ADDR_FAMILY,
+    NCCL_IB_ADDR_RANGE, NCCL_IB_ROCE_VERSION_NUM).  ``proc_path`` stands for ``/proc``
+    (GPU UUIDs for CUDA_VISIBLE_DEVICES).
     """
     env = dict(os.environ if environ is None else environ)
+    extra: list[str] = []
+    if conf_root is not None or sysfs_path is None:
+        from .nccl import nccl_environment
+
+        env, conf_sources = nccl_environment(env, root=conf_root)
+        extra.extend(f"{name} comes from NCCL's config file {path}"
+                     for name, path in sorted(conf_sources.items()))
+    round_robin = nics is None
+    if nics is None:
+        placed, why = _placed(local_rank, env, sysfs_path, proc_path, dev_dir)
+        if placed is not None:
+            nics, round_robin = placed, False
+            extra.append(f"placement: {why}")
+        else:
+            extra.append(f"{why}: every ACTIVE InfiniBand/Ethernet port of the usable "
+                         "devices" + (f", local rank {local_rank} takes one of them "
+                                      "round-robin" if local_rank is not None else ""))
     chosen = read_nics(nics, sysfs_path=sysfs_path, dev_dir=dev_dir, addresses=addresses,
                        list_options=list_options)
-    extra: list[str] = []
-    if nics is None:
-        extra.append("no NICs given: every ACTIVE InfiniBand/Ethernet port of the usable "
-                     "devices" + (f", local rank {local_rank} takes one of them round-robin"
-                                  if local_rank is not None else ""))
-        if local_rank is not None and chosen:
-            chosen = [chosen[local_rank % len(chosen)]]
+    if round_robin and local_rank is not None and chosen:
+        chosen = [chosen[local_rank % len(chosen)]]
     result = predict(chosen, env)
     if sysfs_path is not None and addresses is None:
         extra.append("another sysfs root: the netdevs' addresses are unknown")

@@ -27,6 +27,17 @@ happens after that call is missed.  Backends (``DeviceMonitor.backend``):
     differences reported (``add``/``remove`` only; a device that comes and goes
     between two looks is missed).  ``DeviceMonitor.reason`` says why.
 
+A poller races the kernel: a device's directory and class link appear before its
+attribute files (``device_add`` creates them in that order and sends the uevent
+last).  A uverbs entry whose ``ibdev`` cannot be read yet (or is empty) is not reported
+(nor counted as present) until a later look finds it complete; one that stays
+incomplete for :data:`SETTLE_SECONDS` is reported with ``ibdev`` None.  The udev
+backends get the uevent after the attributes; they meet half-created entries only
+in the listing taken when the monitor starts (``existing=True``), which follows the
+same rule (the device's own uevent then reports it).  They read ``ibdev`` when they
+receive the uevent: an ``add`` received after its device has gone again has ``ibdev``
+None.
+
 Event values that come from sysfs (a uverbs device's ``ibdev``) are read by
 :func:`sysverbs._core.sysfs_read.read_sysfs_file`.
 """
@@ -57,6 +68,8 @@ SUBSYSTEMS = ("infiniband", "infiniband_verbs")
 BACKENDS = ("auto", "udev", "poll")
 NETLINK_SOURCES = ("auto", "kernel", "udev")
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+#: Seconds a uverbs entry may lack its ``ibdev`` before it is reported all the same.
+SETTLE_SECONDS = 5.0
 
 
 class DeviceEvent(NamedTuple):
@@ -149,12 +162,10 @@ class DeviceMonitor:
         os.set_blocking(self._wake_w, False)
         self.backend, self.reason = self._choose(backend, netlink)
         # What is there now: for the poll diff, and to name removed uverbs devices.
-        self._snapshot = {sub: _list_class(self._root, sub) for sub in SUBSYSTEMS}
         self._ibdevs: dict[str, str] = {}
-        for real, _ in self._snapshot["infiniband_verbs"].values():
-            ib = _ibdev_of(real)
-            if ib is not None:
-                self._ibdevs[real] = ib
+        self._incomplete: dict[tuple[str, int], float] = {}  # (path, inode) -> first seen
+        self._snapshot: dict[str, dict[str, tuple[str, int]]] = {sub: {} for sub in SUBSYSTEMS}
+        self._snapshot = self._look()
         if existing:
             for sub in SUBSYSTEMS:
                 for name, (real, _) in sorted(self._snapshot[sub].items()):
@@ -241,8 +252,30 @@ class DeviceMonitor:
             self._queue(dev.action, dev.subsystem, dev.sys_name, dev.sys_path, dev.seqnum,
                         dev.properties)
 
-    def _diff(self) -> None:
+    def _look(self) -> dict[str, dict[str, tuple[str, int]]]:
+        """The class listings, without the uverbs entries still being created (no
+        readable ``ibdev`` yet, for less than SETTLE_SECONDS)."""
         now = {sub: _list_class(self._root, sub) for sub in SUBSYSTEMS}
+        verbs, known = now["infiniband_verbs"], self._snapshot["infiniband_verbs"]
+        t = time.monotonic()
+        seen = set()
+        for name, entry in list(verbs.items()):
+            if known.get(name) == entry:
+                continue  # complete when first reported
+            ib = _ibdev_of(entry[0])
+            if ib:  # (an empty name is a file not yet written: not the kernel's way)
+                self._ibdevs[entry[0]] = ib
+                self._incomplete.pop(entry, None)
+                continue
+            seen.add(entry)
+            if t - self._incomplete.setdefault(entry, t) < SETTLE_SECONDS:
+                del verbs[name]  # half-created: look again next time
+        for entry in set(self._incomplete) - seen:  # completed or gone
+            del self._incomplete[entry]
+        return now
+
+    def _diff(self) -> None:
+        now = self._look()
         for sub in reversed(SUBSYSTEMS):  # uverbs devices go first
             old, new = self._snapshot[sub], now[sub]
             for name in sorted(old):

@@ -1,16 +1,113 @@
-"""Shared fixtures: the libibverbs oracle and world-readable temporary roots."""
+"""Shared fixtures: the libibverbs oracle and world-readable temporary roots; two
+rules for every test.
+
+* No test reads outside the repository (everything a test needs is in it, see
+  tests/data/PROVENANCE.md).  An audit hook sees every ``open`` (and, on CPython,
+  directory listing) of this process; one below the repository's parent directory
+  but outside the repository (a sibling such as ``../shared``) fails the test, or the
+  collection.  The system temporary directory is allowed, so that where the
+  repository itself lies in it, the hook checks nothing; tests/test_self_contained.py
+  then runs the tests from a copy of the checkout with nothing beside it.
+* Under ``CI=true`` nothing skips: a skip is reported as a failure (an oracle that is
+  unavailable in CI is a failed check, see :func:`require`).
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any, Optional
 
 import pytest
 
 from tests.oracle import harness
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class OutsideReads:
+    """The audit hook's rule and what it saw: opens below ``repo``'s parent that are
+    neither in ``repo`` nor in the temporary directory ``tmp``."""
+
+    EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
+
+    def __init__(self, repo: Path, tmp: str) -> None:
+        self.repo = os.path.join(os.fspath(repo), "")
+        self.parent = os.path.join(os.path.dirname(os.fspath(repo).rstrip("/")), "")
+        self.tmp = os.path.join(os.path.realpath(tmp), "")
+        self.seen: list[str] = []
+
+    @property
+    def active(self) -> bool:
+        return not self.parent.startswith(self.tmp)
+
+    def forbidden(self, path: str) -> bool:
+        if not path.startswith("/"):
+            try:
+                path = os.path.join(os.getcwd(), path)
+            except OSError:  # no current directory: nothing to compare with
+                return False
+        full = os.path.join(os.path.normpath(path), "")
+        return (full.startswith(self.parent) and not full.startswith(self.repo)
+                and not full.startswith(self.tmp))
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if event not in self.EVENTS or not args:
+            return
+        path = args[0]
+        if isinstance(path, int) or path is None:
+            return
+        try:
+            text = os.fsdecode(path)
+        except TypeError:
+            return
+        if self.forbidden(text):
+            self.seen.append(f"{event} {text}")
+
+
+OUTSIDE = OutsideReads(REPO, tempfile.gettempdir())
+if OUTSIDE.active:
+    sys.addaudithook(OUTSIDE)
+
+
+def _outside_report() -> Optional[str]:
+    if not OUTSIDE.seen:
+        return None
+    seen, OUTSIDE.seen[:] = list(OUTSIDE.seen), []
+    return ("read outside the repository (tests may read only what the repository "
+            f"holds; put the data in tests/data): {sorted(set(seen))[:10]}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    problem = _outside_report()
+    if problem:
+        raise pytest.UsageError(f"while collecting, a test module {problem}")
+
+
+@pytest.fixture(autouse=True)
+def _reads_stay_in_the_repository() -> Iterator[None]:
+    OUTSIDE.seen.clear()
+    yield
+    problem = _outside_report()
+    if problem:
+        pytest.fail(f"this test {problem}", pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[Any]
+) -> Generator[None, Any, None]:
+    """Under CI=true a skip is a failure: the check it stands for did not run."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI") == "true" and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true (a skip is a failure in CI): {reason}"
 
 
 def require(reason: str | None, what: str) -> None:

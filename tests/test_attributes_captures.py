@@ -1,5 +1,6 @@
 """Attributes and topology on real machines' data: the lshca recordings in
-../shared/captures/lshca-connectx (ConnectX-4..6 hosts, one with 40 SR-IOV VFs).
+tests/data/lshca-connectx (ConnectX-4..6 hosts, one with 40 SR-IOV VFs; see
+tests/data/PROVENANCE.md).
 
 Each recording holds the sysfs files lshca read (``os.path.exists/<path>`` -> the
 file's text), the links it read and the output of ``ip address show``.  They are
@@ -28,21 +29,9 @@ from sysverbs.attributes import (
 )
 from sysverbs.topology import device_topology
 
-CAPTURES = Path(
-    os.environ.get(
-        "SYSVERBS_CAPTURES",
-        str(Path(__file__).resolve().parents[1].parent / "shared/captures"),
-    )
-)
-LSHCA = CAPTURES / "lshca-connectx"
-FILES = sorted(LSHCA.glob("*.decoded.json")) if LSHCA.is_dir() else []
-
-
-def _require() -> None:
-    if not FILES:
-        from tests.conftest import require
-
-        require(f"no lshca recordings in {LSHCA}", "lshca captures")
+LSHCA = Path(__file__).resolve().parent / "data" / "lshca-connectx"
+FILES = sorted(LSHCA.glob("*.decoded.json"))
+assert len(FILES) == 13, f"the lshca recordings are missing from {LSHCA}"
 
 
 def _text(value: Any) -> str:
@@ -149,7 +138,6 @@ def test_every_recorded_value_parses(tmp_path: Path, path: Path) -> None:
 
 
 def _capture(prefix: str) -> Path:
-    _require()
     for f in FILES:
         if f.name.startswith(prefix):
             return f

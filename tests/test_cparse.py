@@ -8,10 +8,11 @@ import locale
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sysverbs._core import cparse
+from tests.fuzz.profiles import fuzz_settings
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.strtoul.restype = ctypes.c_ulong
@@ -44,7 +45,7 @@ def c_scan_hx4(data: bytes) -> tuple[int, int, int, int] | None:
     return (v[0].value, v[1].value, v[2].value, v[3].value) if n == 4 else None
 
 
-@settings(max_examples=1500)
+@fuzz_settings(ci=500, deep=5000)
 @given(text)
 @example(b"99999999999999999999999")
 @example(b"-99999999999999999999999")
@@ -66,7 +67,7 @@ def test_strtoul_and_strtol(data: bytes) -> None:
     assert cparse.strtol(data) == libc.strtol(data, None, 10)
 
 
-@settings(max_examples=1500)
+@fuzz_settings(ci=500, deep=5000)
 @given(text)
 @example(b"-1:5")
 @example(b"231:192junk")
@@ -83,7 +84,7 @@ def test_scan_u_u(data: bytes) -> None:
     assert cparse.scan_u_u(data) == c_scan_u_u(data)
 
 
-@settings(max_examples=1500)
+@fuzz_settings(ci=500, deep=5000)
 @given(text)
 @example(b"0x:1:2:3")
 @example(b"-0x10:0X1f:+3:ffffffff")
@@ -129,7 +130,7 @@ def c_locale() -> Iterator[None]:
         locale.setlocale(locale.LC_CTYPE, before)
 
 
-@settings(max_examples=3000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@fuzz_settings(ci=1000, deep=10000)  # `make fuzz` runs the deep count
 @given(glob_text, glob_text)
 @example(b"rdma_device:*Nrxe*", b"rdma_device:Nrxe0")
 @example(b"rdma_device:*Nrxe*", b"rdma_device:Nmlx5_0")

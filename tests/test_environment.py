@@ -405,3 +405,32 @@ def test_benchmark_runs() -> None:
                           "--rounds", "3"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "| (a) predict |" in out.stdout and "target: predict <= 5.0 ms" in out.stdout
+
+
+@pytest.mark.parametrize("fixture", ["gpu-dgx-a100", "gpu-hgx-h100", "gpu-pcie-2socket"])
+def test_without_nics_placement_chooses(tmp_path: Path, fixture: str) -> None:
+    """Without NICs, a rank on a GPU host gets the NICs placement assigns to its GPU,
+    with ports and '=' (and the reason names the rank's GPU)."""
+    from sysverbs import recording
+    from sysverbs.placement import assign_rank, read_host
+
+    host = recording.materialize(recording.fixture_path(fixture), tmp_path)
+    roots = {"sysfs_path": str(host.sysfs), "dev_dir": str(host.dev)}
+    placed = read_host(proc_path=str(host.proc), **roots)
+    for rank in range(len(placed.gpus)):
+        want = assign_rank(placed, rank, {})
+        assert want.nics, (fixture, rank, want.reason)
+        env = rank_environment(environ={"LOCAL_RANK": str(rank)}, proc_path=str(host.proc),
+                               list_options={"providers": "builtin"}, **roots)
+        exports = env.exports()
+        assert exports["NCCL_IB_HCA"] == "=" + ",".join(f"{n.device}:{n.port}"
+                                                         for n in want.nics)
+        assert exports["UCX_NET_DEVICES"] == exports["NCCL_IB_HCA"][1:]
+        assert any(note.startswith(f"placement: LOCAL_RANK={rank} -> GPU{rank} ")
+                   for note in env.notes), env.notes
+
+
+def test_without_gpus_every_usable_port(tmp_path: Path) -> None:
+    env = rank_environment(environ={}, list_options={"providers": "builtin"},
+                           **_fixture(tmp_path, "mlx5-cx7"))
+    assert any(note.startswith("no GPU on this host, so no placement") for note in env.notes)

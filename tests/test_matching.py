@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Optional
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from sysverbs._core import messages
@@ -24,6 +24,7 @@ from sysverbs._core.cparse import fnmatch
 from sysverbs._core.records import DeviceRecord
 from sysverbs.providers import matching
 from sysverbs.providers.table import Provider, provider_table
+from tests.fuzz.profiles import fuzz_settings
 
 
 def _table_hit(prov: Provider, text: bytes) -> bool:
@@ -131,7 +132,7 @@ def _ours(rec: DeviceRecord, drivers: Sequence[Provider],
     return got, len(reads)
 
 
-@settings(max_examples=3000, deadline=None)
+@fuzz_settings(ci=300, deep=5000)  # `make fuzz` runs the deep count
 @given(drivers=driver_lists(), rec=records())
 def test_matcher_equals_try_drivers(drivers: tuple[Provider, ...], rec: DeviceRecord) -> None:
     read: list[int] = []
@@ -176,7 +177,7 @@ def test_match_record_warns_like_try_driver(monkeypatch: pytest.MonkeyPatch) -> 
                    "(supports 1 to 1) for device /sys/class/infiniband/mlx5_0\n")
 
 
-@settings(max_examples=3000, deadline=None)
+@fuzz_settings(ci=300, deep=5000)  # `make fuzz` runs the deep count
 @given(drivers=driver_lists(), rec=records())
 def test_match_equals_try_drivers(drivers: tuple[Provider, ...], rec: DeviceRecord) -> None:
     """Matcher.match (with its fast path for records no driver id or name matches):

@@ -83,8 +83,12 @@ SCRIPT = textwrap.dedent(
     mlx = HostBuilder().mlx5(uverbs=1)
     tb.add_from_string(recording.dumps(mlx.build(loopback=False)))
     seen += [ev(it.poll(timeout=5)), ev(it.poll(timeout=5))]  # mlx5_0, uverbs1
-    # a uverbs device's ibdev is read when its "add" is received: take them now
+    # a uverbs device's ibdev is read when its "add" is received: take them now (and let
+    # the callback's thread receive them too) before the devices go
     out["everything"] = [ev(everything.poll(timeout=5)) for _ in range(4)]
+    deadline = time.monotonic() + 20
+    while len(cb_events) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
     tb.uevent("/sys/devices/virtual/infiniband/rxe0", "change")
     uv, ib = "/sys/devices/virtual/infiniband_verbs/uverbs0", "/sys/devices/virtual/infiniband/rxe0"
     tb.uevent(uv, "remove"); tb.remove_device(uv)
@@ -159,8 +163,42 @@ def test_udev_events_under_umockdev(tmp_path: Path) -> None:
 # --------------------------------------------------------------------- polling
 
 
-def _add(host: testing.FakeHost, builder: HostBuilder) -> None:
-    recording.materialize(builder.build(loopback=False), host.root)
+def _add(host: testing.FakeHost, builder: HostBuilder, pause: float = 0.05) -> None:
+    """Add the builder's devices to a live fake host in the kernel's order.
+
+    ``device_add`` creates the device's directory, then its class link, then its
+    attribute files (``ibdev``, ``node_type``, ports); the uevent comes last.  Here each
+    RDMA device's directory and class link appear first, ``pause`` seconds (several
+    poll intervals) before its attributes, so that a poller meets every device
+    half-created."""
+    stage = host.root.parent / f".stage-{os.getpid()}-{time.monotonic_ns()}"
+    recording.materialize(builder.build(loopback=False), stage)
+    links = [link for sub in ("infiniband", "infiniband_verbs")
+             for link in sorted((stage / "sys/class" / sub).iterdir()) if link.is_symlink()]
+    devdirs = {os.path.realpath(link) for link in links}
+    skip = devdirs | {str(link) for link in links}
+    # first the rest: parents (the PCI function), bus links, /dev nodes
+    shutil.copytree(stage / "sys", host.sysfs, symlinks=True, dirs_exist_ok=True,
+                    ignore=lambda d, names: [n for n in names
+                                             if os.path.join(os.path.realpath(d), n) in skip
+                                             or os.path.join(d, n) in skip])
+    shutil.copytree(stage / "dev", host.root / "dev", symlinks=True, dirs_exist_ok=True)
+    for link in links:  # IB devices first, as the kernel registers them
+        devdir = Path(os.path.realpath(link))
+        target = host.sysfs / devdir.relative_to(os.path.realpath(stage / "sys"))
+        target.mkdir()
+        os.symlink(os.readlink(link), host.sysfs / link.relative_to(stage / "sys"))
+        time.sleep(pause)
+        # a sysfs attribute appears whole: write each file beside, then rename it
+        shutil.copytree(devdir, target, symlinks=True, dirs_exist_ok=True,
+                        copy_function=_copy_whole)
+    shutil.rmtree(stage)
+
+
+def _copy_whole(src: str, dst: str) -> None:
+    partial = f"{dst}.partial"
+    shutil.copy2(src, partial)
+    os.replace(partial, dst)
 
 
 def _remove(host: testing.FakeHost, ibdev: str, uverbs: str) -> None:
@@ -200,19 +238,77 @@ def test_polling_a_fake_host(tmp_path: Path) -> None:
 def test_polling_callback_existing_and_timeout(tmp_path: Path) -> None:
     host = testing.materialize(HostBuilder().mlx5(), tmp_path / "h")
     events: list[DeviceEvent] = []
-    start = time.monotonic()
-    mon = monitor(events.append, sysfs_path=host.sysfs, poll_interval=0.02, timeout=1.0,
+    mon = monitor(events.append, sysfs_path=host.sysfs, poll_interval=0.02, timeout=60,
                   existing=True)
     with pytest.raises(RuntimeError):
         iter(mon)
     _add(host, HostBuilder(first_bus=0x20).efa(uverbs=3))
+    deadline = time.monotonic() + 30  # (no wall-clock bound: CI machines are busy)
+    while len(events) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    mon.stop()
     mon.join(10)
-    assert 0.9 <= time.monotonic() - start < 9  # generous: CI machines are busy
     assert not mon.running
     assert _brief(events) == [("add", "infiniband", "mlx5_0", "mlx5_0"),
                               ("add", "infiniband_verbs", "uverbs0", "mlx5_0"),
                               ("add", "infiniband", "rdmap32s0", "rdmap32s0"),
                               ("add", "infiniband_verbs", "uverbs3", "rdmap32s0")]
+    # a callback monitor ends by itself at its timeout
+    quiet: list[DeviceEvent] = []
+    start = time.monotonic()
+    mon = monitor(quiet.append, sysfs_path=host.sysfs, poll_interval=0.02, timeout=0.5)
+    mon.join(30)
+    assert time.monotonic() - start >= 0.45 and not mon.running and quiet == []
+
+
+def test_a_half_created_uverbs_entry_is_reported_once_complete(tmp_path: Path) -> None:
+    """The race the kernel makes: the uverbs entry exists, its ``ibdev`` not yet.  The
+    poller reports the IB device, and the uverbs device only when a later look finds its
+    ``ibdev``: never ``ibdev=None`` for a device that is being created."""
+    host = testing.materialize(HostBuilder(), tmp_path / "h")
+    mon = monitor(sysfs_path=host.sysfs, poll_interval=0.02, timeout=30)
+    recording.materialize(HostBuilder().rxe().build(loopback=False), host.root)
+    ibdev_file = Path(os.path.realpath(host.sysfs / "class/infiniband_verbs/uverbs0")) / "ibdev"
+    content = ibdev_file.read_bytes()
+    ibdev_file.unlink()  # the state between the class link and the attributes
+    got = mon.poll(timeout=5)
+    assert got is not None and _brief([got]) == [("add", "infiniband", "rxe0", "rxe0")]
+    assert mon.poll(timeout=0.3) is None  # looked ~15 times: still incomplete
+    ibdev_file.write_bytes(content)
+    got = mon.poll(timeout=5)
+    assert got is not None and _brief([got]) == [("add", "infiniband_verbs", "uverbs0", "rxe0")]
+    assert mon.poll(timeout=0.1) is None  # reported once
+    mon.stop()
+
+
+def test_an_entry_that_never_completes_is_reported_after_settling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mon_mod = importlib.import_module("sysverbs.monitor")
+    monkeypatch.setattr(mon_mod, "SETTLE_SECONDS", 0.3)
+    host = testing.materialize(HostBuilder(), tmp_path / "h")
+    mon = monitor(sysfs_path=host.sysfs, poll_interval=0.02, timeout=30,
+                  existing=True)
+    recording.materialize(HostBuilder().rxe().build(loopback=False), host.root)
+    uverbs = Path(os.path.realpath(host.sysfs / "class/infiniband_verbs/uverbs0"))
+    (uverbs / "ibdev").unlink()  # broken for good
+    start = time.monotonic()
+    got = [mon.poll(timeout=5), mon.poll(timeout=5)]
+    assert time.monotonic() - start >= 0.3
+    assert _brief(got) == [("add", "infiniband", "rxe0", "rxe0"),  # type: ignore[arg-type]
+                           ("add", "infiniband_verbs", "uverbs0", None)]
+    assert mon.poll(timeout=0.1) is None
+    mon.stop()
+    # at start-up (existing=True), a half-created entry is not listed either
+    monkeypatch.setattr(mon_mod, "SETTLE_SECONDS", 30.0)
+    late = monitor(sysfs_path=host.sysfs, poll_interval=0.02, timeout=30, existing=True)
+    assert _brief([late.poll(timeout=1)]) == [  # type: ignore[list-item]
+        ("add", "infiniband", "rxe0", "rxe0")]
+    assert late.poll(timeout=0.2) is None
+    (uverbs / "ibdev").write_text("rxe0\n")
+    assert _brief([late.poll(timeout=5)]) == [  # type: ignore[list-item]
+        ("add", "infiniband_verbs", "uverbs0", "rxe0")]
+    late.stop()
 
 
 def test_iterator_ends_at_timeout_and_on_stop(tmp_path: Path) -> None:

@@ -494,6 +494,17 @@ def test_cli_topo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "NIC9: mlx5_9" in capsys.readouterr().out
 
 
+def test_topo_reads_the_proc_beside_the_sysfs_root(capsys: pytest.CaptureFixture[str]) -> None:
+    """With --fixture (or a --sysfs-path of a materialized host) and no --proc-path, the
+    GPUs' UUIDs come from the fixture's own proc, never from this machine's /proc."""
+    assert cli.main(["topo", "--fixture", "gpu-dgx-a100", "--json"]) == 0
+    uuids = [g["uuid"] for g in json.loads(capsys.readouterr().out)["gpus"]]
+    assert len(uuids) == 8 and all(u and u.startswith("GPU-") for u in uuids)
+    assert cli.main(["topo", "--fixture", "gpu-dgx-a100", "--json",
+                     "--proc-path", "/nonexistent"]) == 0
+    assert all(g["uuid"] is None for g in json.loads(capsys.readouterr().out)["gpus"])
+
+
 # ------------------------------------------- byte-exact against the tab-preserved samples
 
 

@@ -19,12 +19,7 @@ import sysverbs.topology as topology_module
 from sysverbs import recording
 from sysverbs.topology import _AUX_RDMA, device_topology, parse_cpulist
 
-CAPTURES = Path(
-    os.environ.get(
-        "SYSVERBS_CAPTURES",
-        str(Path(__file__).resolve().parents[1].parent / "shared/captures"),
-    )
-)
+DATA = Path(__file__).resolve().parent / "data"  # real machines' data: see PROVENANCE.md
 
 
 def test_doctests() -> None:
@@ -261,11 +256,7 @@ def test_broken_trees(tmp_path: Path) -> None:
 def test_aux_pattern_on_dgx_b200_capture() -> None:
     """Every auxiliary device of the DGX B200 that an RDMA driver binds (mlx5_ib.rdma,
     irdma) has a name the pattern takes; the Ethernet ones (mlx5_core.eth) do not."""
-    path = CAPTURES / "udev-dgx-b200/rdma-records-only.txt"
-    if not path.is_file():
-        from tests.conftest import require
-
-        require(f"{path} is missing", "DGX B200 capture")
+    path = DATA / "udev-dgx-b200/rdma-records-only.txt"
     rdma, other = 0, 0
     for record in path.read_text().split("\n\n"):
         m = re.search(r"^P: .*/([^/\n]+)$", record, re.M)

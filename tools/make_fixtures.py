@@ -10,7 +10,8 @@ below the device's parent, ``net/<ifname>`` beside them, software devices (rxe) 
     python3 tools/make_fixtures.py            # rewrite them all
     python3 tools/make_fixtures.py --check    # fail if a checked-in file differs
 
-Where the values come from (``/work/shared/captures``, see each PROVENANCE.txt):
+Where the values come from (the public sources are named in ``tests/data/PROVENANCE.md``,
+where the captures the tests read are kept):
 
 * udev-dgx-a100 / udev-dgx-b200: DEVPATHs, PCI ids, subsystem ids, classes, modaliases,
   drivers, uverbs numbers and majors/minors, net interface names and MACs, auxiliary

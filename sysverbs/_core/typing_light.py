@@ -43,6 +43,7 @@ else:
     )
     _SPECIAL = frozenset({"__module__", "__name__", "__annotations__", "__qualname__"})
     _tuple_new = tuple.__new__
+    _MATCH_ARGS = __import__("sys").version_info >= (3, 10)
 
     def _bind(cls, args, kwargs):
         """The field values of ``cls(*args, **kwargs)``, with Python's call errors."""
@@ -148,7 +149,8 @@ else:
             body["__doc__"] = ns.get("__doc__") or f"{name}({', '.join(fields)})"
             body["_fields"] = fields
             body["_field_defaults"] = defaults
-            body["__match_args__"] = fields
+            if _MATCH_ARGS:  # as typing.NamedTuple: only where there is a match statement
+                body["__match_args__"] = fields
             for index, field in enumerate(fields):
                 body[field] = _tuplegetter(index, f"Alias for field number {index}")
             body["__module__"] = ns["__module__"]

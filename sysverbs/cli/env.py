@@ -29,14 +29,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
         description="Print the environment for one rank: NCCL_IB_HCA (exact names and ports), "
         "UCX_NET_DEVICES (UCX's dev:port names), NCCL_SOCKET_IFNAME (when a netdev of the "
         "chosen NICs carries an address) and NCCL_IB_GID_INDEX (RoCE, when one index suits "
-        "every chosen port), each with its reason. Without --device: every ACTIVE port of "
-        "the usable devices.",
+        "every chosen port), each with its reason. Without --device: the NICs placement "
+        "assigns to the local rank's GPU (sysverbs topo --assign); on a host without GPUs, "
+        "every ACTIVE port of the usable devices.",
         epilog="exit status: 0; 1 when no NIC is chosen or a device is not found; 2 for a "
         "usage error. Use: eval \"$(sysverbs env --device mlx5_0:1)\"")
     p.add_argument("--format", choices=["sh", "dotenv", "json"], default="sh",
                    help="sh exports (default), a dotenv file, or JSON")
     p.add_argument("--local-rank", type=int, metavar="N",
-                   help="without --device: the N-th usable port (round-robin)")
+                   help="without --device: the rank whose NICs placement chooses (default: "
+                   "LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID); on a host "
+                   "without GPUs the N-th usable port")
+    p.add_argument("--proc-path", metavar="DIR",
+                   help="/proc root for the GPUs' UUIDs (default: the proc beside the sysfs "
+                   "root)")
+    p.add_argument("--conf-root", metavar="DIR",
+                   help="alternate root for NCCL's config files (NCCL_CONF_FILE, "
+                   "~/.nccl.conf, /etc/nccl.conf); read on the live host by default")
     p.add_argument("--device", action="append", metavar="NAME[:PORT]",
                    help="a NIC of the rank (repeatable; default: all usable ACTIVE ports)")
     p.set_defaults(func=with_options(run))
@@ -47,12 +56,16 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     import os
 
     from ..environment import rank_environment
+    from .topo import proc_root
 
     listing = {k: opts[k] for k in ("source", "config_dir", "providers", "rdma_core")}
     try:
+        sysfs = opts["sysfs_path"]
         env = rank_environment(args.device, local_rank=args.local_rank, environ=os.environ,
-                               sysfs_path=opts["sysfs_path"], dev_dir=opts["dev_dir"],
-                               list_options=listing)
+                               sysfs_path=sysfs, dev_dir=opts["dev_dir"],
+                               proc_path=None if sysfs is None
+                               else proc_root(args.proc_path, sysfs),
+                               conf_root=args.conf_root, list_options=listing)
     except LookupError as e:
         sys.stderr.write(f"sysverbs env: {e.args[0]}\n")
         return 1

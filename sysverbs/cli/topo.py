@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
-    from typing import Any
+    from typing import Any, Optional, Union
 
 __all__ = ["register", "run"]
 
@@ -34,7 +34,8 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
         "should use, nearest class first, then fewest bridge hops, with the reasons.",
         epilog="exit status: 0; 1 when sysfs cannot be read; 2 for a usage error.")
     t.add_argument("--proc-path", metavar="DIR",
-                   help="/proc root for /proc/driver/nvidia (default: /proc)")
+                   help="/proc root for /proc/driver/nvidia (default: the proc beside the "
+                   "sysfs root: /proc for /sys, <root>/proc for a fixture)")
     t.add_argument("--assign", action="store_true", help="print each GPU's NICs")
     t.add_argument("--smi-format", choices=["535", "525"], default="535",
                    help="nvidia-smi layout: 535 (R535+, GPU NUMA ID column; default) or 525")
@@ -66,6 +67,15 @@ def _rank_arg(value: Any) -> Any:
     raise UsageError(f"--rank must be a number or 'env', not {value!r}")
 
 
+def proc_root(proc_path: Optional[str], sysfs: Union[str, bytes]) -> str:
+    """``--proc-path``, else the ``proc`` beside the sysfs root (``/proc`` for ``/sys``,
+    ``<root>/proc`` for a fixture or a tree of the testing kit), so that under an
+    alternate root nothing outside it is read."""
+    if proc_path is not None:
+        return proc_path
+    return os.path.join(os.path.dirname(os.path.abspath(os.fsdecode(sysfs))), "proc")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..placement import assign, assign_rank, host_json, read_host, render_matrix
 
@@ -89,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(f"sysverbs topo: {os.fsdecode(sysfs)}: not a sysfs tree "
                              "(no devices/)\n")
             return 1
-        host = read_host(sysfs, args.proc_path, dev)
+        host = read_host(sysfs, proc_root(args.proc_path, sysfs), dev)
         filters: dict[str, Any] = {
             "link_layer": args.link_layer, "min_rate_gbps": args.min_rate,
             "require_active": not args.any_state, "require_usable": args.usable,

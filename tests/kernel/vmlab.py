@@ -12,10 +12,20 @@ Errors are :class:`VmError` with a ``kind`` (``unavailable``, ``boot``,
 ``timeout``, ``module``, ``script``) and a message that names the log
 directory, which is kept.
 
-Environment knobs: ``SV_VM_KVM`` (``auto``: use KVM only if a KVM boot really
-reaches userspace quickly, the verdict cached per host; ``1``; ``0``),
+Environment knobs: ``SV_VM_KVM`` (``auto``: try KVM, and boot with TCG whenever the
+KVM attempt does not reach the initramfs within ``SV_VM_KVM_PROBE`` seconds (20), for
+whatever reason: a hang, an immediate exit, a crash, an assertion; ``1``: KVM only;
+``0``: TCG only),
 ``SV_VM_TIMEOUT`` (seconds per boot, default 1200: TCG on busy cores), ``SV_VM_MEM`` (MiB, 1024),
 ``SV_VM_CPUS`` (2), ``SV_VM_KERNEL`` (a vmlinuz path), ``SV_VM_CACHE``.
+
+The KVM verdict cache holds only what was proven: a file ``kvm-works-<key>`` is
+written after a KVM boot reached the initramfs, where ``<key>`` hashes what the
+verdict depends on (host kernel release and build, the qemu binary, the CPU model
+and flags, the machine id; :func:`host_key`), so that a verdict from another machine,
+host kernel, qemu or CPU is never read.  A failed KVM attempt writes nothing, and
+removes a "works" verdict that it contradicts; the boot then goes on with TCG.  A
+proven verdict gives KVM three times as long to reach the initramfs (a loaded machine).
 """
 
 from __future__ import annotations
@@ -218,8 +228,63 @@ def build_initramfs(kver: str) -> Path:
     return image
 
 
+def _cpu_identity() -> str:
+    """The first CPU's model and flags from /proc/cpuinfo (what KVM's MSRs depend on)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
+    keep = ("vendor_id", "cpu family", "model", "model name", "stepping", "microcode",
+            "flags")
+    lines: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the first processor only
+        key = line.split(":", 1)[0].strip()
+        if key in keep:
+            lines.append(line.strip())
+    return "\n".join(lines)
+
+
+def _file_identity(path: Optional[str]) -> str:
+    if not path:
+        return "(none)"
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return f"{path}:(unreadable)"
+    return f"{real}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+
+
+def host_key() -> str:
+    """What a KVM verdict depends on, hashed: the host kernel (release and build), the
+    qemu binary on PATH (path, size, mtime, inode), the CPU (model, flags) and the
+    machine id.  A verdict is trusted only under the same key."""
+    uname = os.uname()
+    try:
+        machine_id = Path("/etc/machine-id").read_text().strip()
+    except OSError:
+        machine_id = uname.nodename
+    facts = "\0".join(
+        [
+            uname.release,
+            uname.version,
+            uname.machine,
+            _file_identity(shutil.which("qemu-system-x86_64")),
+            _cpu_identity(),
+            machine_id,
+        ]
+    )
+    return hashlib.sha256(facts.encode()).hexdigest()[:20]
+
+
 def _kvm_verdict_file(kver: str) -> Path:
-    return _cache_dir(kver) / f"kvm-verdict-{os.uname().release}"
+    return _cache_dir(kver) / f"kvm-works-{host_key()}"
+
+
+def _kvm_device_usable() -> bool:
+    return os.access("/dev/kvm", os.R_OK | os.W_OK)
 
 
 def _qemu_argv(
@@ -292,19 +357,23 @@ def _boot(
     return "exited", time.monotonic() - start
 
 
-def _want_kvm(kver: str) -> Optional[bool]:
-    """True/False when decided, None when KVM should be probed (auto, no verdict yet)."""
+def _want_kvm(kver: str) -> tuple[str, Optional[Path]]:
+    """How to boot: ``"tcg"``, ``"kvm"`` (forced: no fallback) or ``"try-kvm"`` (KVM,
+    and TCG if KVM does not reach the initramfs); and the verdict file when a proven
+    "works" verdict was read from it (to invalidate it if KVM fails after all)."""
     mode = os.environ.get("SV_VM_KVM", "auto")
     if mode in ("0", "off", "no"):
-        return False
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return False
+        return "tcg", None
+    if not _kvm_device_usable():
+        return "tcg", None
     if mode in ("1", "on", "yes"):
-        return True
+        return "kvm", None
     verdict = _kvm_verdict_file(kver)
-    if verdict.exists():
-        return verdict.read_text().strip() == "works"
-    return None
+    return "try-kvm", verdict if verdict.is_file() else None
+
+
+def _console_text(console: Path) -> str:
+    return console.read_text(errors="replace") if console.exists() else ""
 
 
 def run(script_text: str, workdir: Path, *, timeout: Optional[float] = None) -> VmResult:
@@ -331,8 +400,11 @@ def run(script_text: str, workdir: Path, *, timeout: Optional[float] = None) -> 
     os.chmod(outdir, 0o777)
     limit = timeout if timeout is not None else float(_env_int("SV_VM_TIMEOUT", 1200))
     notes: list[str] = []
-    kvm = _want_kvm(kver)
-    attempts: list[bool] = [True, False] if kvm is None else [kvm]
+    how, cached = _want_kvm(kver)
+    # Seconds a KVM attempt has to reach the initramfs (normally 1-3 s).  Where KVM was
+    # proven to work, a slow start is more likely a loaded machine: wait longer.
+    probe = float(_env_int("SV_VM_KVM_PROBE", 20)) * (1 if cached is None else 3)
+    attempts = {"tcg": [False], "kvm": [True], "try-kvm": [True, False]}[how]
     for use_kvm in attempts:
         console = workdir / "console.log"
         qemu_log = workdir / "qemu.log"
@@ -341,15 +413,26 @@ def run(script_text: str, workdir: Path, *, timeout: Optional[float] = None) -> 
                 f.rename(f.with_suffix(".kvm-try.log"))
         argv = _qemu_argv(image, initrd, script, outdir, console, use_kvm)
         (workdir / "qemu.argv").write_text(" ".join(argv) + "\n")
-        probing = kvm is None and use_kvm
-        end, seconds = _boot(argv, console, qemu_log, limit, 20.0 if probing else None)
+        probing = how == "try-kvm" and use_kvm
+        end, seconds = _boot(argv, console, qemu_log, limit, probe if probing else None)
+        text = _console_text(console)
         if probing:
-            ok = end != "not-ready"
-            _kvm_verdict_file(kver).write_text("works\n" if ok else "hangs\n")
-            if not ok:
-                notes.append("KVM did not reach userspace within 20 s; using TCG")
+            # Decided by what happened: only a boot that reached the initramfs proves KVM.
+            if f"{MARK}-BOOTED" not in text:
+                qlog = qemu_log.read_text(errors="replace").strip() if qemu_log.exists() else ""
+                why = {"not-ready": f"did not reach the initramfs within {probe:.0f} s",
+                       "timeout": f"did not reach the initramfs within {limit:.0f} s"}.get(
+                           end, f"exited before the initramfs (qemu said {qlog[-300:]!r})")
+                notes.append(f"KVM {why}; using TCG")
+                if cached is not None:
+                    cached.unlink(missing_ok=True)
+                    notes.append(f"removed the KVM verdict {cached.name} it contradicted")
                 continue
-        text = console.read_text(errors="replace") if console.exists() else ""
+            verdict = _kvm_verdict_file(kver)
+            if not verdict.is_file():
+                partial = verdict.with_name(f".{verdict.name}.{os.getpid()}")
+                partial.write_text(f"works: a KVM boot reached the initramfs in {seconds:.1f} s\n")
+                os.replace(partial, verdict)
         accel = "kvm" if use_kvm else "tcg"
         if end == "timeout":
             raise VmError(
