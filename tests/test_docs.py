@@ -4,6 +4,7 @@ document, and print exactly what the text after them ("prints") shows."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import re
 from pathlib import Path
@@ -21,7 +22,11 @@ def test_docs_have_examples() -> None:
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
-def test_examples_run(doc: Path) -> None:
+def test_examples_run(doc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An example's set_stderr() must not outlive it: later tests in this process read
+    # libibverbs' messages from their own captured stderr.
+    messages = importlib.import_module("sysverbs._core.messages")
+    monkeypatch.setattr(messages, "_stream", messages._stream)
     namespace: dict[str, object] = {}
     for m in BLOCK.finditer(doc.read_text()):
         code, expected = m.group(1), m.group(2)
