@@ -558,11 +558,27 @@ def interface_addresses() -> Optional[dict[str, tuple[str, ...]]]:
     finally:
         sock.close()
     names: dict[str, tuple[str, ...]] = {}
+    by_index = _interface_names()
     for index, addrs in out.items():
-        try:
-            names[_socket.if_indextoname(index)] = tuple(addrs)
-        except OSError:
-            continue
+        if index in by_index:
+            names[by_index[index]] = tuple(addrs)
+    return names
+
+
+def _interface_names() -> dict[int, str]:
+    """Interface index -> name of the live host, from ``/sys/class/net/*/ifindex`` (what
+    ``if_indextoname`` answers; PyPy's socket module has no ``if_indextoname``)."""
+    from .attributes import read_text
+
+    names: dict[int, str] = {}
+    try:
+        entries = os.listdir(b"/sys/class/net")
+    except OSError:
+        return names
+    for entry in entries:
+        text = read_text(b"/sys/class/net/" + entry + b"/ifindex")
+        if text is not None and text.strip().isdigit():
+            names.setdefault(int(text.strip()), os.fsdecode(entry))
     return names
 
 
