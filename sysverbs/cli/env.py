@@ -47,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="alternate root for NCCL's config files (NCCL_CONF_FILE, "
                    "~/.nccl.conf, /etc/nccl.conf); read on the live host by default")
     p.add_argument("--device", action="append", metavar="NAME[:PORT]",
-                   help="a NIC of the rank (repeatable; default: all usable ACTIVE ports)")
+                   help="a NIC of the rank (repeatable; default: the NICs placement "
+                   "assigns to the rank's GPU; without GPUs every usable ACTIVE port)")
     p.set_defaults(func=with_options(run))
 
 
