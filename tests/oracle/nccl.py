@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -84,10 +85,15 @@ class Netns:
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         self.path = f"/proc/{self.proc.pid}/ns/net"
-        for _ in range(1000):  # until unshare has exec'd sleep in the new namespace
-            if os.readlink(self.path) != os.readlink("/proc/self/ns/net"):
-                break
-            os.sched_yield()
+        # Until unshare is in its new namespace: before that, the path names this
+        # process's namespace, and the interfaces below would land in the host's.
+        deadline = time.monotonic() + 30
+        while os.readlink(self.path) == os.readlink("/proc/self/ns/net"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise OSError(f"unshare -n did not make a network namespace "
+                              f"(exit status {self.proc.returncode})")
+            time.sleep(0.001)
         if name is None:
             return
         peer = "vpeer0" if name != "vpeer0" else "vpeer1"
