@@ -99,9 +99,14 @@ trial() {
   xs=${8:+ip netns exec $8}; xc=${9:+ip netns exec $9}
   $xs timeout 60 ibv_rc_pingpong -d $2 -g $4 -n 5 -p $7 > /run/pp/$1.srv 2>&1 &
   spid=$!
-  sleep 3
+  # the client starts once the server listens (it does so when its QP exists)
+  i=0; until $xs ss -Hltn "sport = :$7" | grep -q .; do
+    i=$((i+1)); [ $i -gt 150 ] && break; sleep 0.1; done
   $xc timeout 45 ibv_rc_pingpong -d $3 -g $5 -n 5 -p $7 $6 > /run/pp/$1.clt 2>&1
   crc=$?
+  # a server whose client gave up waits for it forever: 5 s, then it is stopped
+  i=0; while kill -0 $spid 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+  kill $spid 2>/dev/null
   wait $spid; src=$?
   echo "===TRIAL $1 index=$4/$5 client_rc=$crc server_rc=$src"
   echo "---client"; cat /run/pp/$1.clt; echo "---server"; cat /run/pp/$1.srv
