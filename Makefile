@@ -103,11 +103,16 @@ pytest-pypy: $(VENV_PYPY)/.installed oracle-deps
 
 # Both at once (the pypy3 run uses the CPU that the CPython run leaves while its kernel
 # test waits for the VM); the pypy3 run's report follows the CPython one.
+# The kernel lab's boot (minutes under TCG) starts first, beside both runs; the kernel
+# tests wait for its results (SV_LAB_SHARED, tests/kernel/conftest.py).
 pytest: $(VENV)/.installed $(VENV_PYPY)/.installed oracle-deps nccl-oracle
-	@log=$$(mktemp); start=$$(date +%s); \
+	@log=$$(mktemp); lab=$$(mktemp -d /tmp/sysverbs-lab.XXXXXX); start=$$(date +%s); \
+	$(PY) -m tests.kernel.lab --shared $$lab >$$lab/boot.log 2>&1 & vm=$$!; \
+	trap 'kill $$vm $$pypy 2>/dev/null' INT TERM; \
 	$(VENV_PYPY)/bin/pytest -q -ra -p no:cacheprovider --durations=10 $(PYPY_TESTS) >$$log 2>&1 & pypy=$$!; \
-	$(NCCL_ENV) $(VENV)/bin/pytest -ra -p no:cacheprovider -n auto --dist loadfile --durations=15; cpython=$$?; \
-	wait $$pypy; pypy_status=$$?; \
+	SV_LAB_SHARED=$$lab $(NCCL_ENV) $(VENV)/bin/pytest -ra -p no:cacheprovider -n auto --dist loadfile --durations=15; cpython=$$?; \
+	wait $$vm; wait $$pypy; pypy_status=$$?; \
+	if [ $$cpython = 0 ]; then rm -rf $$lab; else echo "kernel lab logs: $$lab"; fi; \
 	echo "======== the same suite under Python 3.9 ($$($(VENV_PYPY)/bin/python -c 'import platform; print(platform.python_implementation(), platform.python_version())')) ========"; \
 	cat $$log; rm -f $$log; \
 	echo "make pytest: CPython $$cpython, pypy3 $$pypy_status (0: passed), $$(( $$(date +%s) - start )) s in all"; \

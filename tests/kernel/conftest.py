@@ -8,12 +8,14 @@ temporary directory that every failure names; it is removed when every kernel
 test passed.  ``SV_LAB_REUSE=<that directory>`` re-checks kept results without
 booting.  Under pytest-xdist the first worker that needs the lab boots it and the
 others reuse its results (a file lock in pytest's shared temporary directory).
+``SV_LAB_SHARED=<directory>``: a process started before pytest boots there
+(``python -m tests.kernel.lab --shared <directory>``, as ``make pytest`` does) and
+the tests wait for its results, so that the boot runs beside the rest of the suite.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
+import hashlib
 import os
 import shutil
 from collections.abc import Generator, Iterator
@@ -67,26 +69,15 @@ def _boot_or_raise(workdir: Optional[Path] = None) -> lab_mod.LabResults:
 
 
 def _shared_boot(base: Path) -> lab_mod.LabResults:
-    """Under pytest-xdist: the first worker boots, the others wait and reuse its results."""
-    base.mkdir(parents=True, exist_ok=True)
-    workdir = base / "sysverbs-kernel-lab"
-    outcome = base / "sysverbs-kernel-lab.outcome.json"
-    with open(base / "sysverbs-kernel-lab.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not outcome.exists():
-            try:
-                _boot_or_raise(workdir)
-            except BaseException as e:
-                kind = "skip" if isinstance(e, pytest.skip.Exception) else "fail"
-                outcome.write_text(json.dumps({"kind": kind, "message": str(e)}))
-                raise
-            outcome.write_text(json.dumps({"kind": "ok"}))
-        done = json.loads(outcome.read_text())
-    if done["kind"] == "skip":
-        pytest.skip(done["message"])
+    """One boot for the whole run (:func:`lab.shared_boot`): under pytest-xdist the first
+    worker boots, the others wait and reuse its results; with ``SV_LAB_SHARED`` set
+    (``make pytest``), a process started before pytest boots and the tests wait for it."""
+    done = lab_mod.shared_boot(base)
+    if done["kind"] == "unavailable":
+        unavailable(done["message"])
     if done["kind"] == "fail":
         pytest.fail(done["message"], pytrace=False)
-    return lab_mod.load_results(workdir)
+    return lab_mod.load_results(base / "lab")
 
 
 @pytest.fixture(scope="session")
@@ -97,9 +88,17 @@ def lab(
     if reuse:  # re-check the results kept by an earlier run, without booting
         yield lab_mod.load_results(Path(reuse))
         return
+    shared = os.environ.get("SV_LAB_SHARED")
+    if shared:  # booted (or booting) beside this run; its owner removes the directory
+        yield _shared_boot(Path(shared))
+        return
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # One boot for the whole run, in pytest's shared (self-cleaning) temp dir.
-        yield _shared_boot(tmp_path_factory.getbasetemp().parent)
+        base = tmp_path_factory.getbasetemp().parent / "sysverbs-kernel-lab"
+        if vmlab.hidden_in_vm(base):  # e.g. TMPDIR on /dev/shm: a directory it sees
+            digest = hashlib.sha256(str(base).encode()).hexdigest()[:12]
+            base = vmlab.visible_tmp() / f"sysverbs-kernel-lab-{digest}"
+        yield _shared_boot(base)
         return
     results = _boot_or_raise()
     yield results

@@ -10,6 +10,7 @@ kept under one temporary directory, whose path every failure message names.
 from __future__ import annotations
 
 import compileall
+import fcntl
 import json
 import os
 import shutil
@@ -109,7 +110,10 @@ def run_lab(workdir: Optional[Path] = None) -> LabResults:
     if reason:
         raise vmlab.VmError("unavailable", reason)
     if workdir is None:
-        workdir = Path(tempfile.mkdtemp(prefix="sysverbs-kernel-lab-"))
+        workdir = Path(tempfile.mkdtemp(prefix="sysverbs-kernel-lab-", dir=vmlab.visible_tmp()))
+    if vmlab.hidden_in_vm(workdir):
+        raise vmlab.VmError("unavailable", f"the VM cannot see the work directory {workdir}: "
+                            f"it mounts its own {', '.join(vmlab.VM_OWN_MOUNTS)}")
     workdir.mkdir(parents=True, exist_ok=True)
     os.chmod(workdir, 0o755)
     preload, preload_reason = build_preload(workdir)
@@ -171,6 +175,50 @@ def run_lab(workdir: Optional[Path] = None) -> LabResults:
     )
 
 
-if __name__ == "__main__":  # manual use: python -m tests.kernel.lab [WORKDIR]
+def shared_boot(base: Path) -> dict[str, str]:
+    """Boot once for everyone who asks with the same ``base`` directory.
+
+    The first caller takes the lock ``base/lock``, boots into ``base/lab`` and writes
+    ``base/outcome.json``; later callers wait on the lock and read the outcome:
+    ``{"kind": "ok"}``, ``{"kind": "unavailable", "message": ...}`` (the VM cannot run
+    here: a skip, or a failure under CI=true) or ``{"kind": "fail", "message": ...}``
+    (the VM ran and the scenario runner broke, or anything else went wrong).
+    ``make pytest`` calls this before pytest starts, so that the boot, which takes
+    minutes under TCG, runs beside the rest of the suite instead of after it.
+    """
+    base.mkdir(parents=True, exist_ok=True)
+    outcome = base / "outcome.json"
+    with open(base / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not outcome.exists():
+            done: dict[str, str]
+            reason = unavailable_reason()
+            if reason:
+                done = {"kind": "unavailable", "message": reason}
+            else:
+                try:
+                    run_lab(base / "lab")
+                    done = {"kind": "ok"}
+                except vmlab.VmError as e:
+                    # the VM ran, the scenario runner broke: a real failure; else the
+                    # VM could not boot, timed out or lacks modules
+                    done = {"kind": "fail" if e.kind == "script" else "unavailable",
+                            "message": str(e)}
+                except Exception as e:  # noqa: BLE001 - reported to every waiting test
+                    done = {"kind": "fail", "message": f"{type(e).__name__}: {e}"}
+            partial = base / "outcome.json.partial"
+            partial.write_text(json.dumps(done))
+            os.replace(partial, outcome)
+        result: dict[str, str] = json.loads(outcome.read_text())
+    return result
+
+
+if __name__ == "__main__":
+    # python -m tests.kernel.lab [WORKDIR]       one boot, results kept in WORKDIR
+    # python -m tests.kernel.lab --shared BASE   shared_boot(BASE) (what make pytest runs)
+    if sys.argv[1:2] == ["--shared"]:
+        done = shared_boot(Path(sys.argv[2]))
+        print(f"kernel lab: {done['kind']} {done.get('message', '')}".rstrip(), flush=True)
+        sys.exit(0)
     lab = run_lab(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
     print(f"{lab.seconds:.0f} s ({lab.accel}); results in {lab.workdir}")

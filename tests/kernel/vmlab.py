@@ -129,6 +129,25 @@ def unavailable_reason() -> Optional[str]:
     return None
 
 
+#: What the VM mounts over the host's root (``_init_script``): files below these are
+#: not the host's there.
+VM_OWN_MOUNTS = ("/proc", "/sys", "/dev", "/run")
+
+
+def hidden_in_vm(path: Path) -> bool:
+    """Whether the host path ``path`` is not visible in the VM (it lies below one of
+    :data:`VM_OWN_MOUNTS`, such as a tmpfs at ``/dev/shm``)."""
+    real = os.path.realpath(path)
+    return any(real == m or real.startswith(m + "/") for m in VM_OWN_MOUNTS)
+
+
+def visible_tmp() -> Path:
+    """A temporary directory the VM sees: ``$TMPDIR`` unless the VM hides it (such as
+    ``/dev/shm``), else ``/var/tmp``."""
+    tmp = Path(tempfile.gettempdir())
+    return Path("/var/tmp") if hidden_in_vm(tmp) else tmp
+
+
 def _cache_dir(kver: str) -> Path:
     base = os.environ.get("SV_VM_CACHE") or os.path.join(tempfile.gettempdir(), "sysverbs-vmlab")
     path = Path(base) / kver
