@@ -33,6 +33,7 @@ from sysverbs.attributes import (
     port_attributes,
 )
 from sysverbs.enums import NodeType
+from tests import listing_hosts
 
 
 def test_doctests() -> None:
@@ -40,13 +41,8 @@ def test_doctests() -> None:
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, recording.Host]:
-    out = {}
-    for name in recording.fixture_names():
-        out[name] = recording.materialize(
-            recording.fixture_path(name), tmp_path_factory.mktemp(name)
-        )
-    return out
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> listing_hosts.LazyHosts:
+    return listing_hosts.LazyHosts(tmp_path_factory.mktemp("fixtures"))
 
 
 def _ibdevs(host: recording.Host) -> list[str]:
@@ -57,7 +53,7 @@ def _ibdevs(host: recording.Host) -> list[str]:
 # -- concrete values, checked by hand against the fixture files --------------------------
 
 
-def test_mlx5_cx6_ib_port(hosts: dict[str, recording.Host]) -> None:
+def test_mlx5_cx6_ib_port(hosts: listing_hosts.LazyHosts) -> None:
     a = device_attributes("mlx5_0", sysfs_path=hosts["mlx5-cx6"].sysfs)
     assert (a.name, a.node_type, a.fw_ver, a.hw_rev, a.hca_type, a.board_id) == (
         "mlx5_0",
@@ -93,7 +89,7 @@ def test_mlx5_cx6_ib_port(hosts: dict[str, recording.Host]) -> None:
     assert p.raw["rate"] == "200 Gb/sec (4X HDR)" and p.raw["state"] == "4: ACTIVE"
 
 
-def test_down_port_and_roce_gids(hosts: dict[str, recording.Host]) -> None:
+def test_down_port_and_roce_gids(hosts: listing_hosts.LazyHosts) -> None:
     sysfs = hosts["mlx5-cx6"].sysfs
     down = port_attributes("mlx5_1", 1, sysfs_path=sysfs)
     assert (down.state, down.phys_state, down.lid) == (PortState.DOWN, PhysState.DISABLED, 0xFFFF)
@@ -109,7 +105,7 @@ def test_down_port_and_roce_gids(hosts: dict[str, recording.Host]) -> None:
     assert roce.gids[1].raw_type == "RoCE v2"
 
 
-def test_multi_port_mlx4(hosts: dict[str, recording.Host]) -> None:
+def test_multi_port_mlx4(hosts: listing_hosts.LazyHosts) -> None:
     a = device_attributes("mlx4_0", sysfs_path=hosts["mlx4"].sysfs)
     assert [p.port for p in a.ports] == [1, 2]
     assert a.node_guid == 0x248A070300E53D40
@@ -118,7 +114,7 @@ def test_multi_port_mlx4(hosts: dict[str, recording.Host]) -> None:
     assert a.port(2) is a.ports[1] and a.port(3) is None
 
 
-def test_rxe_software_device(hosts: dict[str, recording.Host]) -> None:
+def test_rxe_software_device(hosts: listing_hosts.LazyHosts) -> None:
     a = device_attributes("rxe0", sysfs_path=hosts["rxe"].sysfs)
     assert a.fw_ver is None and a.raw["fw_ver"] == ""  # rxe has an empty fw_ver
     assert a.hca_type is None and a.raw["hca_type"] is None  # and no hca_type file
@@ -127,7 +123,7 @@ def test_rxe_software_device(hosts: dict[str, recording.Host]) -> None:
     assert p.rate == Rate(2.5, 1, "SDR") and p.gid_tbl_len == 2 and len(p.gids) == 1
 
 
-def test_device_object_and_path_arguments(hosts: dict[str, recording.Host]) -> None:
+def test_device_object_and_path_arguments(hosts: listing_hosts.LazyHosts) -> None:
     import sysverbs
 
     h = hosts["rxe"]
@@ -150,10 +146,10 @@ def test_device_object_and_path_arguments(hosts: dict[str, recording.Host]) -> N
         device_attributes("mlx5\0")
 
 
-def test_every_fixture_value_parses(hosts: dict[str, recording.Host]) -> None:
+def test_every_fixture_value_parses(hosts: listing_hosts.LazyHosts) -> None:
     """Fixture values are real kernel output: each one that is present parses."""
     seen = 0
-    for name, host in hosts.items():
+    for name, host in hosts.all().items():
         for dev in _ibdevs(host):
             a = device_attributes(dev, sysfs_path=host.sysfs)
             for field in (

@@ -294,12 +294,16 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
     assert sv("snapshot", "--sysfs-path", str(tmp_path / "nowhere")).returncode == 1
 
 
-def test_snapshot_same_list_for_libibverbs(otmp: Path) -> None:
-    """libibverbs itself lists the same devices on the snapshot as on the original."""
+def test_snapshot_same_list_for_libibverbs(otmp: Path, tmp_path: Path) -> None:
+    """libibverbs itself lists the same devices on the snapshot as on the original.
+
+    In the same order, too: the trees lie in pytest's temporary directory, not in
+    ``otmp``, which may be a tmpfs (``tests.conftest.fast_tmp``), where a directory
+    lists in creation order (the snapshot's records are in another order)."""
     from tests.oracle import harness
 
     for fixture in ("dgx-demo", "mlx5-sriov", "efa"):
-        work = otmp / fixture
+        work = tmp_path / fixture
         orig = recording.materialize(recording.fixture_path(fixture), work / "orig")
         snap = sv("snapshot", "--sysfs-path", str(orig.sysfs), "--dev-dir", str(orig.dev))
         assert snap.returncode == 0, snap.stderr

@@ -15,7 +15,7 @@ import pytest
 
 from sysverbs import recording
 from sysverbs.diagnosis import diagnose
-from tests import trees
+from tests import listing_hosts, trees
 from tests.oracle import harness
 from tests.test_oracle_core import ALL_KINDS, _parse_tree
 
@@ -50,7 +50,7 @@ def check(
 
 @pytest.mark.parametrize("name", recording.fixture_names())
 def test_fixture(otmp: Path, name: str) -> None:
-    check(otmp, lambda root: recording.materialize(recording.fixture_path(name), root))
+    check(otmp, lambda root: listing_hosts.materialize(name, root))
 
 
 def test_malformed_entries(otmp: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sysverbs import recording
-from tests import trees
+from tests import listing_hosts, trees
 from tests.conftest import require
 from tests.oracle import harness
 from tests.trees import host, rdma_dev, rxe_dev
@@ -78,7 +78,7 @@ def test_tool_output_is_identical(otmp: Path, tools_ready: None, tool: str, tree
 @pytest.mark.parametrize("fixture", recording.fixture_names())
 def test_every_fixture(otmp: Path, tools_ready: None, fixture: str) -> None:
     real_src, ours_src, dst = harness.materialize_pair(
-        otmp, lambda r: recording.materialize(recording.fixture_path(fixture), r))
+        otmp, lambda r: listing_hosts.materialize(fixture, r))
     env = {"IBV_SHOW_WARNINGS": "1"}
     for tool in sorted(TOOLS):
         real_argv, ours_argv = TOOLS[tool]

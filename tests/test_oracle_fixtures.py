@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sysverbs import recording
+from tests import listing_hosts
 from tests.oracle import harness
 
 pytestmark = pytest.mark.oracle
@@ -23,7 +24,7 @@ SHOW = {"IBV_SHOW_WARNINGS": "1"}
 
 
 def _build(name: str) -> Any:
-    return lambda root: recording.materialize(recording.fixture_path(name), root)
+    return lambda root: listing_hosts.materialize(name, root)
 
 
 def _ls(path: Path) -> list[str]:

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 
 from sysverbs import recording
-from tests.conftest import require
+from tests.conftest import fast_tmp, require
 from tests.fuzz.pci_trees import TreeSpec, pci_trees, render
 from tests.fuzz.profiles import fuzz_settings
 from tests.oracle import hwloc
@@ -37,14 +37,15 @@ def hwloc_ready() -> None:
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory, hwloc_ready: None
-          ) -> dict[str, tuple[recording.Host, hwloc.HwlocTopology]]:
+def hosts(hwloc_ready: None
+          ) -> Iterator[dict[str, tuple[recording.Host, hwloc.HwlocTopology]]]:
+    base = Path(tempfile.mkdtemp(prefix="sv-hwloc-", dir=fast_tmp()))
     out = {}
     for name in GPU_FIXTURES:
-        host = recording.materialize(recording.fixture_path(name),
-                                     tmp_path_factory.mktemp(name))
+        host = recording.materialize(recording.fixture_path(name), base / name)
         out[name] = (host, hwloc.topology(host.root))
-    return out
+    yield out
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def _pci_records(rec: recording.Recording) -> dict[str, recording.Record]:
@@ -181,7 +182,7 @@ def test_model_matches_hwloc(name: str, hosts: Any) -> None:
 
 @pytest.fixture
 def scratch(hwloc_ready: None) -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="sv-hwloc-"))
+    path = Path(tempfile.mkdtemp(prefix="sv-hwloc-", dir=fast_tmp()))
     try:
         yield path
     finally:
@@ -193,7 +194,7 @@ def scratch(hwloc_ready: None) -> Iterator[Path]:
 def test_generated_trees_match_hwloc(spec: TreeSpec) -> None:
     require(hwloc.unavailable_reason(), "hwloc (lstopo-no-graphics)")
     placement = _placement()
-    root = Path(tempfile.mkdtemp(prefix="sv-hwloc-"))
+    root = Path(tempfile.mkdtemp(prefix="sv-hwloc-", dir=fast_tmp()))
     try:
         fake = render(spec).materialize(root)
         topo = hwloc.topology(fake.root)

@@ -15,6 +15,8 @@ import pytest
 
 from sysverbs import recording as rec
 from sysverbs.recording import Attribute, Record, Recording
+from tests import listing_hosts
+from tests.conftest import fast_tmp
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -575,7 +577,8 @@ def _umockdev_run_or_skip() -> str:
 
 
 def _walk(argv: list[str]) -> dict[str, object]:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    env = dict(os.environ, TMPDIR=fast_tmp())  # where umockdev-run makes its testbed
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     result: dict[str, object] = json.loads(proc.stdout)
     return result
@@ -621,11 +624,12 @@ def test_real_libibverbs_under_umockdev(name: str) -> None:
         pytest.skip("ibv_devices (ibverbs-utils) is not installed")
     if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
         pytest.skip("this host has RDMA devices: libibverbs would use netlink")
-    r = rec.load(rec.fixture_path(name))
+    r = listing_hosts.listing_recording(name)  # (the CPUs and NUMA nodes left out)
     with_uverbs = {(x.value("ibdev") or b"").decode().rstrip("\n")
                    for x in r.subsystem("infiniband_verbs")}
-    env = dict(os.environ, IBV_SHOW_WARNINGS="1")
-    proc = subprocess.run(rec.umockdev_run_command(rec.fixture_path(name), [ibv_devices],
+    env = dict(os.environ, IBV_SHOW_WARNINGS="1", TMPDIR=fast_tmp())
+    proc = subprocess.run(rec.umockdev_run_command(listing_hosts.listing_file(name),
+                                                   [ibv_devices],
                                                    umockdev_run=umockdev_run),
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -18,6 +18,7 @@ import sysverbs
 import sysverbs.topology as topology_module
 from sysverbs import recording
 from sysverbs.topology import _AUX_RDMA, device_topology, parse_cpulist
+from tests import listing_hosts
 
 DATA = Path(__file__).resolve().parent / "data"  # real machines' data: see PROVENANCE.md
 
@@ -27,18 +28,15 @@ def test_doctests() -> None:
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, recording.Host]:
-    return {
-        name: recording.materialize(recording.fixture_path(name), tmp_path_factory.mktemp(name))
-        for name in recording.fixture_names()
-    }
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> listing_hosts.LazyHosts:
+    return listing_hosts.LazyHosts(tmp_path_factory.mktemp("fixtures"))
 
 
 def topo(host: recording.Host, name: str) -> topology_module.Topology:
     return device_topology(name, sysfs_path=host.sysfs, dev_dir=host.dev)
 
 
-def test_pci_identity(hosts: dict[str, recording.Host]) -> None:
+def test_pci_identity(hosts: listing_hosts.LazyHosts) -> None:
     t = topo(hosts["mlx5-cx6"], "mlx5_2")
     assert t.pci is not None
     assert (
@@ -55,7 +53,7 @@ def test_pci_identity(hosts: dict[str, recording.Host]) -> None:
     assert t.pci.raw["vendor"] == "0x15b3" and t.pci.local_cpus is None
 
 
-def test_ipoib_by_port_guid_not_node_guid(hosts: dict[str, recording.Host]) -> None:
+def test_ipoib_by_port_guid_not_node_guid(hosts: listing_hosts.LazyHosts) -> None:
     t = topo(hosts["mlx4"], "mlx4_0")
     assert [(n.port, n.name, n.via) for n in t.netdevs] == [
         (1, "ib0", "port_guid"),
@@ -73,7 +71,7 @@ def test_ipoib_node_guid_address_is_not_mapped(tmp_path: Path) -> None:
     assert topo(host, "mlx4_0").port_netdevs(1) == ()
 
 
-def test_roce_netdevs(hosts: dict[str, recording.Host]) -> None:
+def test_roce_netdevs(hosts: listing_hosts.LazyHosts) -> None:
     assert [(n.name, n.via) for n in topo(hosts["mlx5-cx6"], "mlx5_3").netdevs] == [
         ("p2p2", "gid_attrs")
     ]
@@ -97,7 +95,7 @@ def test_rxe_parent_netdev(tmp_path: Path) -> None:
     assert [(n.name, n.via) for n in topo(host, "rxe1").netdevs] == [("v0", "parent")]
 
 
-def test_sriov(hosts: dict[str, recording.Host]) -> None:
+def test_sriov(hosts: listing_hosts.LazyHosts) -> None:
     h = hosts["mlx5-sriov"]
     pf = topo(h, "mlx5_0")
     assert pf.pci is not None and not pf.pci.is_vf
@@ -112,7 +110,7 @@ def test_sriov(hosts: dict[str, recording.Host]) -> None:
     assert pf.pci.virtfns.index(vf.pci.address) == 8  # 0000:5e:01.2 is VF 8 (mlx5_2 is VF 0)
 
 
-def test_auxiliary_devices(hosts: dict[str, recording.Host]) -> None:
+def test_auxiliary_devices(hosts: listing_hosts.LazyHosts) -> None:
     t = topo(hosts["mlx5-cx6"], "mlx5_0")
     assert t.auxiliary is not None
     assert (t.auxiliary.name, t.auxiliary.driver) == ("mlx5_core.rdma.0", "mlx5_ib.rdma")
@@ -123,7 +121,7 @@ def test_auxiliary_devices(hosts: dict[str, recording.Host]) -> None:
     assert topo(hosts["efa"], "rdmap79s0").auxiliary is None  # EFA binds the PCI device
 
 
-def test_sub_function(hosts: dict[str, recording.Host]) -> None:
+def test_sub_function(hosts: listing_hosts.LazyHosts) -> None:
     t = topo(hosts["mlx5-sf"], "mlx5_2")
     assert t.parent_subsystem == "auxiliary"
     assert t.auxiliary is not None and (t.auxiliary.name, t.auxiliary.driver) == (
@@ -135,7 +133,7 @@ def test_sub_function(hosts: dict[str, recording.Host]) -> None:
     assert t.netdevs[0].address == "02:ac:5d:1e:00:01"
 
 
-def test_char_devices(hosts: dict[str, recording.Host]) -> None:
+def test_char_devices(hosts: listing_hosts.LazyHosts) -> None:
     t = topo(hosts["mlx4"], "mlx4_0")
     got = [
         (c.kind, c.name, c.port, c.dev, c.abi_version, c.node_exists, c.node_is_chardev, c.node_ok)

@@ -26,7 +26,8 @@ import sysverbs
 from sysverbs import enrich, recording, testing
 from sysverbs.sources import udev as udev_source
 from sysverbs.testing import HostBuilder
-from tests.conftest import require
+from tests import listing_hosts
+from tests.conftest import fast_tmp, require
 from tests.oracle import harness
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +64,7 @@ def libibverbs_umockdev_reason() -> Optional[str]:
 def clean_env(**extra: str) -> dict[str, str]:
     env = harness.base_env()
     env.pop("SYSFS_PATH", None)  # umockdev redirects /sys; libibverbs must read /sys
+    env["TMPDIR"] = fast_tmp()  # where umockdev-run makes its testbed
     env.update(extra)
     return env
 
@@ -229,7 +231,7 @@ PYUDEV_WALK = textwrap.dedent(
 @pytest.mark.parametrize("name", FIXTURES)
 def test_pyudev_sees_the_fixture_devices(name: str, tmp_path: Path) -> None:
     require(umockdev_reason(), "umockdev + pyudev")
-    fixture = recording.fixture_path(name)
+    fixture = listing_hosts.listing_file(name)
     script = tmp_path / "walk.py"
     script.write_text(PYUDEV_WALK)
     proc = umockdev_run(fixture, [sys.executable, str(script)])
@@ -246,7 +248,7 @@ def test_pyudev_sees_the_fixture_devices(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", FIXTURES)
 def test_udev_equals_sysfs_equals_libibverbs_under_umockdev(name: str) -> None:
     require(libibverbs_umockdev_reason(), "libibverbs under umockdev")
-    results = three_way(recording.fixture_path(name))
+    results = three_way(listing_hosts.listing_file(name))
     listed = results[0].get("devices", [])
     if name not in ("empty", "smi", "siw", "mana", "ionic", "usnic"):
         assert listed, f"libibverbs found no device in {name}"

@@ -1,0 +1,75 @@
+"""The bundled fixture hosts as the device-listing tests use them.
+
+The GPU fixtures (``gpu-*``) carry their hosts' CPUs and NUMA nodes
+(``/sys/devices/system/cpu`` and ``.../node``: 256 CPUs for a DGX A100, two
+thirds of its files) because placement and hwloc read them.  Nothing that lists
+devices does: not libibverbs, librdmacm or udev, and not sysverbs outside
+``sysverbs.placement`` (``tests/test_listing_hosts.py`` checks that, by listing
+both forms).  The tests that compare a listing with the real libraries, once per
+fixture, therefore run on the fixture without those records: the same RDMA
+devices, PCI functions, links and /proc files, at a third of the cost (umockdev
+loads such a host in about 4 s instead of 14).  The placement, hwloc and
+umockdev-equivalence tests use the whole fixture.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Union
+
+from sysverbs import recording
+
+#: The records left out: the CPUs and NUMA nodes.
+SYSTEM = "/devices/system/"
+
+
+@functools.cache
+def listing_recording(name: str) -> recording.Recording:
+    """Bundled fixture ``name`` without its ``/sys/devices/system`` records."""
+    whole = recording.load(recording.fixture_path(name))
+    return recording.Recording(tuple(r for r in whole if not r.path.startswith(SYSTEM)))
+
+
+@functools.cache
+def _dir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="sv-listing-"))
+    os.chmod(path, 0o755)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+@functools.cache
+def listing_file(name: str) -> Path:
+    """:func:`listing_recording` as a umockdev file (for ``umockdev-run -d``)."""
+    path = _dir() / f"{name}{recording.FIXTURE_SUFFIX}"
+    path.write_text(recording.dumps(listing_recording(name)))
+    os.chmod(path, 0o644)
+    return path
+
+
+class LazyHosts(dict[str, recording.Host]):
+    """Bundled fixture name -> its whole host, materialized below ``base`` on first use
+    (a module that reads a few fixtures does not pay for all of them)."""
+
+    def __init__(self, base: Path) -> None:
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, name: str) -> recording.Host:
+        host = recording.materialize(recording.fixture_path(name), self.base / name)
+        self[name] = host
+        return host
+
+    def all(self) -> dict[str, recording.Host]:
+        """Every bundled fixture (materializes those not yet used)."""
+        return {name: self[name] for name in recording.fixture_names()}
+
+
+def materialize(name: str, root: Union[str, os.PathLike[str]]) -> recording.Host:
+    """:func:`sysverbs.recording.materialize` of :func:`listing_recording`."""
+    return recording.materialize(listing_recording(name), root)
