@@ -201,14 +201,21 @@ def test_import_sysverbs_loads_no_heavy_module_and_stays_within_15_ms() -> None:
 
 def test_the_list_options_are_declared_once() -> None:
     """The six listing options are spelled out in ``ListOptions`` only: every listing
-    function takes ``**options: Unpack[ListOptions]``."""
+    function takes ``**options: Unpack[ListOptions]``.  (The constructors of the record
+    tuples that hold what they resolve to, :class:`sysverbs.Options` and the sources'
+    ``LibraryKey``, have a field for each: they are no listing functions.)"""
     names = {"source", "sysfs_path", "dev_dir", "config_dir", "providers", "rdma_core"}
     from sysverbs._core.options import OPTION_NAMES
 
     assert set(OPTION_NAMES) == names
     for path in _modules().values():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        record = {id(f) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+                  and any(isinstance(b, ast.Name) and b.id == "RecordTuple" for b in c.bases)
+                  for f in c.body
+                  if isinstance(f, ast.FunctionDef) and f.name == "__new__"}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(node) not in record:
                 args = node.args
                 params = {a.arg for a in [*args.args, *args.kwonlyargs, *args.posonlyargs]}
                 assert len(params & names) < 3, f"{path.name}: {node.name} spells the options"

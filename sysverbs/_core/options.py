@@ -8,7 +8,7 @@ from .. import sources
 from ..errors import UsageError, WrongTypeError
 from ..providers.table import installed_release, libibverbs_library, resolve_release
 from ..sources.base import LibraryKey
-from .typing_light import NamedTuple
+from .tuples import RecordTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,17 +44,52 @@ PROVIDER_MODES = ("installed", "builtin")
 _env_root: Optional[bytes] = None
 
 
-class Options(NamedTuple):
-    """What a call with these options does, and why (see :func:`sysverbs.effective_options`)."""
+class Options(RecordTuple, tuple[str, str, str, str, str, str, int, str]):
+    """What a call with these options does, and why (see :func:`sysverbs.effective_options`).
 
-    source: str
-    sysfs_path: str
-    dev_dir: str
-    config_dir: str
-    providers: str
-    providers_reason: str
-    rdma_core: int
-    rdma_core_reason: str
+    A named tuple: ``_fields``, ``_replace()``, ``_asdict()``, unpacking, equality."""
+
+    __slots__ = ()
+    _fields = ("source", "sysfs_path", "dev_dir", "config_dir", "providers",
+               "providers_reason", "rdma_core", "rdma_core_reason")
+
+    def __new__(cls, source: str, sysfs_path: str, dev_dir: str, config_dir: str,
+                providers: str, providers_reason: str, rdma_core: int,
+                rdma_core_reason: str) -> Options:
+        return tuple.__new__(cls, (source, sysfs_path, dev_dir, config_dir, providers,
+                                   providers_reason, rdma_core, rdma_core_reason))
+
+    @property
+    def source(self) -> str:
+        return self[0]
+
+    @property
+    def sysfs_path(self) -> str:
+        return self[1]
+
+    @property
+    def dev_dir(self) -> str:
+        return self[2]
+
+    @property
+    def config_dir(self) -> str:
+        return self[3]
+
+    @property
+    def providers(self) -> str:
+        return self[4]
+
+    @property
+    def providers_reason(self) -> str:
+        return self[5]
+
+    @property
+    def rdma_core(self) -> int:
+        return self[6]
+
+    @property
+    def rdma_core_reason(self) -> str:
+        return self[7]
 
     def key(self) -> LibraryKey:
         return LibraryKey(

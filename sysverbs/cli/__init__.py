@@ -259,6 +259,15 @@ def _parser() -> argparse.ArgumentParser:
     js = argparse.ArgumentParser(add_help=False)
     js.add_argument("--json", action="store_true",
                     help="print JSON (schema in docs/cli.md) instead of text")
+    # The options that several commands share beyond the listing ones: one parent each.
+    proc = argparse.ArgumentParser(add_help=False)
+    proc.add_argument("--proc-path", metavar="DIR",
+                      help="/proc root for /proc/driver/nvidia, the GPUs' UUIDs (default: the "
+                      "proc beside the sysfs root: /proc for /sys, <root>/proc for a fixture)")
+    conf = argparse.ArgumentParser(add_help=False)
+    conf.add_argument("--conf-root", metavar="DIR",
+                      help="alternate root for NCCL's config files (NCCL_CONF_FILE or "
+                      "~/.nccl.conf, then /etc/nccl.conf); read on the live host by default")
 
     p = argparse.ArgumentParser(
         prog="sysverbs",
@@ -346,9 +355,9 @@ def _parser() -> argparse.ArgumentParser:
     from .nccl import register as register_nccl
     from .topo import register as register_topo
 
-    register_topo(sub, [common, js])
-    register_nccl(sub, [common, js], _with_options)
-    register_env(sub, [common], _with_options)
+    register_topo(sub, [common, js, proc])
+    register_nccl(sub, [common, js, conf], _with_options)
+    register_env(sub, [common, proc, conf], _with_options)
     return p
 
 

@@ -40,12 +40,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="without --device: the rank whose NICs placement chooses (default: "
                    "LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID); on a host "
                    "without GPUs the N-th usable port")
-    p.add_argument("--proc-path", metavar="DIR",
-                   help="/proc root for the GPUs' UUIDs (default: the proc beside the sysfs "
-                   "root)")
-    p.add_argument("--conf-root", metavar="DIR",
-                   help="alternate root for NCCL's config files (NCCL_CONF_FILE, "
-                   "~/.nccl.conf, /etc/nccl.conf); read on the live host by default")
     p.add_argument("--device", action="append", metavar="NAME[:PORT]",
                    help="a NIC of the rank (repeatable; default: the NICs placement "
                    "assigns to the rank's GPU; without GPUs every usable ACTIVE port)")

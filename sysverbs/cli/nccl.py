@@ -48,9 +48,6 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser],
     c.add_argument("--nccl-version", metavar="X.Y.Z",
                    help="the NCCL release whose rules apply (default: the newest known, "
                    "2.32.3; 2.5.6 and later)")
-    c.add_argument("--conf-root", metavar="DIR",
-                   help="alternate root for NCCL's config files (NCCL_CONF_FILE or "
-                   "~/.nccl.conf, then /etc/nccl.conf)")
     c.add_argument("--oob", metavar="IF:ADDR",
                    help="the OOB interface text of the Using line (default: computed from "
                    "this host's interfaces and NCCL_SOCKET_IFNAME; '?' for another host)")

@@ -33,9 +33,6 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
         "cells are PCIe classes, as in topo -mp. --assign: the NICs each GPU (or local rank) "
         "should use, nearest class first, then fewest bridge hops, with the reasons.",
         epilog="exit status: 0; 1 when sysfs cannot be read; 2 for a usage error.")
-    t.add_argument("--proc-path", metavar="DIR",
-                   help="/proc root for /proc/driver/nvidia (default: the proc beside the "
-                   "sysfs root: /proc for /sys, <root>/proc for a fixture)")
     t.add_argument("--assign", action="store_true", help="print each GPU's NICs")
     t.add_argument("--smi-format", choices=["535", "525"], default="535",
                    help="nvidia-smi layout: 535 (R535+, GPU NUMA ID column; default) or 525")

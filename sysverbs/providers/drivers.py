@@ -15,7 +15,7 @@ import os
 import stat
 
 from .._core.messages import ConfigWarning, DriverLoadWarning, SysverbsWarning
-from .._core.typing_light import NamedTuple
+from .._core.tuples import RecordTuple
 from .table import pabi_for, provider_dir
 
 TYPE_CHECKING = False
@@ -35,11 +35,23 @@ __all__ = [
     "builtin_drivers",
 ]
 
-class DriverLoad(NamedTuple):
+class DriverLoad(RecordTuple, tuple["tuple[Provider, ...]", "tuple[Message, ...]"]):
     """The outcome of loading providers: the driver list and the messages to print."""
 
-    providers: tuple[Provider, ...]
-    messages: tuple[Message, ...]
+    __slots__ = ()
+    _fields = ("providers", "messages")
+
+    def __new__(cls, providers: tuple[Provider, ...], messages: tuple[Message, ...]
+                ) -> DriverLoad:
+        return tuple.__new__(cls, (providers, messages))
+
+    @property
+    def providers(self) -> tuple[Provider, ...]:
+        return self[0]
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return self[1]
 
 
 def builtin_drivers(table: Sequence[Provider]) -> DriverLoad:

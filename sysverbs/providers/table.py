@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .._core.typing_light import NamedTuple
+from .._core.tuples import RecordTuple
 from ..errors import UsageError, WrongTypeError
 
 TYPE_CHECKING = False
@@ -42,28 +42,88 @@ if TYPE_CHECKING:
     Release = Union[int, str, None]
 
 
-class MatchEntry(NamedTuple):
+class MatchEntry(RecordTuple, tuple[str, int, int, bytes, int, str]):
     """One ``verbs_match_ent``."""
 
-    kind: str  # "pci", "modalias", "name" or "driver_id"
-    vendor: int = 0
-    device: int = 0
-    pattern: bytes = b""
-    driver_id: int = 0
-    driver_id_name: str = ""
+    __slots__ = ()
+    _fields = ("kind", "vendor", "device", "pattern", "driver_id", "driver_id_name")
+
+    def __new__(cls, kind: str, vendor: int = 0, device: int = 0, pattern: bytes = b"",
+                driver_id: int = 0, driver_id_name: str = "") -> MatchEntry:
+        return tuple.__new__(cls, (kind, vendor, device, pattern, driver_id, driver_id_name))
+
+    @property
+    def kind(self) -> str:
+        """"pci", "modalias", "name" or "driver_id"."""
+        return self[0]
+
+    @property
+    def vendor(self) -> int:
+        return self[1]
+
+    @property
+    def device(self) -> int:
+        return self[2]
+
+    @property
+    def pattern(self) -> bytes:
+        return self[3]
+
+    @property
+    def driver_id(self) -> int:
+        return self[4]
+
+    @property
+    def driver_id_name(self) -> str:
+        return self[5]
 
 
-class Provider(NamedTuple):
+class Provider(RecordTuple, tuple[str, str, int, int, "frozenset[bytes]", "tuple[bytes, ...]",
+                                  "frozenset[int]"]):
     """One provider (``verbs_device_ops``) as registered by its library, with its match
     table in the form matching uses (:func:`match_entries` gives the entries)."""
 
-    name: str  # the ops name, as libibverbs' messages print it (e.g. "pvrdma")
-    library: str  # the library/driver name (e.g. "vmw_pvrdma" for libvmw_pvrdma-rdmav34.so)
-    min_abi: int
-    max_abi: int
-    pci_prefixes: frozenset[bytes]  # b"pci:v%08Xd%08Xsv" for each PCI entry
-    patterns: tuple[bytes, ...]  # MODALIAS and NAME entries: fnmatch patterns
-    driver_ids: frozenset[int]
+    __slots__ = ()
+    _fields = ("name", "library", "min_abi", "max_abi", "pci_prefixes", "patterns",
+               "driver_ids")
+
+    def __new__(cls, name: str, library: str, min_abi: int, max_abi: int,
+                pci_prefixes: frozenset[bytes], patterns: tuple[bytes, ...],
+                driver_ids: frozenset[int]) -> Provider:
+        return tuple.__new__(cls, (name, library, min_abi, max_abi, pci_prefixes, patterns,
+                                   driver_ids))
+
+    @property
+    def name(self) -> str:
+        """The ops name, as libibverbs' messages print it (e.g. "pvrdma")."""
+        return self[0]
+
+    @property
+    def library(self) -> str:
+        """The library/driver name (e.g. "vmw_pvrdma" for libvmw_pvrdma-rdmav34.so)."""
+        return self[1]
+
+    @property
+    def min_abi(self) -> int:
+        return self[2]
+
+    @property
+    def max_abi(self) -> int:
+        return self[3]
+
+    @property
+    def pci_prefixes(self) -> frozenset[bytes]:
+        """``b"pci:v%08Xd%08Xsv"`` for each PCI entry."""
+        return self[4]
+
+    @property
+    def patterns(self) -> tuple[bytes, ...]:
+        """The MODALIAS and NAME entries: fnmatch patterns."""
+        return self[5]
+
+    @property
+    def driver_ids(self) -> frozenset[int]:
+        return self[6]
 
 
 def _checked_pattern(pattern: bytes) -> bytes:

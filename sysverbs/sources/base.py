@@ -4,7 +4,7 @@ source returns (:class:`Scan`) and how it says it cannot be used here
 
 from __future__ import annotations
 
-from .._core.typing_light import NamedTuple
+from .._core.tuples import RecordTuple
 from ..errors import SourceUnavailable
 
 TYPE_CHECKING = False
@@ -14,16 +14,40 @@ if TYPE_CHECKING:
 __all__ = ["LibraryKey", "Scan", "SourceUnavailable"]
 
 
-class LibraryKey(NamedTuple):
+class LibraryKey(RecordTuple, tuple[str, bytes, bytes, bytes, str, int]):
     """The options that make one emulated libibverbs instance."""
 
-    source: str
-    sysfs_root: bytes
-    dev_dir: bytes
-    config_dir: bytes
-    providers: str  # "installed" or "builtin"
-    release: int
+    __slots__ = ()
+    _fields = ("source", "sysfs_root", "dev_dir", "config_dir", "providers", "release")
 
+    def __new__(cls, source: str, sysfs_root: bytes, dev_dir: bytes, config_dir: bytes,
+                providers: str, release: int) -> LibraryKey:
+        return tuple.__new__(cls, (source, sysfs_root, dev_dir, config_dir, providers, release))
+
+    @property
+    def source(self) -> str:
+        return self[0]
+
+    @property
+    def sysfs_root(self) -> bytes:
+        return self[1]
+
+    @property
+    def dev_dir(self) -> bytes:
+        return self[2]
+
+    @property
+    def config_dir(self) -> bytes:
+        return self[3]
+
+    @property
+    def providers(self) -> str:
+        """"installed" or "builtin"."""
+        return self[4]
+
+    @property
+    def release(self) -> int:
+        return self[5]
 
 
 class Scan:

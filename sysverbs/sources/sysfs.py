@@ -19,7 +19,7 @@ from .._core.sysfs_read import (
     PATH_MAX_IBV,
     read_sysfs_file,
 )
-from .._core.typing_light import NamedTuple
+from .._core.tuples import RecordTuple
 from ..errors import ScanError
 
 TYPE_CHECKING = False
@@ -36,7 +36,7 @@ _FS_ENCODING = sys.getfilesystemencoding()
 _FS_ERRORS = sys.getfilesystemencodeerrors()
 
 
-class Skipped(NamedTuple):
+class Skipped(RecordTuple, tuple[bytes, str, "Optional[bytes]"]):
     """A ``class/infiniband_verbs`` entry that libibverbs skips silently, and why.
 
     ``reason`` is one of: ``"not_a_directory"``, ``"ibdev_unreadable"``,
@@ -45,9 +45,24 @@ class Skipped(NamedTuple):
     ``ibdev_name`` is the content of the entry's ``ibdev`` file when it was read.
     """
 
-    dev_name: bytes
-    reason: str
-    ibdev_name: Optional[bytes] = None
+    __slots__ = ()
+    _fields = ("dev_name", "reason", "ibdev_name")
+
+    def __new__(cls, dev_name: bytes, reason: str, ibdev_name: Optional[bytes] = None
+                ) -> Skipped:
+        return tuple.__new__(cls, (dev_name, reason, ibdev_name))
+
+    @property
+    def dev_name(self) -> bytes:
+        return self[0]
+
+    @property
+    def reason(self) -> str:
+        return self[1]
+
+    @property
+    def ibdev_name(self) -> Optional[bytes]:
+        return self[2]
 
 
 class _Dirs:
