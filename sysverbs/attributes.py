@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Optional, Union
 from ._core.cparse import scan_hx4
 from ._core.options import path_arg
 from ._core.sysfs_read import read_sysfs_file
+from ._text import rate_fields
 from .enums import NodeType, node_type_from_number
 
 if TYPE_CHECKING:
@@ -178,9 +179,6 @@ class Rate:
         return SPEED_CODES.get(self.speed) if self.speed is not None else None
 
 
-_RATE = re.compile(r"(\d{1,9})(\.5)? Gb/sec \((\d{1,3})X(?: ([A-Z][A-Z0-9]*))?\)")
-
-
 def parse_rate(text: Optional[str]) -> Optional[Rate]:
     """Parse the kernel's ``rate`` text; None unless it has the kernel's exact format.
 
@@ -189,13 +187,10 @@ def parse_rate(text: Optional[str]) -> Optional[Rate]:
     >>> parse_rate("56 Gb/sec (4X FDR)").speed_code, parse_rate("junk") is None
     (16, True)
     """
-    if text is None:
+    fields = rate_fields(text)
+    if fields is None:
         return None
-    m = _RATE.fullmatch(text)
-    if m is None:
-        return None
-    gbps = int(m.group(1)) + (0.5 if m.group(2) else 0.0)
-    return Rate(gbps=gbps, width=int(m.group(3)), speed=m.group(4))
+    return Rate(gbps=fields[0], width=fields[1], speed=fields[2])
 
 
 @dataclass(frozen=True)

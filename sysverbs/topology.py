@@ -41,6 +41,7 @@ from ._core.cparse import cstr, scan_u_u
 from ._core.device import makedev
 from ._core.options import path_arg
 from ._core.sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, read_sysfs_file
+from ._text import parse_cpulist
 from .attributes import (
     DeviceArg,
     LinkLayer,
@@ -167,31 +168,6 @@ class Topology:
 
 
 # ------------------------------------------------------------------------------ helpers
-
-
-def parse_cpulist(text: Optional[str]) -> Optional[frozenset[int]]:
-    """``"0-3,8,10-11"`` -> {0, 1, 2, 3, 8, 10, 11}; None unless well formed.
-
-    >>> sorted(parse_cpulist("0-2,8"))
-    [0, 1, 2, 8]
-    >>> parse_cpulist("3-1") is None, parse_cpulist("") == frozenset()
-    (True, True)
-    """
-    if text is None:
-        return None
-    if text == "":
-        return frozenset()
-    cpus: set[int] = set()
-    for part in text.split(","):
-        m = re.fullmatch(r"(\d{1,5})(?:-(\d{1,5}))?", part)
-        if m is None:
-            return None
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) is not None else lo
-        if hi < lo:
-            return None
-        cpus.update(range(lo, hi + 1))
-    return frozenset(cpus)
 
 
 def _parse_cpumask(text: Optional[str]) -> Optional[frozenset[int]]:

@@ -75,6 +75,24 @@ def test_import_is_lazy() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_topo_imports_only_what_the_matrix_needs(tmp_path: Path) -> None:
+    """``sysverbs topo`` (the matrix) loads neither the assignment nor the modules of
+    other commands, nor json or typing (benchmarks/bench_placement.py measures why)."""
+    t = two_socket(tmp_path / "host")
+    unwanted = ["json", "typing", "subprocess", "sysverbs.topology", "sysverbs.attributes",
+                "sysverbs.diagnosis", "sysverbs.placement._assign"]
+    code = ("import contextlib, io, sys\n"
+            "from sysverbs.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    rc = main(['topo', '--sysfs-path', {str(t.sys)!r}, "
+            f"'--proc-path', {str(t.proc)!r}])\n"
+            "assert rc == 0 and 'GPU0' in out.getvalue(), out.getvalue()\n"
+            f"print([m for m in {unwanted!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
 # ------------------------------------------------------------------ a 2-socket host
 
 

@@ -74,7 +74,7 @@ def proc_root(proc_path: Optional[str], sysfs: Union[str, bytes]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..placement import assign, assign_rank, host_json, read_host, render_matrix
+    from ..placement import host_json, read_host, render_matrix
 
     rank = _rank_arg(args.rank)
     tmp = None
@@ -105,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             import json
         if args.assign:
+            from ..placement import assign, assign_rank
+
             plan: Sequence[Any]
             if rank is not None:
                 plan = (assign_rank(host, None if rank == "env" else rank, **filters),)

@@ -19,19 +19,29 @@ here is a PCIe distance.
 
 from __future__ import annotations
 
-from ._assign import (
-    RANK_VARIABLES,
-    Assignment,
-    Filtered,
-    NicChoice,
-    assign,
-    assign_rank,
-    local_rank,
-    visible_gpus,
-)
 from ._distance import Distance
 from ._model import Gpu, Host, Nic, PciDevice, Port, read_host
 from ._smi import FORMATS, host_json, render_matrix
+
+#: The names of ``_assign``, imported on first use (``sysverbs topo`` without
+#: ``--assign`` does not need them).
+_ASSIGN = ("RANK_VARIABLES", "Assignment", "Filtered", "NicChoice", "assign", "assign_rank",
+           "local_rank", "visible_gpus")
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._assign import (
+        RANK_VARIABLES,
+        Assignment,
+        Filtered,
+        NicChoice,
+        assign,
+        assign_rank,
+        local_rank,
+        visible_gpus,
+    )
 
 __all__ = [
     "FORMATS",
@@ -53,3 +63,17 @@ __all__ = [
     "render_matrix",
     "visible_gpus",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _ASSIGN:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _assign
+
+    for other in _ASSIGN:
+        globals()[other] = getattr(_assign, other)
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

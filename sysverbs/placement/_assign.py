@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
 
 from ..errors import UsageError
-from ._distance import Distance
-from ._model import Gpu, Host, Nic, Port
+from ._distance import Distance, smi_rank
+from ._model import Gpu, Host, Nic, Port, smi_hops
 from ._names import bdf_key, natural_key
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Optional, Union
 
 RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
 _LINK_LAYERS = {"ib": "InfiniBand", "infiniband": "InfiniBand", "eth": "Ethernet",
@@ -215,12 +218,25 @@ def assign(
     if not keep:
         why = "no NIC port left after the filters" if filtered else "no RDMA device"
         return tuple(Assignment(g, None, (), why, ftuple) for g in gpu_list)
-    dist = {(g.address, i): host.distance(g, c.nic) for g in gpu_list
-            for i, c in enumerate(keep)}
+    # Every pair is ranked by its nvidia-smi class and hops; the full distance (with
+    # NCCL's path type) is computed only for the pairs chosen.
+    rank: dict[tuple[str, int], tuple[int, int]] = {}
+    for g in gpu_list:
+        for i, c in enumerate(keep):
+            smi, hops, _, _ = smi_hops(host, g, c.nic)
+            rank[g.address, i] = smi_rank(smi, hops)
+    full: dict[tuple[str, int], Distance] = {}
+
+    def dist_of(g: Gpu, i: int) -> Distance:
+        d = full.get((g.address, i))
+        if d is None:
+            d = full[g.address, i] = host.distance(g, keep[i].nic)
+        return d
+
     best: dict[str, list[int]] = {}
     best_cls: dict[str, list[int]] = {}
     for g in gpu_list:
-        ranks = [(dist[g.address, i].rank, i) for i in range(len(keep))]
+        ranks = [(rank[g.address, i], i) for i in range(len(keep))]
         top = min(r for r, _ in ranks)
         best[g.address] = [i for r, i in ranks if r == top]
         best_cls[g.address] = [i for r, i in ranks if r[0] == top[0]]
@@ -246,21 +262,21 @@ def assign(
                     note = f"{m} ports at the best distance shared by {k} GPUs"
                 choices = []
                 for i in mine:
-                    d = dist[g.address, i]
+                    d = dist_of(g, i)
                     choices.append(_choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}"))
+                first = dist_of(g, mine[0])
                 out[g.address] = Assignment(
                     g, None, tuple(choices),
-                    f"nearest class {_cls(dist[g.address, mine[0]])}, "
-                    f"{_hops(dist[g.address, mine[0]].hops)}; {note}", ftuple)
+                    f"nearest class {_cls(first)}, {_hops(first.hops)}; {note}", ftuple)
     else:
         load = [0] * n_ports
-        order = sorted(gpu_list, key=lambda g: (dist[g.address, best[g.address][0]].rank,
+        order = sorted(gpu_list, key=lambda g: (rank[g.address, best[g.address][0]],
                                                 g.index))
         for g in order:
             pool = best_cls[g.address]
-            i = min(pool, key=lambda i: (load[i], dist[g.address, i].rank, keep[i].key))
+            i = min(pool, key=lambda i: (load[i], rank[g.address, i], keep[i].key))
             load[i] += 1
-            d = dist[g.address, i]
+            d = dist_of(g, i)
             choice = _choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}")
             out[g.address] = Assignment(
                 g, None, (choice,),

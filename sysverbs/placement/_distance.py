@@ -22,14 +22,15 @@ across CPUs (NCCL has no ``NODE``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional
 
 from ._names import is_host_bridge
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Optional
+
     from ._model import PciDevice
 
 _NCCL_BDF = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]")
@@ -55,8 +56,13 @@ class Distance:
     @property
     def rank(self) -> tuple[int, int]:
         """Sort key: nearest class first, then fewest hops (unknown last)."""
-        cls = SMI_ORDER.index(self.smi) if self.smi in SMI_ORDER else len(SMI_ORDER)
-        return (cls, self.hops if self.hops is not None else 1 << 20)
+        return smi_rank(self.smi, self.hops)
+
+
+def smi_rank(smi: Optional[str], hops: Optional[int]) -> tuple[int, int]:
+    """:attr:`Distance.rank` of a class and a hop count."""
+    cls = SMI_ORDER.index(smi) if smi in SMI_ORDER else len(SMI_ORDER)
+    return (cls, hops if hops is not None else 1 << 20)
 
 
 def _node_of(dev: PciDevice, nodes: Mapping[int, frozenset[int]]) -> Optional[int]:

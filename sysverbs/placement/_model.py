@@ -11,21 +11,22 @@ from __future__ import annotations
 import errno
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Optional, Union
 
 from .._core.options import path_arg
 from .._core.sysfs_read import read_sysfs_file
-from ..topology import parse_cpulist
+from .._text import parse_cpulist, rate_fields
 from ._names import bdf_key, is_bdf, is_host_bridge, name_kind, natural_key
-
-PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
-Endpoint = Union[str, "Gpu", "Nic"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Optional, Union
+
     from ._distance import Distance
+
+    PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+    Endpoint = Union[str, "Gpu", "Nic"]
 
 _HEX = re.compile(r"0x([0-9a-fA-F]{1,8})")
 _INT = re.compile(r"-?[0-9]{1,10}")
@@ -62,9 +63,10 @@ class _Root:
 
     def __init__(self, root: bytes) -> None:
         self.root = root.rstrip(b"/") or b"/"
+        self._prefix = self.root.rstrip(b"/") + b"/"
 
     def inside(self, path: bytes) -> bool:
-        return path == self.root or path.startswith(self.root.rstrip(b"/") + b"/")
+        return path == self.root or path.startswith(self._prefix)
 
     def readlink(self, path: bytes) -> Optional[bytes]:
         try:
@@ -126,12 +128,13 @@ class PciDevice:
     ``numa_node`` is None for -1, missing or unreadable (``numa_raw`` keeps the text).
 
     The ids come from the device's ``uevent`` (one read; the ``vendor``, ``class``...
-    files when it has none), ``numa_node``, ``local_cpulist`` and ``physfn`` are read on
-    first use: a host has hundreds of functions and placement needs them for a few.
+    files when it has none), ``numa_node``, ``local_cpulist`` and ``physfn`` are each
+    read on first use: a host has hundreds of functions and placement needs them for a
+    few.
     """
 
     __slots__ = ("address", "path", "bridges", "host_bridge", "ancestors", "vmd", "listed",
-                 "_fs", "_ids", "_more")
+                 "top_host_bridge", "_bpath", "_fs", "_ids", "_more")
 
     def __init__(self, address: str, path: bytes, bridges: tuple[str, ...],
                  host_bridge: Optional[str], ancestors: tuple[str, ...], vmd: Optional[str],
@@ -143,31 +146,37 @@ class PciDevice:
         self.ancestors = ancestors
         self.vmd = vmd
         self.listed = listed
+        #: The outermost host bridge (for VMD, the one above the VMD endpoint).
+        self.top_host_bridge: Optional[str] = next(
+            (name for name in ancestors if is_host_bridge(name)), None)
+        self._bpath = path
         self._fs = fs
         self._ids: Optional[dict[str, object]] = None
-        self._more: Optional[dict[str, object]] = None
+        self._more: dict[str, object] = {}
 
     def __repr__(self) -> str:
         return f"PciDevice({self.address!r}, host_bridge={self.host_bridge!r})"
 
     def _id(self, key: str) -> object:
         if self._ids is None:
-            self._ids = _read_ids(os.fsencode(self.path), self._fs)
+            self._ids = _read_ids(self._bpath, self._fs)
         return self._ids.get(key)
 
     def _extra(self, key: str) -> object:
-        if self._more is None:
-            path = os.fsencode(self.path)
-            raw = _text(path + b"/numa_node")
-            numa = _int(raw)
-            physfn = self._fs.readlink(path + b"/physfn")
-            self._more = {
-                "numa_raw": raw,
-                "numa_node": numa if numa is not None and numa >= 0 else None,
-                "local_cpus": parse_cpulist(_text(path + b"/local_cpulist")),
-                "physfn": os.fsdecode(os.path.basename(physfn)) if physfn else None,
-            }
-        return self._more[key]
+        more = self._more
+        if key not in more:
+            path = self._bpath
+            if key == "local_cpus":
+                more[key] = parse_cpulist(_text(path + b"/local_cpulist"))
+            elif key == "physfn":
+                physfn = self._fs.readlink(path + b"/physfn")
+                more[key] = os.fsdecode(os.path.basename(physfn)) if physfn else None
+            else:
+                raw = _text(path + b"/numa_node")
+                numa = _int(raw)
+                more["numa_raw"] = raw
+                more["numa_node"] = numa if numa is not None and numa >= 0 else None
+        return more[key]
 
     @property
     def vendor(self) -> Optional[int]:
@@ -228,13 +237,6 @@ class PciDevice:
     def is_vf(self) -> bool:
         return self.physfn is not None
 
-    @property
-    def top_host_bridge(self) -> Optional[str]:
-        """The outermost host bridge (for VMD, the one above the VMD endpoint)."""
-        for name in self.ancestors:
-            if is_host_bridge(name):
-                return name
-        return None
 
 
 _UEVENT_HEX = re.compile(r"[0-9A-Fa-f]{1,6}")
@@ -372,27 +374,42 @@ class Host:
     def distance(self, a: Endpoint, b: Endpoint) -> Distance:
         """nvidia-smi class, NCCL path type and bridge hops between two devices (a BDF,
         an RDMA device name, a :class:`Gpu` or a :class:`Nic`)."""
-        from ._distance import Distance, nccl_distance, smi_distance
+        from ._distance import Distance, nccl_distance
 
-        da, nic_a, name_a = self._endpoint(a)
-        db, nic_b, name_b = self._endpoint(b)
-        if da is None or db is None:
-            which = name_a if da is None else name_b
-            return Distance(None, None, None, f"{which} is not placed on a PCI function")
-        smi, hops, why = smi_distance(da, db, self.numa_nodes)
-        if smi == "X" and nic_a and nic_b and name_a != name_b:
-            # two RDMA devices of one function (a PF and its SF, a bond on its PF)
-            smi, why = "PIX", "two RDMA devices on one PCI function"
+        smi, hops, why, ends = smi_hops(self, a, b)
+        if ends is None:
+            return Distance(None, None, None, why)
+        (da, nic_a), (db, nic_b) = ends
         nccl = nccl_distance(da, db, self.pci, nic_a, nic_b, self._cache)
         return Distance(smi, nccl, hops, why)
 
     def smi_class(self, a: Endpoint, b: Endpoint) -> Optional[str]:
         """nvidia-smi's class (X, PIX, PXB, PHB, NODE, SYS) or None when undecidable."""
-        return self.distance(a, b).smi
+        return smi_hops(self, a, b)[0]
 
     def nccl_path(self, a: Endpoint, b: Endpoint) -> Optional[str]:
         """NCCL's path type (LOC, PIX, PXB, PHB, SYS)."""
         return self.distance(a, b).nccl
+
+
+def smi_hops(host: Host, a: Endpoint, b: Endpoint) -> tuple[
+        Optional[str], Optional[int], str,
+        Optional[tuple[tuple[PciDevice, bool], tuple[PciDevice, bool]]]]:
+    """The nvidia-smi part of :meth:`Host.distance` (class, hops, reason) without NCCL's
+    path type, and the two placed PCI functions (None when one is not placed): what the
+    matrix and the ranking of :func:`assign` need for every pair."""
+    from ._distance import smi_distance
+
+    da, nic_a, name_a = host._endpoint(a)
+    db, nic_b, name_b = host._endpoint(b)
+    if da is None or db is None:
+        which = name_a if da is None else name_b
+        return None, None, f"{which} is not placed on a PCI function", None
+    smi, hops, why = smi_distance(da, db, host.numa_nodes)
+    if smi == "X" and nic_a and nic_b and name_a != name_b:
+        # two RDMA devices of one function (a PF and its SF, a bond on its PF)
+        smi, why = "PIX", "two RDMA devices on one PCI function"
+    return smi, hops, why, ((da, nic_a), (db, nic_b))
 
 
 # --------------------------------------------------------------------------- reading
@@ -408,6 +425,7 @@ class _Reader:
         self.paths: dict[str, bytes] = {}
         self.host_bridges: set[str] = set()
         self.devices = self.sys + b"/devices"
+        self._chains: dict[str, Union[tuple[str, ...], str]] = {}
 
     def note(self, text: str) -> None:
         if text not in self.problems:
@@ -433,34 +451,54 @@ class _Reader:
                 self.note(f"{address}: two sysfs paths ({os.fsdecode(known)} and "
                           f"{os.fsdecode(path)}); the first is used")
             elif listed and not self.pci[address].listed:
-                self.pci[address] = self._device(address, path, parts, True)
+                self.pci[address] = self._device(address, path, self.pci[address].ancestors,
+                                                 True)
             return address
-        ancestors: list[str] = []
-        seen: set[str] = set()
-        for i, name in enumerate(parts[:-1]):
-            if is_bdf(name) or is_host_bridge(name):
-                if name in seen:
-                    self.note(f"{address}: {name} appears twice on its path (a loop); "
-                              "not placed")
-                    return None
-                seen.add(name)
-                ancestors.append(name)
-                if is_bdf(name):
-                    above = self.devices + b"/" + os.fsencode("/".join(parts[: i + 1]))
-                    if name not in self.paths:
-                        self.paths[name] = above
-                        self.pci[name] = self._device(name, above, parts[: i + 1], False)
-                else:
-                    self.host_bridges.add(name)
-        if address in seen:
+        ancestors = self._above(parts, len(parts) - 1)
+        if isinstance(ancestors, str):
+            self.note(f"{address}: {ancestors} appears twice on its path (a loop); "
+                      "not placed")
+            return None
+        if address in ancestors:
             self.note(f"{address}: appears on its own path (a loop); not placed")
             return None
         self.paths[address] = path
-        self.pci[address] = self._device(address, path, parts, listed)
+        self.pci[address] = self._device(address, path, ancestors, listed)
         return address
 
-    def _device(self, address: str, path: bytes, parts: list[str], listed: bool) -> PciDevice:
-        ancestors = tuple(p for p in parts[:-1] if is_bdf(p) or is_host_bridge(p))
+    def _above(self, parts: list[str], n: int) -> Union[tuple[str, ...], str]:
+        """The PCI nodes (BDFs, host bridges) of ``parts[:n]``, from the top; each BDF
+        among them is added as a device.  A name that appears twice: that name (a
+        loop).  Kept per directory, so that the bridges a host's functions share are
+        walked once."""
+        key = "/".join(parts[:n])
+        hit = self._chains.get(key)
+        if hit is not None:
+            return hit
+        if n == 0:
+            chain: Union[tuple[str, ...], str] = ()
+        else:
+            up = self._above(parts, n - 1)
+            name = parts[n - 1]
+            kind = name_kind(name)
+            if isinstance(up, str) or kind == 0:
+                chain = up
+            elif name in up:
+                chain = name
+            else:
+                if kind == 1:
+                    if name not in self.paths:
+                        above = self.devices + b"/" + os.fsencode(key)
+                        self.paths[name] = above
+                        self.pci[name] = self._device(name, above, up, False)
+                else:
+                    self.host_bridges.add(name)
+                chain = (*up, name)
+        self._chains[key] = chain
+        return chain
+
+    def _device(self, address: str, path: bytes, ancestors: tuple[str, ...], listed: bool
+                ) -> PciDevice:
         host_bridge: Optional[str] = None
         vmd: Optional[str] = None
         bridges: list[str] = []
@@ -582,19 +620,17 @@ class _Reader:
             return None, f"netdev {ifname} has no PCI ancestor"
         return address, f"via netdev {ifname}"
 
-    def _ports(self, ibdev: bytes, parent_dir: Optional[bytes]) -> tuple[Port, ...]:
-        from ..attributes import parse_rate
-
+    def _ports(self, ibdev: bytes, parent_dir: Optional[bytes], parent_net: list[bytes]
+               ) -> tuple[Port, ...]:
         out: list[Port] = []
         base = ibdev + b"/ports"
         numbers = sorted(int(n) for n in self.fs.listdir(base) if n.isdigit())
-        parent_net = self.fs.listdir(parent_dir + b"/net") if parent_dir is not None else []
         for n in numbers:
             p = base + b"/%d" % n
             state = _text(p + b"/state", 64)
             ll = _text(p + b"/link_layer", 64)
             rate_text = _text(p + b"/rate", 128)
-            rate = parse_rate(rate_text)
+            rate = rate_fields(rate_text)
             netdevs: list[str] = []
             ndevs = p + b"/gid_attrs/ndevs"
             for idx in (b"0", b"1"):
@@ -614,18 +650,19 @@ class _Reader:
                 port=n,
                 state=state.partition(":")[2].strip() if state and ":" in state else state,
                 link_layer=ll,
-                rate_gbps=rate.gbps if rate is not None else None,
+                rate_gbps=rate[0] if rate is not None else None,
                 rate=rate_text,
                 netdevs=tuple(netdevs),
             ))
         return tuple(out)
 
-    def _bond_slave(self, netdevs: tuple[str, ...], parent_dir: Optional[bytes]) -> bool:
+    def _bond_slave(self, netdevs: tuple[str, ...], parent_dir: Optional[bytes],
+                    parent_net: list[bytes]) -> bool:
         """A netdev of the device (of a port, or of its PCI function) is enslaved to a
         bond: ``bonding_slave/``, or a ``master`` link to a netdev with ``bonding/``."""
         bases = [self.sys + b"/class/net/" + os.fsencode(n) for n in netdevs]
         if parent_dir is not None:
-            bases += [parent_dir + b"/net/" + n for n in self.fs.listdir(parent_dir + b"/net")]
+            bases += [parent_dir + b"/net/" + n for n in parent_net]
         for base in bases:
             if os.path.isdir(base + b"/bonding_slave"):
                 return True
@@ -665,7 +702,7 @@ class _Reader:
                     self.note(f"class/infiniband/{name}: dangling link")
                     continue
             dev_link = ibdev + b"/device"
-            parent_dir = self.fs.resolve(dev_link) if os.path.lexists(dev_link) else None
+            parent_dir = self.fs.resolve(dev_link)
             address: Optional[str] = None
             parent: Optional[str] = None
             kind = "unplaced"
@@ -698,11 +735,13 @@ class _Reader:
                     placement = "no device link and no parent netdev"
             if address is None:
                 self.note(f"{name}: unplaced: {placement}")
-            ports = self._ports(ibdev, parent_dir if kind in ("pf", "vf", "bond") else None)
+            net_dir = parent_dir if kind in ("pf", "vf", "bond") else None
+            parent_net = self.fs.listdir(net_dir + b"/net") if net_dir is not None else []
+            ports = self._ports(ibdev, net_dir, parent_net)
             nd = tuple(n for p in ports for n in p.netdevs)
             guid = _text(ibdev + b"/node_guid", 64)
             slave = kind != "bond" and self._bond_slave(
-                nd, parent_dir if kind in ("pf", "vf") else None)
+                nd, parent_dir if kind in ("pf", "vf") else None, parent_net)
             out.append(Nic(name, address, kind, placement, parent, ports, slave, guid,
                            uverbs.get(name)))
         out.sort(key=lambda n: natural_key(n.name))

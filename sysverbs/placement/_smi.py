@@ -12,11 +12,14 @@ classes: NVLink is not visible in sysfs, so no cell is ever ``NV#``.
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from ..errors import UsageError
-from ._model import Host, Nic
 from ._names import bdf_key, natural_key
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional
+
+    from ._model import Host, Nic
 
 LEGEND = """\
 Legend:
