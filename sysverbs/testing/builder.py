@@ -12,31 +12,28 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..errors import UsageError
+from . import layout
 from . import umockdev as recording
 from .host import FakeHost, materialize
+from .layout import (  # noqa: F401 (LO_PATH, NODE_TYPES, UVERBS_*: once defined here)
+    ETH_CLASS,
+    IB_CLASS,
+    LO_PATH,
+    NODE_TYPES,
+    UVERBS_DYN_MAJOR,
+    UVERBS_MAJOR,
+    Value,
+    guid_text,
+    kernel_link,
+)
+from .layout import cpulist as _cpulist
+from .layout import cpumask as _cpumask
+from .layout import encode as _value
+from .layout import encode_node_type as _node_type
 from .umockdev import Attribute, Record, Recording
 
 __all__ = ["HostBuilder", "FakeDevice", "PciModel", "MLX5_MODELS", "MLX4_MODELS", "EFA_MODELS",
            "GPU_MODELS", "GpuModel"]
-
-#: A value for a sysfs attribute: ``int`` and ``str`` get the newline the kernel's
-#: ``show()`` adds; ``bytes`` are written exactly (for broken values); ``None``
-#: leaves the file out.
-Value = Union[int, str, bytes, None]
-
-NODE_TYPES = {
-    1: "1: CA",
-    2: "2: switch",
-    3: "3: router",
-    4: "4: RNIC",
-    5: "5: usNIC",
-    6: "6: usNIC UDP",
-    7: "7: unspecified",
-}
-UVERBS_MAJOR = 231  # IB_UVERBS_MAJOR: uverbs0..31 are 231:192..223
-UVERBS_DYN_MAJOR = 238  # what alloc_chrdev_region() gave uverbs32+ on the captured hosts
-IB_CLASS, ETH_CLASS = 0x020700, 0x020000
-LO_PATH = "/devices/virtual/net/lo"
 
 
 @dataclass(frozen=True)
@@ -68,38 +65,6 @@ EFA_MODELS: Mapping[str, PciModel] = {
     "efa1": PciModel(0xEFA1, None, "EFA"),
     "efa2": PciModel(0xEFA2, None, "EFA"),
 }
-
-
-def _value(v: Value) -> Optional[bytes]:
-    if v is None:
-        return None
-    if isinstance(v, bytes):
-        return v
-    return f"{v}\n".encode("utf-8", "surrogateescape")
-
-
-def _node_type(v: Value) -> Optional[bytes]:
-    if isinstance(v, int) and not isinstance(v, bool) and v in NODE_TYPES:
-        return _value(NODE_TYPES[v])
-    return _value(v)
-
-
-def guid_text(value: int) -> str:
-    """A GUID as sysfs shows it (``0c42:a103:00a5:1c30``)."""
-    return ":".join(f"{(value >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0))
-
-
-def kernel_link(link_dir: str, target: str) -> str:
-    """The relative link the kernel writes from directory ``link_dir`` to ``target``
-    (both ``/devices/...``-style paths below /sys)."""
-    base = link_dir.strip("/").split("/")
-    tparent = target.strip("/").split("/")[:-1]
-    ups = 0
-    while base and tparent[: len(base)] != base:
-        base = base[:-1]
-        ups += 1
-    rest = target.strip("/").split("/")[len(base):]
-    return "../" * ups + "/".join(rest)
 
 
 @dataclass(frozen=True)
@@ -148,35 +113,6 @@ def _bdf_of(path: str) -> str:
     if not path.startswith("/devices/") or _BDF_RE.fullmatch(name) is None:
         raise UsageError(f"{path!r} is not a PCI function path (/devices/.../DDDD:BB:DD.F)")
     return name
-
-
-def _cpulist(cpus: Iterable[int]) -> str:
-    """``0-15,128-143``: the kernel's ``%*pbl`` format."""
-    out: list[str] = []
-    run: list[int] = []
-    for c in sorted(cpus):
-        if run and c == run[-1] + 1:
-            run.append(c)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [c]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
-
-
-def _cpumask(cpus: Iterable[int], nbits: int) -> str:
-    """``0000ffff,00000000``: the kernel's ``%*pb`` format for ``nbits`` CPUs (32-bit
-    groups, most significant first, the first group only as wide as needed)."""
-    value = 0
-    for c in cpus:
-        value |= 1 << c
-    groups = max(1, (nbits + 31) // 32)
-    words = [(value >> (32 * i)) & 0xFFFFFFFF for i in reversed(range(groups))]
-    first_bits = nbits - 32 * (groups - 1)
-    first = f"{words[0]:0{max(1, (first_bits + 3) // 4)}x}"
-    return ",".join([first] + [f"{w:08x}" for w in words[1:]])
 
 
 def _le16(v: int) -> bytes:
@@ -371,25 +307,7 @@ class HostBuilder:
         """The host as a recording: the loopback interface first, carrying the class
         files, as in the bundled fixtures; ``loopback=False`` leaves it (and the class
         files) out, to add these devices to a host that has them already."""
-        lo_attrs: list[Attribute] = [
-            Attribute(n, v.encode())
-            for n, v in (
-                ("addr_len", "6\n"),
-                ("address", "00:00:00:00:00:00\n"),
-                ("flags", "0x9\n"),
-                ("ifindex", "1\n"),
-                ("mtu", "65536\n"),
-                ("operstate", "unknown\n"),
-                ("type", "772\n"),
-            )
-        ]
-        abi = _value(self.class_abi)
-        if abi is not None:
-            lo_attrs.append(
-                recording.class_file(LO_PATH, "/class/infiniband_verbs/abi_version", abi)
-            )
-        lo = Record(LO_PATH, (("SUBSYSTEM", "net"), ("INTERFACE", "lo"), ("IFINDEX", "1")),
-                    tuple(lo_attrs))
+        lo = layout.loopback(verbs_abi=self.class_abi)
         records = self._finish(self._records)
         return Recording((lo, *records) if loopback else tuple(records))
 
@@ -448,13 +366,11 @@ class HostBuilder:
                    attrs: Iterable[tuple[str, Optional[bytes]]] = (),
                    links: Iterable[tuple[str, str]] = (), node: Optional[str] = None,
                    dev_links: Iterable[str] = ()) -> str:
-        """One device record at ``path``: its uevent keys, attributes (None: left
+        """One device record at ``path`` (:func:`layout.device
+        <sysverbs.testing.layout.device>`): its uevent keys, attributes (None: left
         out), links, ``/dev`` node and node links; returns ``path``."""
-        attributes = [Attribute(n, v) for n, v in attrs if v is not None]
-        attributes += [Attribute(n, b"", target) for n, target in links]
-        rec = Record(path, (("SUBSYSTEM", subsystem), *props), tuple(attributes), node, None,
-                     tuple(dev_links))
-        self._records.append(rec)
+        self._records.append(layout.device(path, subsystem, props, attrs, links, node,
+                                           dev_links))
         return path
 
     def add_pci_function(self, path: str, vendor: int, device: int, sub_vendor: int,
@@ -463,70 +379,29 @@ class HostBuilder:
                          links: Iterable[tuple[str, str]] = (),
                          vendor_name: Optional[str] = None, model_name: Optional[str] = None,
                          revision: int = 0) -> str:
-        """A PCI function's record: uevent keys, modalias and attributes, driver link
-        (also what ``tools/make_fixtures.py`` builds the bundled fixtures with)."""
-        slot = path.rsplit("/", 1)[1]
-        modalias = (f"pci:v{vendor:08X}d{device:08X}sv{sub_vendor:08X}sd{sub_device:08X}"
-                    f"bc{pci_class >> 16:02X}sc{(pci_class >> 8) & 0xFF:02X}"
-                    f"i{pci_class & 0xFF:02X}")
-        props: list[tuple[str, str]] = []
-        if driver:
-            props.append(("DRIVER", driver))
-        props += [
-            ("PCI_CLASS", f"{pci_class:X}"),
-            ("PCI_ID", f"{vendor:04X}:{device:04X}"),
-            ("PCI_SUBSYS_ID", f"{sub_vendor:04X}:{sub_device:04X}"),
-            ("PCI_SLOT_NAME", slot),
-            ("MODALIAS", modalias),
-        ]
-        # What udevd's hwdb lookup adds (in udev's database only, never in the
-        # uevent file: umockdev shows them to libudev, materialize() leaves them out).
-        if vendor_name is not None:
-            props.append(("ID_VENDOR_FROM_DATABASE", vendor_name))
-        if model_name is not None:
-            props.append(("ID_MODEL_FROM_DATABASE", model_name))
-        attrs: list[tuple[str, Optional[bytes]]] = [
-            ("class", _value(f"0x{pci_class:06x}")),
-            ("device", _value(f"0x{device:04x}")),
-            ("enable", _value(1)),
-            ("modalias", _value(modalias)),
-            ("numa_node", _value(numa_node)),
-            ("revision", _value(f"0x{revision:02x}")),
-            ("subsystem_device", _value(f"0x{sub_device:04x}")),
-            ("subsystem_vendor", _value(f"0x{sub_vendor:04x}")),
-            ("vendor", _value(f"0x{vendor:04x}")),
-            *extra,
-        ]
-        all_links = list(links)
-        if driver:
-            all_links.insert(0, ("driver", kernel_link(path, f"/bus/pci/drivers/{driver}")))
-        return self.add_device(path, "pci", props, sorted(attrs), all_links)
+        """A PCI function's record (:func:`layout.pci_function
+        <sysverbs.testing.layout.pci_function>`): uevent keys, modalias and
+        attributes, driver link; returns ``path``."""
+        self._records.append(layout.pci_function(
+            path, vendor, device, sub_vendor, sub_device, pci_class, driver,
+            numa_node=numa_node, extra=extra, links=links, vendor_name=vendor_name,
+            model_name=model_name, revision=revision))
+        return path
 
     def add_aux_device(self, parent: str, name: str, driver: str) -> str:
         """An auxiliary device ``<parent>/<name>`` bound to ``driver``; its path."""
-        path = f"{parent}/{name}"
-        link = kernel_link(path, f"/bus/auxiliary/drivers/{driver}")
-        return self.add_device(path, "auxiliary",
-                         [("DRIVER", driver), ("MODALIAS", "auxiliary:" + name.rsplit(".", 1)[0])],
-                         [], [("driver", link)])
+        rec = layout.aux_device(parent, name, driver)
+        self._records.append(rec)
+        return rec.path
 
     def _net(self, parent: Optional[str], ifname: str, mac: str) -> str:
         path = f"{parent}/net/{ifname}" if parent else f"/devices/virtual/net/{ifname}"
         if any(r.path == path for r in self._records):
             return path
         self._ifindex += 1
-        attrs = [
-            ("addr_len", _value(6)),
-            ("address", _value(mac)),
-            ("ifindex", _value(self._ifindex)),
-            ("mtu", _value(1500)),
-            ("operstate", _value("up")),
-            ("type", _value(1)),
-        ]
-        links = [("device", kernel_link(path, parent))] if parent else []
-        return self.add_device(path, "net",
-                               [("INTERFACE", ifname), ("IFINDEX", str(self._ifindex))],
-                               attrs, links)
+        self._records.append(layout.net_device(parent, ifname, self._ifindex,
+                                               layout.net_attrs(mac, self._ifindex)))
+        return path
 
     def _rdma(self, *, parent: Optional[str], driver: str, name: str, uverbs: Optional[int],
               verbs: bool, abi_version: Value, node_type: Value, node_guid: Union[int, Value],
@@ -543,7 +418,6 @@ class HostBuilder:
         else:
             guid = _value(node_guid)
             guid_int = 0
-        ib_path = f"{parent}/infiniband/{name}" if parent else f"/devices/virtual/infiniband/{name}"
         port = [
             ("ports/1/link_layer", _value(link_layer)),
             ("ports/1/phys_state", _value("5: LinkUp")),
@@ -566,8 +440,7 @@ class HostBuilder:
         files.update(port)
         for key, val in (ib_attrs or {}).items():
             files[key] = _value(val)
-        links = [("device", kernel_link(ib_path, parent))] if parent else []
-        self.add_device(ib_path, "infiniband", [("NAME", name)], files.items(), links)
+        self._records.append(layout.ib_device(parent, name, files.items()))
         uverbs_name: Optional[str] = None
         if verbs:
             uverbs_name = self.add_uverbs(parent, self._next_uverbs(uverbs), name, abi_version,
@@ -583,27 +456,8 @@ class HostBuilder:
         ``dev_node`` is False) and rdma-core's by-ibdev (and, for a PCI function
         ``pci``, by-path) links; returns the uverbs name."""
         uverbs_name = f"uverbs{index}"
-        uv_path = (f"{parent}/infiniband_verbs/{uverbs_name}" if parent
-                   else f"/devices/virtual/infiniband_verbs/{uverbs_name}")
-        major, minor = ((UVERBS_MAJOR, 192 + index) if index < 32
-                        else (UVERBS_DYN_MAJOR, index - 32))
-        uv_files: dict[str, Optional[bytes]] = {
-            "abi_version": _value(abi_version),
-            "dev": _value(f"{major}:{minor}"),
-            "ibdev": _value(ibdev),
-        }
-        for key, val in (attrs or {}).items():
-            uv_files[key] = _value(val)
-        dev_links = [f"infiniband/by-ibdev/uverbs-{ibdev}"] if dev_node else []
-        if dev_node and pci is not None:
-            dev_links.append(f"infiniband/by-path/pci-{pci}")
-        uv_links = [("device", kernel_link(uv_path, parent))] if parent else []
-        self.add_device(uv_path, "infiniband_verbs",
-                  [("MAJOR", str(major)), ("MINOR", str(minor)),
-                   ("DEVNAME", f"/dev/infiniband/{uverbs_name}"), ("DEVMODE", "0666")],
-                  uv_files.items(), uv_links,
-                  node=f"infiniband/{uverbs_name}" if dev_node else None,
-                  dev_links=dev_links)
+        self._records.append(layout.uverbs_device(parent, index, ibdev, abi_version,
+                                                  dev_node=dev_node, pci=pci, attrs=attrs))
         return uverbs_name
 
     # ------------------------------------------------------------------ hardware
@@ -1181,14 +1035,11 @@ class HostBuilder:
             net = self._net(pf, ifname, mac)
             slaves.append((ifname, net))
         self._ifindex += 1
-        attrs = [("addr_len", _value(6)), ("address", _value("02:00:00:00:00:01")),
-                 ("ifindex", _value(self._ifindex)), ("mtu", _value(1500)),
-                 ("operstate", _value("up")), ("type", _value(1)),
+        attrs = [*layout.net_attrs("02:00:00:00:00:01", self._ifindex),
                  ("bonding/mode", _value("802.3ad 4")),
                  ("bonding/slaves", _value(" ".join(s for s, _ in slaves)))]
         links = [(f"lower_{ifname}", kernel_link(bond_path, net)) for ifname, net in slaves]
-        self.add_device(bond_path, "net", [("INTERFACE", bond), ("IFINDEX", str(self._ifindex))],
-                  attrs, links)
+        self._records.append(layout.net_device(None, bond, self._ifindex, attrs, links))
         for _ifname, net in slaves:
             self._extra_links.append((net, "master", kernel_link(net, bond_path)))
         bond_index = self._count("mlx5_bond")
