@@ -26,7 +26,7 @@ a sysfs tree.
 >>> rec.subsystem, rec.property("MODALIAS"), rec.attribute("driver").link
 ('auxiliary', 'auxiliary:mlx5_core.rdma', '../../../../../bus/auxiliary/drivers/mlx5_ib.rdma')
 >>> layout.kernel_link("/devices/virtual/net/bond0", "/devices/pci0000:00/0000:03:00.0/net/p0")
-'../../pci0000:00/0000:03:00.0/net/p0'
+'../../../pci0000:00/0000:03:00.0/net/p0'
 """
 
 from __future__ import annotations
