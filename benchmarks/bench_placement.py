@@ -6,8 +6,8 @@
 Measured, on trees written like the kernel's sysfs (``tests/pcitree.py``):
 
 (a) ``read_host()`` + ``assign()`` in-process, after import, on an 8-GPU, 18-NIC host of
-    about 200 PCI functions (four two-level PCIe switches per socket pair, NVSwitches,
-    NVMe, host-bridge functions) — target <= 5 ms (median);
+    about 200 PCI functions (``tests.pcitree.oci_a100``: a two-level PCIe switch per GPU
+    pair, NVSwitches, NVMe, host-bridge functions) — target <= 5 ms (median);
 (b) the same on one host with 256 and with 1024 SR-IOV VFs (each an RDMA device,
     assigned with ``include_vfs=True``) — target t(1024)/t(256) <= 4.5;
 (c) wall time of ``python -m sysverbs topo --sysfs-path TREE`` — target <= 60 ms —
@@ -38,67 +38,14 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.pcitree import PciTree  # noqa: E402
-
-IB = ("4: ACTIVE", "InfiniBand", "200 Gb/sec (4X HDR)")
+from tests.pcitree import PciTree, oci_a100  # noqa: E402
 
 
 def big_host(root: Path, vfs: int = 0) -> tuple[PciTree, int]:
-    """8 GPUs, 16 compute NIC ports (dual-port cards, two per GPU pair) + a dual-port
-    storage card, NVSwitches, NVMe and host-bridge functions: about 200 PCI functions.
-    ``vfs``: that many SR-IOV VFs (each an RDMA device) on the storage card."""
-    t = PciTree(root)
-    for n in range(8):
-        lo = 16 * n
-        t.node(n, f"{lo}-{lo + 15},{lo + 128}-{lo + 143}")
-    nic = 0
-    for k, hb in enumerate((0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0, 0xE0)):
-        numa = k
-        cpus = f"{16 * k}-{16 * k + 15},{16 * k + 128}-{16 * k + 143}"
-        root_bus = f"pci0000:{hb:02x}"
-        for f in range(12):  # host-bridge dummy functions, IOMMU, PSP ...
-            t.pci(f"{root_bus}/0000:{hb:02x}:{f + 0x10:02x}.0", cls=0x060000, vendor=0x1022,
-                  numa=numa)
-        rp = f"{root_bus}/0000:{hb:02x}:01.1"
-        t.pci(rp, numa=numa)
-        if k % 2:  # odd root complexes: NVMe and NVSwitches
-            for d in range(4):
-                drp = f"{root_bus}/0000:{hb:02x}:0{d + 2}.1"
-                t.pci(drp, numa=numa)
-                t.pci(f"{drp}/0000:{hb + 2 + d:02x}:00.0", cls=0x010802, vendor=0x144D,
-                      numa=numa)
-            continue
-        usp = f"{rp}/0000:{hb + 1:02x}:00.0"
-        t.pci(usp, numa=numa)
-        for j in range(3):
-            dsp = f"{usp}/0000:{hb + 2:02x}:{4 * j:02x}.0"
-            sub = f"{dsp}/0000:{hb + 3 + 4 * j:02x}:00.0"
-            t.bridges(dsp, sub, numa=numa)
-            for e in range(2):
-                sdsp = f"{sub}/0000:{hb + 4 + 4 * j:02x}:{8 * e:02x}.0"
-                t.pci(sdsp, numa=numa)
-                end = f"{sdsp}/0000:{hb + 5 + 4 * j + e:02x}:00"
-                if j == 0:
-                    t.gpu(end + ".0", numa=numa, cpus=cpus)
-                elif e == 0:
-                    for fn in (0, 1):
-                        t.rdma(f"mlx5_{nic}", f"{end}.{fn}", ports=(IB,), numa=numa,
-                               cpus=cpus)
-                        nic += 1
-                else:
-                    t.pci(end + ".0", cls=0x068000, vendor=0x10DE, numa=numa)  # NVSwitch
-    srp = "pci0000:e0/0000:e0:03.1"
-    t.pci(srp, numa=7)
-    pf = f"{srp}/0000:e1:00.0"
-    for fn in (0, 1):
-        t.rdma(f"mlx5_{nic}", f"{srp}/0000:e1:00.{fn}", ports=(IB,), numa=7)
-        nic += 1
-    for v in range(vfs):
-        dev, fn = divmod(v + 2, 8)
-        bus = 0xE1 + dev // 32
-        t.rdma(f"mlx5_{nic}", f"{srp}/0000:{bus:02x}:{dev % 32:02x}.{fn}", ports=(IB,),
-               numa=7, physfn=pf)
-        nic += 1
+    """The OCI A100 host of the placement tests (8 GPUs, 18 NIC ports) with what such
+    a host has beside (NVSwitches, NVMe, host-bridge functions): about 200 PCI
+    functions.  ``vfs``: that many SR-IOV VFs (each an RDMA device) on the storage card."""
+    t = oci_a100(PciTree(root), filler=True, vfs=vfs)
     n_pci = len(list((t.sys / "bus/pci/devices").iterdir()))
     return t, n_pci
 

@@ -141,6 +141,69 @@ class PciTree:
         return nd
 
 
+def oci_a100(t: PciTree, *, filler: bool = False, vfs: int = 0) -> PciTree:
+    """OCI bare-metal A100 (8 NUMA nodes, 8 GPUs, 18 mlx5): per GPU pair a two-level
+    switch with the GPUs behind one sub-switch and two dual-port NICs behind two
+    others; mlx5_0 and mlx5_13 on host bridges of NUMA nodes without a GPU.  NIC names
+    and uverbs numbers as on the real host (``tests/data/oci-bm-a100-8gpu-18nic.txt``).
+
+    ``filler``: also what such a host has beside (host-bridge functions on every host
+    bridge, an NVSwitch beside each NIC card, NVMe on four more root complexes: about
+    200 PCI functions, for the benchmark); ``vfs``: that many SR-IOV VFs of mlx5_13,
+    each an RDMA device (``mlx5_18``...)."""
+    for n in range(8):
+        t.node(n, f"{16 * n}-{16 * n + 15}")
+    groups = {3: (0x00, 5), 1: (0x40, 1), 7: (0x80, 14), 5: (0xB0, 9)}  # numa: (bus, nic)
+
+    def host_bridge(hb: int, numa: int) -> None:
+        for f in range(10 if filler else 0):  # host-bridge dummy functions, IOMMU, PSP ...
+            t.pci(f"pci0000:{hb:02x}/0000:{hb:02x}:{f + 0x10:02x}.0", cls=0x060000,
+                  vendor=0x1022, numa=numa)
+
+    for numa, (hb, first_nic) in sorted(groups.items(), key=lambda kv: kv[1][0]):
+        host_bridge(hb, numa)
+        cpus = f"{16 * numa}-{16 * numa + 15}"
+        rp = f"pci0000:{hb:02x}/0000:{hb:02x}:01.1"
+        usp = f"{rp}/0000:{hb + 1:02x}:00.0"
+        t.bridges(rp, usp, numa=numa)
+        for j in range(3):
+            dsp = f"{usp}/0000:{hb + 2:02x}:{4 * j:02x}.0"
+            sub = f"{dsp}/0000:{hb + 3 + 4 * j:02x}:00.0"
+            t.bridges(dsp, sub, numa=numa)
+            for e in range(2 if j == 0 or filler else 1):
+                sdsp = f"{sub}/0000:{hb + 4 + 4 * j:02x}:{8 * e:02x}.0"
+                t.pci(sdsp, numa=numa)
+                end = f"{sdsp}/0000:{hb + 5 + 4 * j + e:02x}:00"
+                if j == 0:
+                    t.gpu(end + ".0", numa=numa, cpus=cpus)
+                elif e == 1:
+                    t.pci(end + ".0", cls=0x068000, vendor=0x10DE, numa=numa)  # NVSwitch
+                else:
+                    for fn in (0, 1):
+                        k = first_nic + 2 * (j - 1) + fn
+                        t.rdma(f"mlx5_{k}", f"{end}.{fn}", numa=numa, cpus=cpus, uverbs=k)
+    for k, (hb, numa) in ((0, (0x30, 2)), (13, (0xE0, 6))):
+        host_bridge(hb, numa)
+        t.pci(f"pci0000:{hb:02x}/0000:{hb:02x}:03.1", numa=numa)
+        t.rdma(f"mlx5_{k}", f"pci0000:{hb:02x}/0000:{hb:02x}:03.1/0000:{hb + 1:02x}:00.0",
+               numa=numa, cpus=f"{16 * numa}-{16 * numa + 15}", uverbs=k)
+    if filler:
+        for hb, numa in ((0x20, 0), (0x60, 2), (0xA0, 4), (0xD0, 6)):  # NVMe
+            host_bridge(hb, numa)
+            for d in range(4):
+                drp = f"pci0000:{hb:02x}/0000:{hb:02x}:0{d + 2}.1"
+                t.pci(drp, numa=numa)
+                t.pci(f"{drp}/0000:{hb + 2 + d:02x}:00.0", cls=0x010802, vendor=0x144D,
+                      numa=numa)
+    srp = "pci0000:e0/0000:e0:03.1"
+    for v in range(vfs):
+        dev, fn = divmod(v + 2, 8)
+        bus = 0xE1 + dev // 32
+        t.rdma(f"mlx5_{18 + v}", f"{srp}/0000:{bus:02x}:{dev % 32:02x}.{fn}", numa=6,
+               physfn=f"{srp}/0000:e1:00.0", uverbs=18 + v)
+    return t
+
+
 _TOKEN = __import__("re").compile(
     r"\[(?P<dom>[0-9a-f]{4}):(?P<rbus>[0-9a-f]{2})\]"
     r"|(?P<df>[0-9a-f]{2}\.[0-7])(?:-\[(?P<sec>[0-9a-f]{2})(?:-[0-9a-f]{2})?\])?")

@@ -21,7 +21,7 @@ import sysverbs.placement as placement
 from sysverbs import cli
 from sysverbs.placement import assign, assign_rank, local_rank, read_host, visible_gpus
 
-from .pcitree import PciTree, parse_lspci_tv
+from .pcitree import PciTree, oci_a100, parse_lspci_tv
 
 DATA = Path(__file__).parent / "data/nvidia-smi-topo"
 ETH = ("4: ACTIVE", "Ethernet", "100 Gb/sec (4X EDR)")
@@ -807,33 +807,7 @@ def test_oci_a100_18_nics_cells_and_multi_rail(tmp_path: Path) -> None:
     the ports of a card PIX); mlx5_0 and mlx5_13 on host bridges of NUMA nodes without a
     GPU (SYS to all).  The cells and affinities of the published matrix; then each GPU
     of a pair gets one of its two cards, both ports (multi-rail, split evenly)."""
-    t = PciTree(tmp_path)
-    for n in range(8):
-        t.node(n, f"{16 * n}-{16 * n + 15}")
-    groups = {3: (0x00, 5), 1: (0x40, 1), 7: (0x80, 14), 5: (0xB0, 9)}  # numa: (bus, nic)
-    for numa, (hb, first_nic) in sorted(groups.items(), key=lambda kv: kv[1][0]):
-        cpus = f"{16 * numa}-{16 * numa + 15}"
-        rp = f"pci0000:{hb:02x}/0000:{hb:02x}:01.1"
-        usp = f"{rp}/0000:{hb + 1:02x}:00.0"
-        t.bridges(rp, usp, numa=numa)
-        for j in range(3):
-            dsp = f"{usp}/0000:{hb + 2:02x}:{4 * j:02x}.0"
-            sub = f"{dsp}/0000:{hb + 3 + 4 * j:02x}:00.0"
-            t.bridges(dsp, sub, numa=numa)
-            for e in range(2 if j == 0 else 1):
-                sdsp = f"{sub}/0000:{hb + 4 + 4 * j:02x}:{8 * e:02x}.0"
-                t.pci(sdsp, numa=numa)
-                end = f"{sdsp}/0000:{hb + 5 + 4 * j + e:02x}:00"
-                if j == 0:
-                    t.gpu(end + ".0", numa=numa, cpus=cpus)
-                else:
-                    for fn in (0, 1):
-                        k = first_nic + 2 * (j - 1) + fn
-                        t.rdma(f"mlx5_{k}", f"{end}.{fn}", numa=numa, cpus=cpus, uverbs=k)
-    for k, (hb, numa) in ((0, (0x30, 2)), (13, (0xE0, 6))):
-        t.pci(f"pci0000:{hb:02x}/0000:{hb:02x}:03.1", numa=numa)
-        t.rdma(f"mlx5_{k}", f"pci0000:{hb:02x}/0000:{hb:02x}:03.1/0000:{hb + 1:02x}:00.0",
-               numa=numa, cpus=f"{16 * numa}-{16 * numa + 15}", uverbs=k)
+    t = oci_a100(PciTree(tmp_path))
     host = read_host(t.sys)
     from sysverbs.placement import render_matrix
 

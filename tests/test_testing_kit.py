@@ -23,6 +23,7 @@ import pytest
 
 import sysverbs
 from sysverbs import recording, testing
+from sysverbs.errors import UsageError
 from sysverbs.recording import Record, Recording
 from sysverbs.testing import HostBuilder, Limits, RecordLimitError, record_host
 from sysverbs.testing import plugin as pytest_plugin
@@ -170,6 +171,39 @@ def test_builder_rejects_bad_input() -> None:
         HostBuilder().mlx4(model="x")
     with pytest.raises(ValueError):
         HostBuilder().efa(model="x")
+    with pytest.raises(UsageError, match="unknown device option.*nmae"):
+        HostBuilder().efa(nmae="x")  # type: ignore[call-arg]
+
+
+def test_layout_doctests() -> None:
+    import doctest
+
+    from sysverbs.testing import layout
+
+    assert doctest.testmod(layout).failed == 0
+
+
+def test_builder_defaults_come_from_the_driver_table(tmp_path: Path) -> None:
+    """Each device method's defaults are its row of DRIVERS: the ABI in the uverbs
+    device, the node type, the driver; the options replace them one by one."""
+    from sysverbs.testing import layout as layout_mod
+    from sysverbs.testing.builder import DRIVERS
+
+    b = HostBuilder().mlx5().mlx4().efa().irdma().irdma(iwarp=True).bnxt_re().rxe().siw()
+    rec = b.build()
+    rows = ["mlx5", "mlx4", "efa", "irdma", "irdma-iwarp", "bnxt_re", "rxe", "siw"]
+    for dev, row in zip(b.devices, rows):
+        spec = DRIVERS[row]
+        assert dev.driver == spec.driver
+        ib = next(r for r in rec if r.path.endswith(f"/infiniband/{dev.ibdev}"))
+        uv = next(r for r in rec if r.path.endswith(f"/infiniband_verbs/{dev.uverbs}"))
+        assert uv.value("abi_version") == f"{spec.abi_version}\n".encode()
+        assert ib.value("node_type") == f"{layout_mod.NODE_TYPES[spec.node_type]}\n".encode()
+        assert ib.value("fw_ver") == f"{spec.fw_ver}\n".encode()
+    one = HostBuilder().bnxt_re(abi_version=None, node_type=b"x", verbs=False).build()
+    assert not [r for r in one if "infiniband_verbs" in r.path]
+    ib = next(r for r in one if "/infiniband/" in r.path)
+    assert ib.value("node_type") == b"x"
 
 
 def test_builder_extras(tmp_path: Path) -> None:

@@ -49,22 +49,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sysverbs.recording import (  # noqa: E402
-    Attribute,
-    Record,
-    Recording,
-    class_file,
-    dumps,
-    parse,
-)
-from sysverbs.testing.builder import (  # noqa: E402
+from sysverbs.recording import Recording, dumps, parse  # noqa: E402
+from sysverbs.testing import HostBuilder  # noqa: E402
+from sysverbs.testing.layout import (  # noqa: E402
     ETH_CLASS,
     IB_CLASS,
     NODE_TYPES,
-    HostBuilder,
-    kernel_link,
+    Port,
+    ib_device,
+    loopback,
+    mad_device,
+    net_attrs,
+    net_device,
+    port_files,
 )
-from sysverbs.testing.builder import guid_text as guid_fmt  # noqa: E402
+from sysverbs.testing.layout import guid_text as guid_fmt  # noqa: E402
 
 OUT_DIR = ROOT / "sysverbs" / "testing" / "fixtures"
 
@@ -90,8 +89,6 @@ ABI = {
     "ionic": 1,  # IONIC_ABI_VERSION
     "usnic": 4,  # USNIC_UVERBS_ABI_VERSION
 }
-
-UMAD_MAJOR = 231  # umadN = 231:N, issmN = 231:64+N
 
 
 def t(value: object) -> str:
@@ -132,25 +129,6 @@ def ipv4_gid(ip: str) -> str:
 
 
 # --------------------------------------------------------------------- builder
-
-
-@dataclass
-class Port:
-    """One ``ports/N`` directory."""
-
-    link_layer: str = "InfiniBand"
-    state: str = "4: ACTIVE"
-    phys_state: str = "5: LinkUp"
-    rate: str = "100 Gb/sec (4X EDR)"
-    lid: str = "0x0"
-    sm_lid: str = "0x0"
-    lid_mask_count: str = "0"
-    sm_sl: str = "0"
-    cap_mask: str = "0x00000000"
-    gids: Sequence[str] = ()
-    gid_types: Sequence[str] = ()  # gid_attrs/types/N (only readable entries)
-    gid_ndevs: Sequence[str] = ()  # gid_attrs/ndevs/N (only RoCE/iWARP ports)
-    pkeys: Sequence[str] = ("0xffff",)
 
 
 def ib_port(guid: str, lid: str, sm_lid: str, rate: str, *, state: str = "4: ACTIVE",
@@ -194,18 +172,20 @@ def iwarp_port(mac: str, netdev: str, rate: str, *, state: str = "4: ACTIVE",
                 gids=(g,), gid_types=(), gid_ndevs=(), pkeys=())
 
 
-def encoded(attrs: Iterable[tuple[str, str]]) -> list[tuple[str, bytes]]:
-    """Attribute values as the testing kit takes them (bytes)."""
+def encoded(attrs: Iterable[tuple[str, str]]) -> list[tuple[str, bytes | None]]:
+    """Attribute values (:func:`t` texts) as the testing kit takes them (bytes)."""
     return [(n, v.encode()) for n, v in attrs]
 
 
 @dataclass
 class Fixture:
-    """Records of one fixture, in the order they will be written.
+    """One fixture: a :class:`HostBuilder` and the records added to it, in the order
+    they will be written.
 
-    The records are built by the testing kit's :class:`HostBuilder` (PCI functions,
-    auxiliary devices, uverbs devices: one place knows their layout); what the kit does
-    not model (multi-port ib devices, umad/issm, full net and loopback records) is here.
+    Every record is laid out by the testing kit (:mod:`sysverbs.testing.layout`, which
+    HostBuilder uses too); what is here is the fixtures' data: multi-port ib devices
+    with all their port files, umad/issm devices, net and loopback records with every
+    file a captured host shows.
     """
 
     name: str
@@ -235,28 +215,13 @@ class Fixture:
     def net(self, parent: str | None, ifname: str, ifindex: int, address: str, *,
             arp_type: int = 1, mtu: int = 1500, operstate: str = "up", dev_port: int = 0,
             broadcast: str | None = None) -> str:
-        """A network interface (``net/<ifname>``)."""
-        path = f"{parent}/net/{ifname}" if parent else f"/devices/virtual/net/{ifname}"
-        addr_len = len(address.split(":"))
-        if broadcast is None:
-            broadcast = ("00:ff:ff:ff:ff:12:40:1b:ff:ff:00:00:00:00:00:00:ff:ff:ff:ff"
-                         if arp_type == 32 else "ff:ff:ff:ff:ff:ff")
-        attrs = [
-            ("addr_assign_type", t(0)),
-            ("addr_len", t(addr_len)),
-            ("address", t(address)),
-            ("broadcast", t(broadcast)),
-            ("dev_id", t("0x0")),
-            ("dev_port", t(dev_port)),
-            ("ifindex", t(ifindex)),
-            ("iflink", t(ifindex)),
-            ("mtu", t(mtu)),
-            ("operstate", t(operstate)),
-            ("type", t(arp_type)),
-        ]
-        links = [("device", kernel_link(path, parent))] if parent else []
-        return self.add(path, "net", [("INTERFACE", ifname), ("IFINDEX", str(ifindex))],
-                        attrs, links)
+        """A network interface (``net/<ifname>``) with all its files."""
+        rec = net_device(parent, ifname, ifindex,
+                         net_attrs(address, ifindex, full=True, arp_type=arp_type, mtu=mtu,
+                                   operstate=operstate, dev_port=dev_port,
+                                   broadcast=broadcast))
+        self.host.add_record(rec)
+        return rec.path
 
     # -- RDMA ----------------------------------------------------------------
 
@@ -265,37 +230,20 @@ class Fixture:
               node_desc: str | None = None, extra: Iterable[tuple[str, str]] = (),
               first_port: int = 1) -> str:
         """An ib_device (``infiniband/<name>``) with its ports."""
-        path = f"{parent}/infiniband/{name}" if parent else f"/devices/virtual/infiniband/{name}"
-        if node_desc is None:
-            node_desc = name
-        attrs = [
+        attrs = sorted([
             ("fw_ver", t(fw_ver)),
-            ("node_desc", t(node_desc)),
+            ("node_desc", t(name if node_desc is None else node_desc)),
             ("node_guid", t(node_guid)),
             ("node_type", t(NODE_TYPES[node_type])),
             ("sys_image_guid", t(sys_image_guid)),
-        ]
-        attrs += list(extra)
-        attrs.sort()
+            *extra,
+        ])
+        files = encoded(attrs)
         for i, port in enumerate(ports):
-            p = f"ports/{first_port + i}"
-            attrs += [
-                (f"{p}/cap_mask", t(port.cap_mask)),
-                (f"{p}/lid", t(port.lid)),
-                (f"{p}/lid_mask_count", t(port.lid_mask_count)),
-                (f"{p}/link_layer", t(port.link_layer)),
-                (f"{p}/phys_state", t(port.phys_state)),
-                (f"{p}/rate", t(port.rate)),
-                (f"{p}/sm_lid", t(port.sm_lid)),
-                (f"{p}/sm_sl", t(port.sm_sl)),
-                (f"{p}/state", t(port.state)),
-            ]
-            attrs += [(f"{p}/gids/{n}", t(g)) for n, g in enumerate(port.gids)]
-            attrs += [(f"{p}/gid_attrs/types/{n}", t(v)) for n, v in enumerate(port.gid_types)]
-            attrs += [(f"{p}/gid_attrs/ndevs/{n}", t(v)) for n, v in enumerate(port.gid_ndevs)]
-            attrs += [(f"{p}/pkeys/{n}", t(v)) for n, v in enumerate(port.pkeys)]
-        links = [("device", kernel_link(path, parent))] if parent else []
-        return self.add(path, "infiniband", [("NAME", name)], attrs, links)
+            files += port_files(first_port + i, port)
+        rec = ib_device(parent, name, files)
+        self.host.add_record(rec)
+        return rec.path
 
     def uverbs(self, parent: str | None, index: int, ibdev: str, abi: int) -> str:
         """``infiniband_verbs/uverbsN`` with its /dev node and rdma-core's udev links."""
@@ -305,16 +253,10 @@ class Fixture:
 
     def mad(self, parent: str | None, kind: str, index: int, ibdev: str, port: int) -> str:
         """``infiniband_mad/umadN`` or ``issmN`` (ib_umad) with its /dev node."""
-        name = f"{kind}{index}"
-        path = (f"{parent}/infiniband_mad/{name}" if parent
-                else f"/devices/virtual/infiniband_mad/{name}")
-        minor = index if kind == "umad" else 64 + index
-        props = [("MAJOR", str(UMAD_MAJOR)), ("MINOR", str(minor)),
-                 ("DEVNAME", f"/dev/infiniband/{name}")]
-        attrs = [("dev", t(f"{UMAD_MAJOR}:{minor}")), ("ibdev", t(ibdev)), ("port", t(port))]
-        links = [("device", kernel_link(path, parent))] if parent else []
         self.umad = True
-        return self.add(path, "infiniband_mad", props, attrs, links, node=f"infiniband/{name}")
+        rec = mad_device(parent, kind, index, ibdev, port)
+        self.host.add_record(rec)
+        return rec.path
 
     def rdma(self, parent: str | None, name: str, uverbs: int | None, abi: int,
              node_type: int, node_guid: str, sys_image_guid: str, fw_ver: str,
@@ -333,18 +275,7 @@ class Fixture:
         return path
 
     def recording(self) -> Recording:
-        lo_path = "/devices/virtual/net/lo"
-        files = [class_file(lo_path, "/class/infiniband_verbs/abi_version", "6\n")]
-        if self.umad:
-            files.append(class_file(lo_path, "/class/infiniband_mad/abi_version", "5\n"))
-        lo_attrs = [
-            ("addr_assign_type", t(0)), ("addr_len", t(6)), ("address", t("00:00:00:00:00:00")),
-            ("broadcast", t("00:00:00:00:00:00")), ("dev_id", t("0x0")), ("dev_port", t(0)),
-            ("flags", t("0x9")), ("ifindex", t(1)), ("iflink", t(1)), ("mtu", t(65536)),
-            ("operstate", t("unknown")), ("type", t(772)),
-        ]
-        lo = Record(lo_path, (("SUBSYSTEM", "net"), ("INTERFACE", "lo"), ("IFINDEX", "1")),
-                    tuple(Attribute(n, v.encode()) for n, v in lo_attrs) + tuple(files))
+        lo = loopback(verbs_abi=6, mad_abi=5 if self.umad else None, full=True)
         return Recording((lo, *self.host.build(loopback=False).records))
 
 
@@ -899,7 +830,6 @@ def fx_hfi1() -> Fixture:
     path = "/devices/pci0000:00/0000:00:02.0/0000:03:00.0"
     guid = "0011:7501:0179:e2ac"
     port = ib_port(guid, "0x7", "0x1", "100 Gb/sec (4X EDR)", cap_mask="0x00410022")
-    port.gid_types = ("IB/RoCE v1",)
     simple_pci_rdma(fx, path, 0x8086, 0x24F0, 0x8086, 0x2628, "hfi1", "hfi1_0", 0,
                     ABI["hfi1"], 1, guid, "1.27.0", port, pci_class=0x020800, revision=0x11,
                     extra=[("board_id", t("Intel Omni-Path Host Fabric Interface Adapter "

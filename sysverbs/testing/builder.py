@@ -9,34 +9,35 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, TypedDict, Union, cast
 
 from ..errors import UsageError
+from . import layout
 from . import umockdev as recording
 from .host import FakeHost, materialize
+from .layout import (  # noqa: F401 (LO_PATH, NODE_TYPES, UVERBS_*: once defined here)
+    ETH_CLASS,
+    IB_CLASS,
+    LO_PATH,
+    NODE_TYPES,
+    UVERBS_DYN_MAJOR,
+    UVERBS_MAJOR,
+    Value,
+    guid_text,
+    kernel_link,
+)
+from .layout import cpulist as _cpulist
+from .layout import cpumask as _cpumask
+from .layout import encode as _value
+from .layout import encode_node_type as _node_type
 from .umockdev import Attribute, Record, Recording
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = ["HostBuilder", "FakeDevice", "PciModel", "MLX5_MODELS", "MLX4_MODELS", "EFA_MODELS",
-           "GPU_MODELS", "GpuModel"]
-
-#: A value for a sysfs attribute: ``int`` and ``str`` get the newline the kernel's
-#: ``show()`` adds; ``bytes`` are written exactly (for broken values); ``None``
-#: leaves the file out.
-Value = Union[int, str, bytes, None]
-
-NODE_TYPES = {
-    1: "1: CA",
-    2: "2: switch",
-    3: "3: router",
-    4: "4: RNIC",
-    5: "5: usNIC",
-    6: "6: usNIC UDP",
-    7: "7: unspecified",
-}
-UVERBS_MAJOR = 231  # IB_UVERBS_MAJOR: uverbs0..31 are 231:192..223
-UVERBS_DYN_MAJOR = 238  # what alloc_chrdev_region() gave uverbs32+ on the captured hosts
-IB_CLASS, ETH_CLASS = 0x020700, 0x020000
-LO_PATH = "/devices/virtual/net/lo"
+           "GPU_MODELS", "GpuModel", "DeviceOptions", "PciRdmaOptions", "Driver", "DRIVERS"]
 
 
 @dataclass(frozen=True)
@@ -70,36 +71,80 @@ EFA_MODELS: Mapping[str, PciModel] = {
 }
 
 
-def _value(v: Value) -> Optional[bytes]:
-    if v is None:
-        return None
-    if isinstance(v, bytes):
-        return v
-    return f"{v}\n".encode("utf-8", "surrogateescape")
+class PciRdmaOptions(TypedDict, total=False):
+    """:class:`DeviceOptions` but ``name`` (which :meth:`HostBuilder.pci_rdma` takes
+    as an argument)."""
+
+    uverbs: Optional[int]  # the N of uverbsN (default: the next free one)
+    verbs: bool  # False: no uverbs device (like an XDR smi device)
+    abi_version: Value  # the uverbs abi_version file
+    node_type: Value  # 1..7 or any Value (raw bytes for broken files)
+    node_guid: Union[int, Value]  # an int, a raw value; None: a made-up one
+    dev_node: bool  # False: no /dev/infiniband/uverbsN
+    ib_attrs: Optional[Mapping[str, Value]]  # more or replaced files of the ib device
+    uverbs_attrs: Optional[Mapping[str, Value]]  # ... of the uverbs device
 
 
-def _node_type(v: Value) -> Optional[bytes]:
-    if isinstance(v, int) and not isinstance(v, bool) and v in NODE_TYPES:
-        return _value(NODE_TYPES[v])
-    return _value(v)
+class DeviceOptions(PciRdmaOptions, total=False):
+    """The options every device method of :class:`HostBuilder` takes; a missing one
+    is the driver's default (its row of :data:`DRIVERS`)."""
+
+    name: Optional[str]  # the IB device name (default: the driver's own naming)
 
 
-def guid_text(value: int) -> str:
-    """A GUID as sysfs shows it (``0c42:a103:00a5:1c30``)."""
-    return ":".join(f"{(value >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0))
+_OPTIONS = frozenset(DeviceOptions.__annotations__)
 
 
-def kernel_link(link_dir: str, target: str) -> str:
-    """The relative link the kernel writes from directory ``link_dir`` to ``target``
-    (both ``/devices/...``-style paths below /sys)."""
-    base = link_dir.strip("/").split("/")
-    tparent = target.strip("/").split("/")[:-1]
-    ups = 0
-    while base and tparent[: len(base)] != base:
-        base = base[:-1]
-        ups += 1
-    rest = target.strip("/").split("/")[len(base):]
-    return "../" * ups + "/".join(rest)
+@dataclass(frozen=True)
+class Driver:
+    """How one driver's RDMA devices look: a row of :data:`DRIVERS`."""
+
+    driver: str  # the IB driver (FakeDevice.driver)
+    name: str  # the default IB device name, formatted with index, bus and ifname
+    abi_version: int  # the driver's uverbs ABI (include/uapi/rdma/*-abi.h)
+    node_type: int
+    fw_ver: str
+    link_layer: str
+    guid_base: Optional[int]  # made-up node GUIDs: base + a sequence number
+    node_guid: Union[int, Value] = None  # the default node_guid (None: made up)
+    #: vendor, device, sub vendor, sub device (None: the device id), class, PCI driver
+    pci: Optional[tuple[int, int, int, Optional[int], int, str]] = None
+    aux: Optional[tuple[str, str]] = None  # the auxiliary device: name (with index), driver
+    ib_files: tuple[tuple[str, str], ...] = ()  # more ib device files (with device)
+
+
+#: Every driver HostBuilder lays out, by the key its methods use.
+DRIVERS: Mapping[str, Driver] = {
+    "mlx5": Driver("mlx5", "mlx5_{index}", 1, 1, "20.39.1002", "InfiniBand",
+                   0xB8599F0300A20000,
+                   pci=(0x15B3, 0x101B, 0x15B3, 0x0007, IB_CLASS, "mlx5_core"),
+                   aux=("mlx5_core.rdma.{index}", "mlx5_ib.rdma"),
+                   ib_files=(("hca_type", "MT{device}"), ("board_id", "MT_0000000222"),
+                             ("hw_rev", "0x0"))),
+    "mlx5-sf": Driver("mlx5", "mlx5_{index}", 1, 1, "32.43.1014", "Ethernet",
+                      0x02AC5D0300000000, aux=("mlx5_core.rdma.{index}", "mlx5_ib.rdma"),
+                      ib_files=(("hca_type", "MT41692"), ("hw_rev", "0x0"))),
+    "mlx5-bond": Driver("mlx5", "mlx5_bond_{index}", 1, 1, "28.43.1014", "Ethernet",
+                        0xB8599F0300B10000,
+                        ib_files=(("hca_type", "MT{device}"), ("hw_rev", "0x0"))),
+    "mlx4": Driver("mlx4", "mlx4_{index}", 4, 1, "2.42.5000", "InfiniBand", 0x0002C90300A10000,
+                   pci=(0x15B3, 0x1003, 0x15B3, 0x0006, IB_CLASS, "mlx4_core"),
+                   ib_files=(("hca_type", "MT{device}"), ("board_id", "MT_1090120019"))),
+    "efa": Driver("efa", "rdmap{bus}s0", 1, 7, "0.0.0.0", "Unspecified", None, node_guid=0,
+                  pci=(0x1D0F, 0xEFA1, 0x1D0F, None, ETH_CLASS, "efa")),
+    "irdma": Driver("irdma", "irdma{index}", 5, 1, "1.71", "Ethernet", 0xB49691FFFED27E00,
+                    pci=(0x8086, 0x1593, 0x8086, 0x0002, ETH_CLASS, "ice"),
+                    aux=("ice.roce.{index}", "irdma")),
+    "irdma-iwarp": Driver("irdma", "irdma{index}", 5, 4, "1.71", "Ethernet", 0xB49691FFFED27E00,
+                          pci=(0x8086, 0x1593, 0x8086, 0x0002, ETH_CLASS, "ice"),
+                          aux=("ice.iwarp.{index}", "irdma")),
+    "bnxt_re": Driver("bnxt_re", "bnxt_re{index}", 1, 1, "227.0.131.0", "Ethernet",
+                      0x0A0B0CFFFE0D0000,
+                      pci=(0x14E4, 0x16D7, 0x14E4, 0x1402, ETH_CLASS, "bnxt_en"),
+                      aux=("bnxt_en.rdma.{index}", "bnxt_re")),
+    "rxe": Driver("rxe", "rxe{index}", 2, 1, "", "Ethernet", None),
+    "siw": Driver("siw", "siw_{ifname}", 1, 4, "0.0.0", "Ethernet", 0x5254006500000000),
+}
 
 
 @dataclass(frozen=True)
@@ -148,35 +193,6 @@ def _bdf_of(path: str) -> str:
     if not path.startswith("/devices/") or _BDF_RE.fullmatch(name) is None:
         raise UsageError(f"{path!r} is not a PCI function path (/devices/.../DDDD:BB:DD.F)")
     return name
-
-
-def _cpulist(cpus: Iterable[int]) -> str:
-    """``0-15,128-143``: the kernel's ``%*pbl`` format."""
-    out: list[str] = []
-    run: list[int] = []
-    for c in sorted(cpus):
-        if run and c == run[-1] + 1:
-            run.append(c)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [c]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
-
-
-def _cpumask(cpus: Iterable[int], nbits: int) -> str:
-    """``0000ffff,00000000``: the kernel's ``%*pb`` format for ``nbits`` CPUs (32-bit
-    groups, most significant first, the first group only as wide as needed)."""
-    value = 0
-    for c in cpus:
-        value |= 1 << c
-    groups = max(1, (nbits + 31) // 32)
-    words = [(value >> (32 * i)) & 0xFFFFFFFF for i in reversed(range(groups))]
-    first_bits = nbits - 32 * (groups - 1)
-    first = f"{words[0]:0{max(1, (first_bits + 3) // 4)}x}"
-    return ",".join([first] + [f"{w:08x}" for w in words[1:]])
 
 
 def _le16(v: int) -> bytes:
@@ -324,7 +340,8 @@ class HostBuilder:
     (``/devices/virtual/...`` for rxe and siw); ``/dev/infiniband/uverbsN`` and its
     ``by-ibdev`` link; and ``/sys/class/infiniband_verbs/abi_version``.
 
-    Options every device method takes:
+    Options every device method takes (:class:`DeviceOptions`; a missing one is the
+    driver's default, from its row of :data:`DRIVERS`):
 
     * ``name``: the IB device name (default: the driver's own naming);
     * ``uverbs``: the uverbs number (default: the next free one); ``verbs=False``
@@ -371,25 +388,7 @@ class HostBuilder:
         """The host as a recording: the loopback interface first, carrying the class
         files, as in the bundled fixtures; ``loopback=False`` leaves it (and the class
         files) out, to add these devices to a host that has them already."""
-        lo_attrs: list[Attribute] = [
-            Attribute(n, v.encode())
-            for n, v in (
-                ("addr_len", "6\n"),
-                ("address", "00:00:00:00:00:00\n"),
-                ("flags", "0x9\n"),
-                ("ifindex", "1\n"),
-                ("mtu", "65536\n"),
-                ("operstate", "unknown\n"),
-                ("type", "772\n"),
-            )
-        ]
-        abi = _value(self.class_abi)
-        if abi is not None:
-            lo_attrs.append(
-                recording.class_file(LO_PATH, "/class/infiniband_verbs/abi_version", abi)
-            )
-        lo = Record(LO_PATH, (("SUBSYSTEM", "net"), ("INTERFACE", "lo"), ("IFINDEX", "1")),
-                    tuple(lo_attrs))
+        lo = layout.loopback(verbs_abi=self.class_abi)
         records = self._finish(self._records)
         return Recording((lo, *records) if loopback else tuple(records))
 
@@ -448,13 +447,11 @@ class HostBuilder:
                    attrs: Iterable[tuple[str, Optional[bytes]]] = (),
                    links: Iterable[tuple[str, str]] = (), node: Optional[str] = None,
                    dev_links: Iterable[str] = ()) -> str:
-        """One device record at ``path``: its uevent keys, attributes (None: left
+        """One device record at ``path`` (:func:`layout.device
+        <sysverbs.testing.layout.device>`): its uevent keys, attributes (None: left
         out), links, ``/dev`` node and node links; returns ``path``."""
-        attributes = [Attribute(n, v) for n, v in attrs if v is not None]
-        attributes += [Attribute(n, b"", target) for n, target in links]
-        rec = Record(path, (("SUBSYSTEM", subsystem), *props), tuple(attributes), node, None,
-                     tuple(dev_links))
-        self._records.append(rec)
+        self._records.append(layout.device(path, subsystem, props, attrs, links, node,
+                                           dev_links))
         return path
 
     def add_pci_function(self, path: str, vendor: int, device: int, sub_vendor: int,
@@ -463,78 +460,57 @@ class HostBuilder:
                          links: Iterable[tuple[str, str]] = (),
                          vendor_name: Optional[str] = None, model_name: Optional[str] = None,
                          revision: int = 0) -> str:
-        """A PCI function's record: uevent keys, modalias and attributes, driver link
-        (also what ``tools/make_fixtures.py`` builds the bundled fixtures with)."""
-        slot = path.rsplit("/", 1)[1]
-        modalias = (f"pci:v{vendor:08X}d{device:08X}sv{sub_vendor:08X}sd{sub_device:08X}"
-                    f"bc{pci_class >> 16:02X}sc{(pci_class >> 8) & 0xFF:02X}"
-                    f"i{pci_class & 0xFF:02X}")
-        props: list[tuple[str, str]] = []
-        if driver:
-            props.append(("DRIVER", driver))
-        props += [
-            ("PCI_CLASS", f"{pci_class:X}"),
-            ("PCI_ID", f"{vendor:04X}:{device:04X}"),
-            ("PCI_SUBSYS_ID", f"{sub_vendor:04X}:{sub_device:04X}"),
-            ("PCI_SLOT_NAME", slot),
-            ("MODALIAS", modalias),
-        ]
-        # What udevd's hwdb lookup adds (in udev's database only, never in the
-        # uevent file: umockdev shows them to libudev, materialize() leaves them out).
-        if vendor_name is not None:
-            props.append(("ID_VENDOR_FROM_DATABASE", vendor_name))
-        if model_name is not None:
-            props.append(("ID_MODEL_FROM_DATABASE", model_name))
-        attrs: list[tuple[str, Optional[bytes]]] = [
-            ("class", _value(f"0x{pci_class:06x}")),
-            ("device", _value(f"0x{device:04x}")),
-            ("enable", _value(1)),
-            ("modalias", _value(modalias)),
-            ("numa_node", _value(numa_node)),
-            ("revision", _value(f"0x{revision:02x}")),
-            ("subsystem_device", _value(f"0x{sub_device:04x}")),
-            ("subsystem_vendor", _value(f"0x{sub_vendor:04x}")),
-            ("vendor", _value(f"0x{vendor:04x}")),
-            *extra,
-        ]
-        all_links = list(links)
-        if driver:
-            all_links.insert(0, ("driver", kernel_link(path, f"/bus/pci/drivers/{driver}")))
-        return self.add_device(path, "pci", props, sorted(attrs), all_links)
+        """A PCI function's record (:func:`layout.pci_function
+        <sysverbs.testing.layout.pci_function>`): uevent keys, modalias and
+        attributes, driver link; returns ``path``."""
+        self._records.append(layout.pci_function(
+            path, vendor, device, sub_vendor, sub_device, pci_class, driver,
+            numa_node=numa_node, extra=extra, links=links, vendor_name=vendor_name,
+            model_name=model_name, revision=revision))
+        return path
 
     def add_aux_device(self, parent: str, name: str, driver: str) -> str:
         """An auxiliary device ``<parent>/<name>`` bound to ``driver``; its path."""
-        path = f"{parent}/{name}"
-        link = kernel_link(path, f"/bus/auxiliary/drivers/{driver}")
-        return self.add_device(path, "auxiliary",
-                         [("DRIVER", driver), ("MODALIAS", "auxiliary:" + name.rsplit(".", 1)[0])],
-                         [], [("driver", link)])
+        rec = layout.aux_device(parent, name, driver)
+        self._records.append(rec)
+        return rec.path
 
     def _net(self, parent: Optional[str], ifname: str, mac: str) -> str:
         path = f"{parent}/net/{ifname}" if parent else f"/devices/virtual/net/{ifname}"
         if any(r.path == path for r in self._records):
             return path
         self._ifindex += 1
-        attrs = [
-            ("addr_len", _value(6)),
-            ("address", _value(mac)),
-            ("ifindex", _value(self._ifindex)),
-            ("mtu", _value(1500)),
-            ("operstate", _value("up")),
-            ("type", _value(1)),
-        ]
-        links = [("device", kernel_link(path, parent))] if parent else []
-        return self.add_device(path, "net",
-                               [("INTERFACE", ifname), ("IFINDEX", str(self._ifindex))],
-                               attrs, links)
+        self._records.append(layout.net_device(parent, ifname, self._ifindex,
+                                               layout.net_attrs(mac, self._ifindex)))
+        return path
 
-    def _rdma(self, *, parent: Optional[str], driver: str, name: str, uverbs: Optional[int],
-              verbs: bool, abi_version: Value, node_type: Value, node_guid: Union[int, Value],
-              dev_node: bool, link_layer: str, fw_ver: str,
-              ib_extra: Sequence[tuple[str, Optional[bytes]]] = (),
-              ib_attrs: Optional[Mapping[str, Value]] = None,
-              uverbs_attrs: Optional[Mapping[str, Value]] = None,
-              pci: Optional[str] = None, vf_of: Optional[str] = None) -> FakeDevice:
+    def _rdma(self, spec: Driver, options: DeviceOptions, *, parent: Optional[str],
+              index: int = 0, bus: int = 0, ifname: str = "", device_id: int = 0,
+              link_layer: Optional[str] = None, netdev: Optional[str] = None,
+              mac: Optional[str] = None, guid_fallback: Optional[int] = None,
+              ib_attrs: Optional[Mapping[str, Value]] = None, pci: Optional[str] = None,
+              vf_of: Optional[str] = None) -> FakeDevice:
+        """The one body of every device method: ``spec``'s auxiliary device below
+        ``parent``, the netdev, the ib device and its uverbs device, each option of
+        ``options`` in place of ``spec``'s default."""
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise UsageError(f"unknown device option(s): {', '.join(sorted(unknown))} "
+                             f"(have: {', '.join(sorted(_OPTIONS))})")
+        if spec.aux is not None and parent is not None:
+            self.add_aux_device(parent, spec.aux[0].format(index=index), spec.aux[1])
+        node_guid = options.get("node_guid", spec.node_guid)
+        if node_guid is None:
+            if guid_fallback is not None:
+                node_guid = guid_fallback
+            elif spec.guid_base is not None:
+                node_guid = self._guid(spec.guid_base)
+        if netdev is not None and (mac is not None or isinstance(node_guid, int)):
+            if mac is None:
+                assert isinstance(node_guid, int)
+                mac = ":".join(f"{(node_guid >> s) & 0xFF:02x}" for s in (56, 48, 40, 16, 8, 0))
+            self._net(parent, netdev, mac)
+        name = options.get("name") or spec.name.format(index=index, bus=bus, ifname=ifname)
         if not name or "/" in name:
             raise UsageError(f"invalid IB device name {name!r}")
         if isinstance(node_guid, int) and not isinstance(node_guid, bool):
@@ -543,36 +519,38 @@ class HostBuilder:
         else:
             guid = _value(node_guid)
             guid_int = 0
-        ib_path = f"{parent}/infiniband/{name}" if parent else f"/devices/virtual/infiniband/{name}"
-        port = [
-            ("ports/1/link_layer", _value(link_layer)),
-            ("ports/1/phys_state", _value("5: LinkUp")),
-            ("ports/1/state", _value("4: ACTIVE")),
-            ("ports/1/rate", _value("100 Gb/sec (4X EDR)" if link_layer == "InfiniBand"
-                                    else "25 Gb/sec (1X EDR)")),
-            ("ports/1/lid", _value("0x1" if link_layer == "InfiniBand" else "0x0")),
-            ("ports/1/sm_lid", _value("0x1" if link_layer == "InfiniBand" else "0x0")),
-            ("ports/1/gids/0", _value("fe80:0000:0000:0000:" + guid_text(guid_int))),
-            ("ports/1/pkeys/0", _value("0xffff")),
-        ]
+        ll = link_layer or spec.link_layer
+        ib = ll == "InfiniBand"
         files: dict[str, Optional[bytes]] = dict(sorted([
-            ("fw_ver", _value(fw_ver)),
+            ("fw_ver", _value(spec.fw_ver)),
             ("node_desc", _value(f"fakehost {name}")),
             ("node_guid", guid),
-            ("node_type", _node_type(node_type)),
+            ("node_type", _node_type(options.get("node_type", spec.node_type))),
             ("sys_image_guid", guid),
-            *ib_extra,
+            *((key, _value(text.format(device=device_id))) for key, text in spec.ib_files),
         ]))
-        files.update(port)
-        for key, val in (ib_attrs or {}).items():
+        files.update([
+            ("ports/1/link_layer", _value(ll)),
+            ("ports/1/phys_state", _value("5: LinkUp")),
+            ("ports/1/state", _value("4: ACTIVE")),
+            ("ports/1/rate", _value("100 Gb/sec (4X EDR)" if ib else "25 Gb/sec (1X EDR)")),
+            ("ports/1/lid", _value("0x1" if ib else "0x0")),
+            ("ports/1/sm_lid", _value("0x1" if ib else "0x0")),
+            ("ports/1/gids/0", _value("fe80:0000:0000:0000:" + guid_text(guid_int))),
+            ("ports/1/pkeys/0", _value("0xffff")),
+        ])
+        for key, val in {**(ib_attrs or {}), **(options.get("ib_attrs") or {})}.items():
             files[key] = _value(val)
-        links = [("device", kernel_link(ib_path, parent))] if parent else []
-        self.add_device(ib_path, "infiniband", [("NAME", name)], files.items(), links)
+        self._records.append(layout.ib_device(parent, name, files.items()))
+        verbs = options.get("verbs", True)
+        dev_node = options.get("dev_node", True)
         uverbs_name: Optional[str] = None
         if verbs:
-            uverbs_name = self.add_uverbs(parent, self._next_uverbs(uverbs), name, abi_version,
-                                       dev_node=dev_node, pci=pci, attrs=uverbs_attrs)
-        fake = FakeDevice(name, uverbs_name, driver, parent, dev_node and verbs, pci, vf_of)
+            uverbs_name = self.add_uverbs(parent, self._next_uverbs(options.get("uverbs")), name,
+                                          options.get("abi_version", spec.abi_version),
+                                          dev_node=dev_node, pci=pci,
+                                          attrs=options.get("uverbs_attrs"))
+        fake = FakeDevice(name, uverbs_name, spec.driver, parent, dev_node and verbs, pci, vf_of)
         self._devices.append(fake)
         return fake
 
@@ -583,28 +561,35 @@ class HostBuilder:
         ``dev_node`` is False) and rdma-core's by-ibdev (and, for a PCI function
         ``pci``, by-path) links; returns the uverbs name."""
         uverbs_name = f"uverbs{index}"
-        uv_path = (f"{parent}/infiniband_verbs/{uverbs_name}" if parent
-                   else f"/devices/virtual/infiniband_verbs/{uverbs_name}")
-        major, minor = ((UVERBS_MAJOR, 192 + index) if index < 32
-                        else (UVERBS_DYN_MAJOR, index - 32))
-        uv_files: dict[str, Optional[bytes]] = {
-            "abi_version": _value(abi_version),
-            "dev": _value(f"{major}:{minor}"),
-            "ibdev": _value(ibdev),
-        }
-        for key, val in (attrs or {}).items():
-            uv_files[key] = _value(val)
-        dev_links = [f"infiniband/by-ibdev/uverbs-{ibdev}"] if dev_node else []
-        if dev_node and pci is not None:
-            dev_links.append(f"infiniband/by-path/pci-{pci}")
-        uv_links = [("device", kernel_link(uv_path, parent))] if parent else []
-        self.add_device(uv_path, "infiniband_verbs",
-                  [("MAJOR", str(major)), ("MINOR", str(minor)),
-                   ("DEVNAME", f"/dev/infiniband/{uverbs_name}"), ("DEVMODE", "0666")],
-                  uv_files.items(), uv_links,
-                  node=f"infiniband/{uverbs_name}" if dev_node else None,
-                  dev_links=dev_links)
+        self._records.append(layout.uverbs_device(parent, index, ibdev, abi_version,
+                                                  dev_node=dev_node, pci=pci, attrs=attrs))
         return uverbs_name
+
+    def _spec_function(self, spec: Driver, path: str, *, device: Optional[int] = None,
+                       pci_class: Optional[int] = None, numa_node: int = 0,
+                       extra: Iterable[tuple[str, Optional[bytes]]] = (),
+                       links: Iterable[tuple[str, str]] = (), vendor_name: Optional[str] = None,
+                       model_name: Optional[str] = None) -> int:
+        """``spec``'s PCI function at ``path`` (``device``: another device id, whose
+        sub device id it is too where the table says so); returns its device id."""
+        assert spec.pci is not None
+        vendor, dev, sub_vendor, sub_device, cls, driver = spec.pci
+        dev = dev if device is None else device
+        self.add_pci_function(path, vendor, dev, sub_vendor, dev if sub_device is None
+                              else sub_device, cls if pci_class is None else pci_class,
+                              driver, numa_node=numa_node, extra=extra, links=links,
+                              vendor_name=vendor_name, model_name=model_name)
+        return dev
+
+    def _place(self, path: Optional[str]) -> tuple[str, str, int]:
+        """(function path, BDF, NUMA node): at ``path`` below a :meth:`host_bridge`,
+        or on a root port and bus of its own."""
+        if path is not None:
+            slot = _bdf_of(path)
+            return path, slot, self._tree_numa(path, None)
+        root, bus = self._new_bus()
+        slot = f"0000:{bus:02x}:00.0"
+        return f"{root}/{slot}", slot, 0
 
     # ------------------------------------------------------------------ hardware
     def mlx5(
@@ -613,22 +598,14 @@ class HostBuilder:
         model: str = "cx6",
         vfs: int = 0,
         link_layer: str = "InfiniBand",
-        name: Optional[str] = None,
-        uverbs: Optional[int] = None,
-        verbs: bool = True,
-        abi_version: Value = 1,
-        node_type: Value = 1,
-        node_guid: Union[int, Value] = None,
-        dev_node: bool = True,
         vf_dev_nodes: bool = True,
         netdev: Optional[str] = None,
         numa_node: Optional[int] = None,
         vendor_name: Optional[str] = None,
         model_name: Optional[str] = None,
-        ib_attrs: Optional[Mapping[str, Value]] = None,
-        uverbs_attrs: Optional[Mapping[str, Value]] = None,
         path: Optional[str] = None,
         sfs: int = 0,
+        **options: Unpack[DeviceOptions],
     ) -> HostBuilder:
         """An NVIDIA/Mellanox mlx5 adapter (``model``: a key of :data:`MLX5_MODELS`) as
         a PCI function with its auxiliary ``mlx5_core.rdma.N`` device, and ``vfs``
@@ -639,12 +616,14 @@ class HostBuilder:
         the VFs' ``/dev`` nodes out.  ``path`` puts the PF at that sysfs path (below
         a :meth:`host_bridge`, whose NUMA node it takes unless ``numa_node`` is
         given; its VFs beside it on the same bus) instead of on a root port of its
-        own; ``sfs`` adds that many sub-functions (:meth:`mlx5_sf`).
+        own; ``sfs`` adds that many sub-functions (:meth:`mlx5_sf`).  The PF takes
+        the :class:`DeviceOptions`; the VFs only ``abi_version`` and ``node_type``.
         """
         if model not in MLX5_MODELS:
             raise UsageError(f"unknown mlx5 model {model!r} (have: {', '.join(MLX5_MODELS)})")
         if link_layer not in ("InfiniBand", "Ethernet"):
             raise UsageError("link_layer must be 'InfiniBand' or 'Ethernet'")
+        spec = DRIVERS["mlx5"]
         pm = MLX5_MODELS[model]
         if path is not None:
             pf_slot = _bdf_of(path)
@@ -668,205 +647,104 @@ class HostBuilder:
                       ("sriov_offset", _value(2)), ("sriov_stride", _value(1)),
                       ("sriov_vf_device", _value(f"{pm.vf_device or pm.device:x}"))]
             pf_links += [(f"virtfn{i}", f"../{s}") for i, s in enumerate(vf_slots)]
-        self._mlx5_function(pf_path, pf_slot, pm.device, pci_class, link_layer, name=name,
-                            uverbs=uverbs, verbs=verbs, abi_version=abi_version,
-                            node_type=node_type, node_guid=node_guid, dev_node=dev_node,
-                            netdev=netdev, numa_node=numa_node, extra=extra, links=pf_links,
-                            vendor_name=vendor_name, model_name=model_name,
-                            ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, vf_of=None)
-        for slot in vf_slots:
-            self._mlx5_function(f"{root}/{slot}", slot, pm.vf_device or pm.device, pci_class,
-                                link_layer, name=None, uverbs=None, verbs=True,
-                                abi_version=abi_version, node_type=node_type, node_guid=None,
-                                dev_node=vf_dev_nodes, netdev=None, numa_node=numa_node,
-                                extra=[], links=[("physfn", f"../{pf_slot}")],
-                                vendor_name=vendor_name, model_name=model_name,
-                                ib_attrs=None, uverbs_attrs=None, vf_of=pf_slot)
+        vf_options: DeviceOptions = {"dev_node": vf_dev_nodes}
+        if "abi_version" in options:
+            vf_options["abi_version"] = options["abi_version"]
+        if "node_type" in options:
+            vf_options["node_type"] = options["node_type"]
+        functions: list[tuple[str, str, int, list[tuple[str, Optional[bytes]]],
+                              list[tuple[str, str]], DeviceOptions, Optional[str],
+                              Optional[str]]]
+        functions = [(pf_path, pf_slot, pm.device, extra, pf_links, options, netdev, None)]
+        functions += [(f"{root}/{slot}", slot, pm.vf_device or pm.device, [],
+                       [("physfn", f"../{pf_slot}")], vf_options, None, pf_slot)
+                      for slot in vf_slots]
+        for fn_path, slot, device, fn_extra, links, opts, fn_netdev, vf_of in functions:
+            index = self._count("mlx5")
+            self._spec_function(spec, fn_path, device=device, pci_class=pci_class,
+                                numa_node=numa_node, extra=fn_extra, links=links,
+                                vendor_name=vendor_name, model_name=model_name)
+            self._rdma(spec, opts, parent=fn_path, index=index, device_id=device,
+                       link_layer=link_layer, netdev=fn_netdev, pci=slot, vf_of=vf_of)
         if path is not None:
             self._tree_functions.update([pf_path] + [f"{root}/{slot}" for slot in vf_slots])
         for n in range(sfs):
             self.mlx5_sf(pf_path, n + 1, link_layer=link_layer)
         return self
 
-    def _mlx5_function(self, path: str, slot: str, device: int, pci_class: int,
-                       link_layer: str, *, name: Optional[str], uverbs: Optional[int],
-                       verbs: bool, abi_version: Value, node_type: Value,
-                       node_guid: Union[int, Value], dev_node: bool, netdev: Optional[str],
-                       numa_node: int, extra: Sequence[tuple[str, Optional[bytes]]],
-                       links: Sequence[tuple[str, str]], vendor_name: Optional[str],
-                       model_name: Optional[str], ib_attrs: Optional[Mapping[str, Value]],
-                       uverbs_attrs: Optional[Mapping[str, Value]],
-                       vf_of: Optional[str]) -> None:
-        index = self._count("mlx5")
-        self.add_pci_function(path, 0x15B3, device, 0x15B3, 0x0007, pci_class, "mlx5_core",
-                  numa_node=numa_node, extra=extra, links=links, vendor_name=vendor_name,
-                  model_name=model_name)
-        self.add_aux_device(path, f"mlx5_core.rdma.{index}", "mlx5_ib.rdma")
-        guid = node_guid if node_guid is not None else self._guid(0xB8599F0300A20000)
-        if netdev is not None and isinstance(guid, int):
-            mac = ":".join(f"{(guid >> s) & 0xFF:02x}" for s in (56, 48, 40, 16, 8, 0))
-            self._net(path, netdev, mac)
-        self._rdma(parent=path, driver="mlx5", name=name or f"mlx5_{index}", uverbs=uverbs,
-                   verbs=verbs, abi_version=abi_version, node_type=node_type, node_guid=guid,
-                   dev_node=dev_node, link_layer=link_layer, fw_ver="20.39.1002",
-                   ib_extra=[("hca_type", _value(f"MT{device}")),
-                             ("board_id", _value("MT_0000000222")),
-                             ("hw_rev", _value("0x0"))],
-                   ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, pci=slot, vf_of=vf_of)
-
-    def mlx4(
-        self,
-        *,
-        model: str = "cx3",
-        vfs: int = 0,
-        name: Optional[str] = None,
-        uverbs: Optional[int] = None,
-        abi_version: Value = 4,
-        node_type: Value = 1,
-        node_guid: Union[int, Value] = None,
-        dev_node: bool = True,
-        ib_attrs: Optional[Mapping[str, Value]] = None,
-        uverbs_attrs: Optional[Mapping[str, Value]] = None,
-    ) -> HostBuilder:
+    def mlx4(self, *, model: str = "cx3", vfs: int = 0,
+             **options: Unpack[DeviceOptions]) -> HostBuilder:
         """A ConnectX-3 (``mlx4_core``) with ``vfs`` virtual functions; one ``mlx4_N``
-        IB device per function."""
+        IB device per function (the VFs take ``abi_version``, ``node_type`` and
+        ``dev_node`` of the :class:`DeviceOptions`)."""
         if model not in MLX4_MODELS:
             raise UsageError(f"unknown mlx4 model {model!r} (have: {', '.join(MLX4_MODELS)})")
+        spec = DRIVERS["mlx4"]
         pm = MLX4_MODELS[model]
         root, bus = self._new_bus()
         pf_slot = f"0000:{bus:02x}:00.0"
         vf_slots = [f"0000:{bus:02x}:00.{1 + i}" if i < 7 else
                     f"0000:{bus:02x}:{(1 + i) >> 3:02x}.{(1 + i) & 7}" for i in range(vfs)]
-        functions: list[tuple[str, int, list[tuple[str, str]], Optional[str]]] = [
-            (pf_slot, pm.device, [(f"virtfn{i}", f"../{s}") for i, s in enumerate(vf_slots)],
-             None)]
-        functions += [(s, pm.vf_device or pm.device, [("physfn", f"../{pf_slot}")], pf_slot)
-                      for s in vf_slots]
-        for i, (slot, device, links, vf_of) in enumerate(functions):
+        vf_options: DeviceOptions = {}
+        if "abi_version" in options:
+            vf_options["abi_version"] = options["abi_version"]
+        if "node_type" in options:
+            vf_options["node_type"] = options["node_type"]
+        if "dev_node" in options:
+            vf_options["dev_node"] = options["dev_node"]
+        functions: list[tuple[str, int, list[tuple[str, str]], Optional[str], DeviceOptions]]
+        functions = [(pf_slot, pm.device,
+                      [(f"virtfn{i}", f"../{s}") for i, s in enumerate(vf_slots)], None, options)]
+        functions += [(s, pm.vf_device or pm.device, [("physfn", f"../{pf_slot}")], pf_slot,
+                       vf_options) for s in vf_slots]
+        for slot, device, links, vf_of, opts in functions:
             index = self._count("mlx4")
             path = f"{root}/{slot}"
-            self.add_pci_function(path, 0x15B3, device, 0x15B3, 0x0006, IB_CLASS, "mlx4_core",
-                      links=links)
-            first = i == 0
-            self._rdma(parent=path, driver="mlx4", name=(name if first and name else
-                                                        f"mlx4_{index}"),
-                       uverbs=uverbs if first else None, verbs=True, abi_version=abi_version,
-                       node_type=node_type,
-                       node_guid=(node_guid if first and node_guid is not None
-                                  else self._guid(0x0002C90300A10000)),
-                       dev_node=dev_node, link_layer="InfiniBand", fw_ver="2.42.5000",
-                       ib_extra=[("hca_type", _value(f"MT{device}")),
-                                 ("board_id", _value("MT_1090120019"))],
-                       ib_attrs=ib_attrs if first else None,
-                       uverbs_attrs=uverbs_attrs if first else None, pci=slot, vf_of=vf_of)
+            self._spec_function(spec, path, device=device, links=links)
+            self._rdma(spec, opts, parent=path, index=index, device_id=device, pci=slot,
+                       vf_of=vf_of)
         return self
 
-    def efa(
-        self,
-        *,
-        model: str = "efa1",
-        name: Optional[str] = None,
-        uverbs: Optional[int] = None,
-        abi_version: Value = 1,
-        node_type: Value = 7,
-        node_guid: Union[int, Value] = 0,
-        dev_node: bool = True,
-        ib_attrs: Optional[Mapping[str, Value]] = None,
-        uverbs_attrs: Optional[Mapping[str, Value]] = None,
-    ) -> HostBuilder:
+    def efa(self, *, model: str = "efa1", **options: Unpack[DeviceOptions]) -> HostBuilder:
         """An AWS Elastic Fabric Adapter (``efa`` PCI driver), named ``rdmap<bus>s<slot>``
         as rdma-core's udev rules rename it; node type 7 (unspecified), GUID 0."""
         if model not in EFA_MODELS:
             raise UsageError(f"unknown EFA model {model!r} (have: {', '.join(EFA_MODELS)})")
-        pm = EFA_MODELS[model]
+        spec = DRIVERS["efa"]
         root, bus = self._new_bus()
         slot = f"0000:{bus:02x}:00.0"
         path = f"{root}/{slot}"
-        self.add_pci_function(path, 0x1D0F, pm.device, 0x1D0F, pm.device, ETH_CLASS, "efa")
-        self._count("efa")
-        self._rdma(parent=path, driver="efa", name=name or f"rdmap{bus}s0", uverbs=uverbs,
-                   verbs=True, abi_version=abi_version, node_type=node_type,
-                   node_guid=node_guid, dev_node=dev_node, link_layer="Unspecified",
-                   fw_ver="0.0.0.0", ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, pci=slot)
+        self._spec_function(spec, path, device=EFA_MODELS[model].device)
+        self._rdma(spec, options, parent=path, index=self._count("efa"), bus=bus, pci=slot)
         return self
 
-    def irdma(
-        self,
-        *,
-        name: Optional[str] = None,
-        iwarp: bool = False,
-        uverbs: Optional[int] = None,
-        abi_version: Value = 5,
-        node_type: Value = None,
-        node_guid: Union[int, Value] = None,
-        dev_node: bool = True,
-        ib_attrs: Optional[Mapping[str, Value]] = None,
-        uverbs_attrs: Optional[Mapping[str, Value]] = None,
-        path: Optional[str] = None,
-    ) -> HostBuilder:
+    def irdma(self, *, iwarp: bool = False, path: Optional[str] = None,
+              **options: Unpack[DeviceOptions]) -> HostBuilder:
         """An Intel E810 (``ice``) with its ``irdma`` auxiliary device: RoCE (node type
         1), or iWARP (``iwarp=True``: node type 4, RNIC).  ``path``: at that sysfs path
         below a :meth:`host_bridge` (as for :meth:`mlx5`)."""
+        spec = DRIVERS["irdma-iwarp" if iwarp else "irdma"]
+        if options.get("node_type", None) is None:  # None: the driver's
+            options.pop("node_type", None)
         if path is not None:
-            slot = _bdf_of(path)
-            numa = self._tree_numa(path, None)
             self._tree_functions.add(path)
-        else:
-            root, bus = self._new_bus()
-            slot = f"0000:{bus:02x}:00.0"
-            path = f"{root}/{slot}"
-            numa = 0
+        path, slot, numa = self._place(path)
         index = self._count("irdma")
-        self.add_pci_function(path, 0x8086, 0x1593, 0x8086, 0x0002, ETH_CLASS, "ice",
-                              numa_node=numa)
-        self.add_aux_device(path, f"ice.{'iwarp' if iwarp else 'roce'}.{index}", "irdma")
-        self._rdma(parent=path, driver="irdma", name=name or f"irdma{index}", uverbs=uverbs,
-                   verbs=True, abi_version=abi_version,
-                   node_type=(4 if iwarp else 1) if node_type is None else node_type,
-                   node_guid=self._guid(0xB49691FFFED27E00) if node_guid is None else node_guid,
-                   dev_node=dev_node, link_layer="Ethernet", fw_ver="1.71",
-                   ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, pci=slot)
+        self._spec_function(spec, path, numa_node=numa)
+        self._rdma(spec, options, parent=path, index=index, pci=slot)
         return self
 
-    def bnxt_re(
-        self,
-        *,
-        name: Optional[str] = None,
-        uverbs: Optional[int] = None,
-        abi_version: Value = 1,
-        node_type: Value = 1,
-        node_guid: Union[int, Value] = None,
-        dev_node: bool = True,
-        ib_attrs: Optional[Mapping[str, Value]] = None,
-        uverbs_attrs: Optional[Mapping[str, Value]] = None,
-    ) -> HostBuilder:
+    def bnxt_re(self, **options: Unpack[DeviceOptions]) -> HostBuilder:
         """A Broadcom NetXtreme-E (``bnxt_en``) with its ``bnxt_re`` RoCE device."""
-        root, bus = self._new_bus()
-        slot = f"0000:{bus:02x}:00.0"
-        path = f"{root}/{slot}"
+        spec = DRIVERS["bnxt_re"]
+        path, slot, _ = self._place(None)
         index = self._count("bnxt_re")
-        self.add_pci_function(path, 0x14E4, 0x16D7, 0x14E4, 0x1402, ETH_CLASS, "bnxt_en")
-        self.add_aux_device(path, f"bnxt_en.rdma.{index}", "bnxt_re")
-        self._rdma(parent=path, driver="bnxt_re", name=name or f"bnxt_re{index}",
-                   uverbs=uverbs, verbs=True, abi_version=abi_version, node_type=node_type,
-                   node_guid=self._guid(0x0A0B0CFFFE0D0000) if node_guid is None else node_guid,
-                   dev_node=dev_node, link_layer="Ethernet", fw_ver="227.0.131.0",
-                   ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, pci=slot)
+        self._spec_function(spec, path)
+        self._rdma(spec, options, parent=path, index=index, pci=slot)
         return self
 
-    def rxe(
-        self,
-        *,
-        name: Optional[str] = None,
-        netdev: Optional[str] = None,
-        uverbs: Optional[int] = None,
-        abi_version: Value = 2,
-        node_type: Value = 1,
-        node_guid: Union[int, Value] = None,
-        dev_node: bool = True,
-        ib_attrs: Optional[Mapping[str, Value]] = None,
-        uverbs_attrs: Optional[Mapping[str, Value]] = None,
-    ) -> HostBuilder:
+    def rxe(self, *, netdev: Optional[str] = None,
+            **options: Unpack[DeviceOptions]) -> HostBuilder:
         """A soft-RoCE device (``rdma link add rxe0 type rxe netdev eth0``): under
         ``/devices/virtual``, its GUID the EUI-64 of the netdev's MAC, matched by name."""
         index = self._count("rxe")
@@ -874,36 +752,20 @@ class HostBuilder:
         mac_tail = 0x123456 + index
         mac = f"52:54:00:{(mac_tail >> 16) & 0xFF:02x}:{(mac_tail >> 8) & 0xFF:02x}:" \
               f"{mac_tail & 0xFF:02x}"
-        self._net(None, ifname, mac)
-        eui = 0x505400FFFE000000 | mac_tail
-        attrs: dict[str, Value] = {"parent": ifname, "ports/1/gid_attrs/ndevs/0": ifname,
-                                   "ports/1/gid_attrs/types/0": "RoCE v2"}
-        attrs.update(ib_attrs or {})
-        self._rdma(parent=None, driver="rxe", name=name or f"rxe{index}", uverbs=uverbs,
-                   verbs=True, abi_version=abi_version, node_type=node_type,
-                   node_guid=eui if node_guid is None else node_guid, dev_node=dev_node,
-                   link_layer="Ethernet", fw_ver="", ib_attrs=attrs, uverbs_attrs=uverbs_attrs)
+        self._rdma(DRIVERS["rxe"], options, parent=None, index=index, netdev=ifname, mac=mac,
+                   guid_fallback=0x505400FFFE000000 | mac_tail,
+                   ib_attrs={"parent": ifname, "ports/1/gid_attrs/ndevs/0": ifname,
+                             "ports/1/gid_attrs/types/0": "RoCE v2"})
         return self
 
-    def siw(
-        self,
-        *,
-        name: Optional[str] = None,
-        netdev: Optional[str] = None,
-        uverbs: Optional[int] = None,
-        abi_version: Value = 1,
-        node_type: Value = 4,
-        dev_node: bool = True,
-    ) -> HostBuilder:
+    def siw(self, *, netdev: Optional[str] = None,
+            **options: Unpack[DeviceOptions]) -> HostBuilder:
         """A software iWARP device (``siw``): libibverbs matches it only by driver id,
         which sysfs does not carry, so sysfs mode finds it but no provider claims it."""
         index = self._count("siw")
         ifname = netdev or f"eth{index}"
-        self._net(None, ifname, f"52:54:00:65:00:{index:02x}")
-        self._rdma(parent=None, driver="siw", name=name or f"siw_{ifname}", uverbs=uverbs,
-                   verbs=True, abi_version=abi_version, node_type=node_type,
-                   node_guid=self._guid(0x5254006500000000), dev_node=dev_node,
-                   link_layer="Ethernet", fw_ver="0.0.0",
+        self._rdma(DRIVERS["siw"], options, parent=None, index=index, ifname=ifname,
+                   netdev=ifname, mac=f"52:54:00:65:00:{index:02x}",
                    ib_attrs={"parent": ifname})
         return self
 
@@ -919,32 +781,23 @@ class HostBuilder:
         pci_class: int = ETH_CLASS,
         pci_driver: Optional[str] = None,
         aux: Optional[str] = None,
-        uverbs: Optional[int] = None,
-        verbs: bool = True,
-        abi_version: Value = 1,
-        node_type: Value = 1,
-        node_guid: Union[int, Value] = None,
-        dev_node: bool = True,
         link_layer: str = "Ethernet",
-        ib_attrs: Optional[Mapping[str, Value]] = None,
-        uverbs_attrs: Optional[Mapping[str, Value]] = None,
+        **options: Unpack[PciRdmaOptions],
     ) -> HostBuilder:
         """Any PCI RDMA device: ``driver`` names the IB driver, ``vendor``/``device``
         the PCI ids libibverbs matches on, ``aux`` an auxiliary device between them
-        (``"bnxt_en.rdma.0"``)."""
-        root, bus = self._new_bus()
-        slot = f"0000:{bus:02x}:00.0"
-        path = f"{root}/{slot}"
-        self.add_pci_function(path, vendor, device, vendor if sub_vendor is None else sub_vendor,
-                  device if sub_device is None else sub_device, pci_class,
-                  pci_driver or driver)
-        if aux is not None:
-            self.add_aux_device(path, aux, driver)
-        self._rdma(parent=path, driver=driver, name=name, uverbs=uverbs, verbs=verbs,
-                   abi_version=abi_version, node_type=node_type,
-                   node_guid=self._guid(0x0011220000000000) if node_guid is None else node_guid,
-                   dev_node=dev_node, link_layer=link_layer, fw_ver="1.0",
-                   ib_attrs=ib_attrs, uverbs_attrs=uverbs_attrs, pci=slot)
+        (``"bnxt_en.rdma.0"``): a row of :data:`DRIVERS` made from the arguments."""
+        spec = Driver(driver, name, 1, 1, "1.0", link_layer, 0x0011220000000000,
+                      pci=(vendor, device, vendor if sub_vendor is None else sub_vendor,
+                           device if sub_device is None else sub_device, pci_class,
+                           pci_driver or driver),
+                      aux=None if aux is None else (aux.replace("{", "{{").replace("}", "}}"),
+                                                    driver))
+        path, slot, _ = self._place(None)
+        self._spec_function(spec, path)
+        opts = cast(DeviceOptions, dict(options))
+        opts["name"] = name
+        self._rdma(spec, opts, parent=path, pci=slot)
         return self
 
     # ------------------------------------------------------------------ PCI topology
@@ -1141,17 +994,9 @@ class HostBuilder:
         the ib device's ``device`` link leads to an auxiliary device, not a PCI
         function)."""
         sf_path = self.add_aux_device(pf_path, f"mlx5_core.sf.{sf}", "mlx5_core.sf")
-        index = self._count("mlx5")
-        self.add_aux_device(sf_path, f"mlx5_core.rdma.{index}", "mlx5_ib.rdma")
-        guid = self._guid(0x02AC5D0300000000)
-        if netdev is not None:
-            mac = ":".join(f"{(guid >> s) & 0xFF:02x}" for s in (56, 48, 40, 16, 8, 0))
-            self._net(sf_path, netdev, mac)
-        self._rdma(parent=sf_path, driver="mlx5", name=name or f"mlx5_{index}", uverbs=uverbs,
-                   verbs=True, abi_version=1, node_type=1, node_guid=guid, dev_node=True,
-                   link_layer=link_layer, fw_ver="32.43.1014",
-                   ib_extra=[("hca_type", _value("MT41692")), ("hw_rev", _value("0x0"))],
-                   pci=None, vf_of=None)
+        opts: DeviceOptions = {"name": name, "uverbs": uverbs}
+        self._rdma(DRIVERS["mlx5-sf"], opts, parent=sf_path, index=self._count("mlx5"),
+                   link_layer=link_layer, netdev=netdev)
         return self
 
     def mlx5_bond(self, pf_paths: Sequence[str], *, bond: str = "bond0",
@@ -1181,25 +1026,17 @@ class HostBuilder:
             net = self._net(pf, ifname, mac)
             slaves.append((ifname, net))
         self._ifindex += 1
-        attrs = [("addr_len", _value(6)), ("address", _value("02:00:00:00:00:01")),
-                 ("ifindex", _value(self._ifindex)), ("mtu", _value(1500)),
-                 ("operstate", _value("up")), ("type", _value(1)),
+        attrs = [*layout.net_attrs("02:00:00:00:00:01", self._ifindex),
                  ("bonding/mode", _value("802.3ad 4")),
                  ("bonding/slaves", _value(" ".join(s for s, _ in slaves)))]
         links = [(f"lower_{ifname}", kernel_link(bond_path, net)) for ifname, net in slaves]
-        self.add_device(bond_path, "net", [("INTERFACE", bond), ("IFINDEX", str(self._ifindex))],
-                  attrs, links)
+        self._records.append(layout.net_device(None, bond, self._ifindex, attrs, links))
         for _ifname, net in slaves:
             self._extra_links.append((net, "master", kernel_link(net, bond_path)))
-        bond_index = self._count("mlx5_bond")
-        guid = self._guid(0xB8599F0300B10000)
         first = pf_paths[0]
-        self._rdma(parent=first, driver="mlx5", name=name or f"mlx5_bond_{bond_index}",
-                   uverbs=uverbs, verbs=True, abi_version=1, node_type=1, node_guid=guid,
-                   dev_node=True, link_layer="Ethernet", fw_ver="28.43.1014",
-                   ib_extra=[("hca_type", _value(f"MT{pm.device}")), ("hw_rev", _value("0x0"))],
-                   ib_attrs={"ports/1/gid_attrs/ndevs/0": bond},
-                   pci=first.rsplit("/", 1)[1], vf_of=None)
+        self._rdma(DRIVERS["mlx5-bond"], {"name": name, "uverbs": uverbs}, parent=first,
+                   index=self._count("mlx5_bond"), device_id=pm.device,
+                   ib_attrs={"ports/1/gid_attrs/ndevs/0": bond}, pci=first.rsplit("/", 1)[1])
         return self
 
     def _finish(self, records: Sequence[Record]) -> list[Record]:

@@ -12,7 +12,7 @@ from typing import Optional, Union
 
 from ..errors import RecordLimitError, UsageError
 from . import umockdev as recording
-from .builder import LO_PATH
+from .layout import LO_PATH
 from .umockdev import Attribute, Record, Recording
 
 __all__ = ["Limits", "RecordLimitError", "record_host"]
