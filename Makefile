@@ -24,9 +24,9 @@ VENV_PYPY := .venv-pypy
 # What runs under pypy3: every test that runs sysverbs in its own process (and the tests
 # of its command line, its testing kit, its data), that is every test but
 # - the kernel VM (tests/kernel);
-# - the libibverbs, NCCL and hwloc comparisons (tests/test_*oracle*.py,
-#   tests/test_placement_hwloc.py) and the differential fuzzing
-#   (tests/test_fuzz_*.py): libibverbs and sysverbs side by side in child processes
+# - the libibverbs, NCCL and hwloc comparisons (tests/test_*oracle*.py, the tests
+#   marked `oracle` elsewhere, tests/test_placement_hwloc.py) and the differential
+#   fuzzing (tests/test_fuzz_*.py): libibverbs and sysverbs side by side in child processes
 #   (a new interpreter per case, which under pypy3 costs more than the case), running
 #   the code that the other tests run in-process;
 # - the benchmark (benchmarks/ and tools/ may need 3.10+);
@@ -42,7 +42,7 @@ PYPY_TESTS := --ignore=tests/kernel --ignore=tests/test_bench.py \
   --ignore=tests/test_oracle_fixtures.py --ignore=tests/test_oracle_fork.py \
   --ignore=tests/test_diagnose_oracle.py --ignore=tests/test_rdmacm_oracle.py \
   --ignore=tests/test_nccl_oracle.py --ignore=tests/test_placement_hwloc.py \
-  --deselect tests/test_monitor.py::test_udev_events_under_umockdev
+  --deselect tests/test_monitor.py::test_udev_events_under_umockdev -m 'not oracle'
 
 .PHONY: demo test fuzz bench lint typecheck pytest pytest-cpython pytest-pypy oracle-deps \
   nccl-oracle clean

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import sysverbs
@@ -34,6 +34,7 @@ from sysverbs.attributes import (
 )
 from sysverbs.enums import NodeType
 from tests import listing_hosts
+from tests.fuzz.profiles import fuzz_settings
 
 
 def test_doctests() -> None:
@@ -434,7 +435,7 @@ def _make(path: Path, kind: str, content: bytes) -> None:
         os.chmod(path, 0)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fuzz_settings(ci=60, deep=600)
 @given(st.lists(st.tuples(st.sampled_from(_NAMES), _KIND, _CONTENT), max_size=12))
 def test_broken_trees_never_raise(entries: list[tuple[str, str, bytes]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,12 +23,13 @@ import pytest
 
 from sysverbs import recording, sources
 from sysverbs.cli.devinfo import inet_ntop6, parse_port
+from tests.conftest import fast_tmp
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def sv(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def sv(*argv: str, timeout: float = 60, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **extra)
     env.pop("SYSFS_PATH", None)
     return subprocess.run([sys.executable, "-m", "sysverbs", *argv], capture_output=True,
                           text=True, timeout=timeout, env=env)
@@ -190,10 +191,11 @@ def _expected_netdev(rec: recording.Recording) -> list[str]:
 def test_netdev_on_every_fixture(fixture: str, tmp_path: Path) -> None:
     path = recording.fixture_path(fixture)
     expected = _expected_netdev(recording.load(path))
-    p = sv("netdev", "--fixture", fixture)
+    fast = {"TMPDIR": fast_tmp()}  # where --fixture materializes the host
+    p = sv("netdev", "--fixture", fixture, **fast)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == expected
-    doc = json.loads(sv("netdev", "--fixture", fixture, "--json").stdout)
+    doc = json.loads(sv("netdev", "--fixture", fixture, "--json", **fast).stdout)
     assert doc["schema"] == "sysverbs.netdev/1"
     assert [f"{x['device']} port {x['port']} ==> {x['netdev']} ({x['state']})"
             for x in doc["links"]] == expected
@@ -294,6 +296,7 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
     assert sv("snapshot", "--sysfs-path", str(tmp_path / "nowhere")).returncode == 1
 
 
+@pytest.mark.oracle
 def test_snapshot_same_list_for_libibverbs(otmp: Path, tmp_path: Path) -> None:
     """libibverbs itself lists the same devices on the snapshot as on the original.
 

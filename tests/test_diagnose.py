@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import sysverbs
 from sysverbs import recording
 from sysverbs.diagnosis import CODES, DiagnosisList, diagnose
-from tests import trees
+from tests import listing_hosts, trees
+from tests.fuzz.profiles import fuzz_settings
 
 ROOT = os.geteuid() == 0
 REPO = Path(__file__).resolve().parents[1]
@@ -496,7 +497,7 @@ def test_every_code_has_a_scenario() -> None:
 @pytest.mark.parametrize("name", recording.fixture_names())
 @pytest.mark.parametrize("providers", ["builtin", "installed"])
 def test_listed_is_what_get_device_list_returns(tmp_path: Path, name: str, providers: str) -> None:
-    host = recording.materialize(recording.fixture_path(name), tmp_path)
+    host = listing_hosts.materialize(name, tmp_path)
     opts: dict[str, Any] = {
         "sysfs_path": host.sysfs,
         "dev_dir": host.dev,
@@ -590,7 +591,7 @@ _IB_FILES = [
 ]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fuzz_settings(ci=40, deep=400)
 @given(
     st.lists(
         st.tuples(

@@ -358,8 +358,10 @@ def test_interface_addresses_match_ip_addr() -> None:
 
 # ----------------------------------------------------------------------------- runs
 
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
+from tests.fuzz.profiles import fuzz_settings  # noqa: E402
 
 _GIDS = st.sampled_from(["::", LL, "fe80::", V4, "::ffff:192.168.1.5", "fd00::5",
                          "ff0e::ffff:10.0.0.1", "2001:db8::1"])
@@ -372,7 +374,7 @@ _ENVS = st.fixed_dictionaries({}, optional={
 })
 
 
-@settings(max_examples=300, deadline=None)
+@fuzz_settings(ci=300, deep=3000)
 @given(st.dictionaries(st.integers(0, 40), st.tuples(_GIDS, _TYPES), max_size=12),
        st.integers(1, 48), _ENVS)
 def test_zero_runs_are_weighed_as_each_index(entries: dict[int, tuple[str, Optional[str]]],

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import sysverbs
@@ -27,6 +27,7 @@ from sysverbs.sources import netlink
 from sysverbs.sources.base import LibraryKey, Scan
 from sysverbs.sources.netlink import queries, wire
 from sysverbs.sources.netlink import scan as nlscan
+from tests.fuzz.profiles import fuzz_settings
 
 RXE = 14
 SIW = 18
@@ -695,7 +696,7 @@ def test_api_netlink_unavailable_here() -> None:
 # -- robustness ---------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fuzz_settings(ci=300, deep=3000)
 @given(st.binary(max_size=300))
 def test_parse_attrs_never_raises(data: bytes) -> None:
     tb = wire.parse_attrs(data)
@@ -706,7 +707,7 @@ def test_parse_attrs_never_raises(data: bytes) -> None:
                 {1: tb.u8, 4: tb.u32, 8: tb.u64}[wire.POLICY_MINLEN[kind]](kind)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fuzz_settings(ci=200, deep=2000)
 @given(st.lists(st.binary(max_size=200), max_size=6), st.lists(st.binary(max_size=120), max_size=6))
 def test_garbage_replies_never_crash(dump: list[bytes], chardev: list[bytes]) -> None:
     class Garbage(Script):
@@ -720,7 +721,7 @@ def test_garbage_replies_never_crash(dump: list[bytes], chardev: list[bytes]) ->
     assert all(isinstance(r.dev_name, bytes) for r in s.records)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fuzz_settings(ci=200, deep=2000)
 @given(st.data())
 def test_mutated_kernel_replies_never_crash(data: st.DataObject) -> None:
     def mutate(m: bytes) -> bytes:

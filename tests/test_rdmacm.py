@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import sysverbs
 import sysverbs.rdmacm as rdmacm_module
 from sysverbs.rdmacm import ContextList, rdma_cm_abi, rdma_free_devices, rdma_get_devices
 from tests import trees
+from tests.fuzz.profiles import fuzz_settings
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
 
@@ -155,11 +156,7 @@ def test_rdma_cm_abi(
 
 
 @needs_root
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@fuzz_settings(ci=25, deep=250)
 @given(
     st.lists(st.one_of(st.none(), st.integers(0, 6), st.just(2**64 - 1)), min_size=1, max_size=7)
 )

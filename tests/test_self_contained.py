@@ -12,11 +12,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import OUTSIDE, REPO, OutsideReads, require
+from tests.conftest import OUTSIDE, REPO, OutsideReads, fast_tmp, require
 
 #: The tests that read ../shared until the data moved into tests/data.
 FORMERLY_SHARED = (
@@ -69,10 +70,17 @@ def _tracked_files() -> list[str]:
     return [os.fsdecode(f) for f in proc.stdout.split(b"\0") if f]
 
 
-def test_formerly_shared_tests_pass_from_a_bare_copy(tmp_path: Path) -> None:
+def test_formerly_shared_tests_pass_from_a_bare_copy() -> None:
     """A copy of the tracked files in an empty directory, nothing beside it: the tests
     that used to read ../shared pass there under CI=true, and none is skipped."""
-    copy = tmp_path / "empty" / "sysverbs"
+    base = Path(tempfile.mkdtemp(prefix="sv-clone-", dir=fast_tmp()))
+    try:
+        _run_from_a_copy(base / "empty" / "sysverbs")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _run_from_a_copy(copy: Path) -> None:
     for name in _tracked_files():
         src = REPO / name
         if not src.is_file():
@@ -81,7 +89,7 @@ def test_formerly_shared_tests_pass_from_a_bare_copy(tmp_path: Path) -> None:
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
     assert sorted(os.listdir(copy.parent)) == ["sysverbs"]
-    env = dict(os.environ, CI="true", PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, CI="true", PYTHONDONTWRITEBYTECODE="1", TMPDIR=fast_tmp())
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_ADDOPTS", None)
     where = subprocess.run([sys.executable, "-c", "import sysverbs; print(sysverbs.__file__)"],

@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import sysverbs
@@ -19,6 +19,7 @@ import sysverbs.topology as topology_module
 from sysverbs import recording
 from sysverbs.topology import _AUX_RDMA, device_topology, parse_cpulist
 from tests import listing_hosts
+from tests.fuzz.profiles import fuzz_settings
 
 DATA = Path(__file__).resolve().parent / "data"  # real machines' data: see PROVENANCE.md
 
@@ -289,7 +290,7 @@ _LINKS = [
 ]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fuzz_settings(ci=40, deep=400)
 @given(
     st.lists(
         st.tuples(
