@@ -9,20 +9,24 @@ both forms).  The tests that compare a listing with the real libraries, once per
 fixture, therefore run on the fixture without those records: the same RDMA
 devices, PCI functions, links and /proc files, at a third of the cost (umockdev
 loads such a host in about 4 s instead of 14).  The placement, hwloc and
-umockdev-equivalence tests use the whole fixture.
+umockdev-equivalence tests use the whole fixture; the attribute and topology tests
+(:class:`LazyHosts`) use the listing form, as neither module reads those records.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Union
 
 from sysverbs import recording
+from tests.conftest import fast_tmp
 
 #: The records left out: the CPUs and NUMA nodes.
 SYSTEM = "/devices/system/"
@@ -53,17 +57,28 @@ def listing_file(name: str) -> Path:
 
 
 class LazyHosts(dict[str, recording.Host]):
-    """Bundled fixture name -> its whole host, materialized below ``base`` on first use
-    (a module that reads a few fixtures does not pay for all of them)."""
+    """Bundled fixture name -> its host in the listing form (:func:`materialize`),
+    materialized below ``base`` on first use (a module that reads a few fixtures
+    does not pay for all of them)."""
 
     def __init__(self, base: Path) -> None:
         super().__init__()
         self.base = base
 
     def __missing__(self, name: str) -> recording.Host:
-        host = recording.materialize(recording.fixture_path(name), self.base / name)
+        host = materialize(name, self.base / name)
         self[name] = host
         return host
+
+    @classmethod
+    @contextlib.contextmanager
+    def temporary(cls) -> Iterator[LazyHosts]:
+        """Hosts in a fresh directory of :func:`tests.conftest.fast_tmp`, removed after."""
+        base = Path(tempfile.mkdtemp(prefix="sv-hosts-", dir=fast_tmp()))
+        try:
+            yield cls(base)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
     def all(self) -> dict[str, recording.Host]:
         """Every bundled fixture (materializes those not yet used)."""

@@ -11,6 +11,7 @@ import doctest
 import ipaddress
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,9 @@ def test_doctests() -> None:
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory) -> listing_hosts.LazyHosts:
-    return listing_hosts.LazyHosts(tmp_path_factory.mktemp("fixtures"))
+def hosts() -> Iterator[listing_hosts.LazyHosts]:
+    with listing_hosts.LazyHosts.temporary() as hosts:
+        yield hosts
 
 
 def _ibdevs(host: recording.Host) -> list[str]:

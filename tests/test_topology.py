@@ -8,6 +8,7 @@ import doctest
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,9 @@ def test_doctests() -> None:
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory) -> listing_hosts.LazyHosts:
-    return listing_hosts.LazyHosts(tmp_path_factory.mktemp("fixtures"))
+def hosts() -> Iterator[listing_hosts.LazyHosts]:
+    with listing_hosts.LazyHosts.temporary() as hosts:
+        yield hosts
 
 
 def topo(host: recording.Host, name: str) -> topology_module.Topology:
