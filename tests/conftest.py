@@ -16,6 +16,7 @@ rules for every test.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -57,6 +58,17 @@ def fast_tmp() -> str:
     os.makedirs(path, exist_ok=True)
     os.chmod(path, 0o1777)  # the unprivileged oracle runs must reach their trees
     return path
+
+
+@contextlib.contextmanager
+def fast_tmpdir(prefix: str) -> Iterator[Path]:
+    """A fresh directory in :func:`fast_tmp` that any user can read, removed after."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=fast_tmp()))
+    os.chmod(path, 0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class OutsideReads:
@@ -158,9 +170,5 @@ def oracle_ready() -> None:
 @pytest.fixture
 def otmp(oracle_ready: None) -> Iterator[Path]:
     """A temporary directory any user can read (for unprivileged oracle runs)."""
-    path = Path(tempfile.mkdtemp(prefix="sv-", dir=fast_tmp()))
-    os.chmod(path, 0o755)
-    try:
+    with fast_tmpdir("sv-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)

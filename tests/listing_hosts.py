@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Union
 
 from sysverbs import recording
-from tests.conftest import fast_tmp
+from tests.conftest import fast_tmpdir
 
 #: The records left out: the CPUs and NUMA nodes.
 SYSTEM = "/devices/system/"
@@ -74,11 +74,8 @@ class LazyHosts(dict[str, recording.Host]):
     @contextlib.contextmanager
     def temporary(cls) -> Iterator[LazyHosts]:
         """Hosts in a fresh directory of :func:`tests.conftest.fast_tmp`, removed after."""
-        base = Path(tempfile.mkdtemp(prefix="sv-hosts-", dir=fast_tmp()))
-        try:
+        with fast_tmpdir("sv-hosts-") as base:
             yield cls(base)
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
 
     def all(self) -> dict[str, recording.Host]:
         """Every bundled fixture (materializes those not yet used)."""

@@ -13,8 +13,6 @@ The oracle's classification is itself checked against cells of real published
 from __future__ import annotations
 
 import itertools
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
@@ -23,7 +21,7 @@ import pytest
 from hypothesis import given
 
 from sysverbs import recording
-from tests.conftest import fast_tmp, require
+from tests.conftest import fast_tmpdir, require
 from tests.fuzz.pci_trees import TreeSpec, pci_trees, render
 from tests.fuzz.profiles import fuzz_settings
 from tests.oracle import hwloc
@@ -39,13 +37,12 @@ def hwloc_ready() -> None:
 @pytest.fixture(scope="module")
 def hosts(hwloc_ready: None
           ) -> Iterator[dict[str, tuple[recording.Host, hwloc.HwlocTopology]]]:
-    base = Path(tempfile.mkdtemp(prefix="sv-hwloc-", dir=fast_tmp()))
-    out = {}
-    for name in GPU_FIXTURES:
-        host = recording.materialize(recording.fixture_path(name), base / name)
-        out[name] = (host, hwloc.topology(host.root))
-    yield out
-    shutil.rmtree(base, ignore_errors=True)
+    with fast_tmpdir("sv-hwloc-") as base:
+        out = {}
+        for name in GPU_FIXTURES:
+            host = recording.materialize(recording.fixture_path(name), base / name)
+            out[name] = (host, hwloc.topology(host.root))
+        yield out
 
 
 def _pci_records(rec: recording.Recording) -> dict[str, recording.Record]:
@@ -182,11 +179,8 @@ def test_model_matches_hwloc(name: str, hosts: Any) -> None:
 
 @pytest.fixture
 def scratch(hwloc_ready: None) -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="sv-hwloc-", dir=fast_tmp()))
-    try:
+    with fast_tmpdir("sv-hwloc-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @fuzz_settings(ci=30, deep=300)
@@ -194,14 +188,11 @@ def scratch(hwloc_ready: None) -> Iterator[Path]:
 def test_generated_trees_match_hwloc(spec: TreeSpec) -> None:
     require(hwloc.unavailable_reason(), "hwloc (lstopo-no-graphics)")
     placement = _placement()
-    root = Path(tempfile.mkdtemp(prefix="sv-hwloc-", dir=fast_tmp()))
-    try:
+    with fast_tmpdir("sv-hwloc-") as root:
         fake = render(spec).materialize(root)
         topo = hwloc.topology(fake.root)
         host = placement.read_host(fake.sysfs, proc_path=fake.root / "proc", dev_dir=fake.dev)
         compare(host, topo)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_generated_tree_layout(hwloc_ready: None, scratch: Path) -> None:

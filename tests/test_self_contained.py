@@ -12,12 +12,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import OUTSIDE, REPO, OutsideReads, fast_tmp, require
+from tests.conftest import OUTSIDE, REPO, OutsideReads, fast_tmp, fast_tmpdir, require
 
 #: The tests that read ../shared until the data moved into tests/data.
 FORMERLY_SHARED = (
@@ -73,11 +72,8 @@ def _tracked_files() -> list[str]:
 def test_formerly_shared_tests_pass_from_a_bare_copy() -> None:
     """A copy of the tracked files in an empty directory, nothing beside it: the tests
     that used to read ../shared pass there under CI=true, and none is skipped."""
-    base = Path(tempfile.mkdtemp(prefix="sv-clone-", dir=fast_tmp()))
-    try:
+    with fast_tmpdir("sv-clone-") as base:
         _run_from_a_copy(base / "empty" / "sysverbs")
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _run_from_a_copy(copy: Path) -> None:
