@@ -20,7 +20,7 @@ import os
 import shutil
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn
 
 import pytest
 
@@ -55,28 +55,27 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(f"kernel lab unavailable: {reason}")
 
 
-def _boot_or_raise(workdir: Optional[Path] = None) -> lab_mod.LabResults:
+def _unless_ok(done: dict[str, str]) -> None:
+    """A boot's outcome (:func:`lab.boot`) that is not ``ok``, as a pytest outcome."""
+    if done["kind"] == "unavailable":
+        unavailable(done["message"])
+    if done["kind"] == "fail":
+        pytest.fail(done["message"], pytrace=False)
+
+
+def _boot_or_raise() -> lab_mod.LabResults:
     """One boot (or the reason it cannot happen, raised as a pytest outcome)."""
-    reason = lab_mod.unavailable_reason()
-    if reason:
-        unavailable(reason)
-    try:
-        return lab_mod.run_lab(workdir)
-    except vmlab.VmError as e:
-        if e.kind == "script":  # the VM ran, the scenario runner broke: a real failure
-            pytest.fail(str(e), pytrace=False)
-        unavailable(str(e))  # could not boot, timed out, modules missing
+    done, results = lab_mod.boot()
+    _unless_ok(done)
+    assert results is not None
+    return results
 
 
 def _shared_boot(base: Path) -> lab_mod.LabResults:
     """One boot for the whole run (:func:`lab.shared_boot`): under pytest-xdist the first
     worker boots, the others wait and reuse its results; with ``SV_LAB_SHARED`` set
     (``make pytest``), a process started before pytest boots and the tests wait for it."""
-    done = lab_mod.shared_boot(base)
-    if done["kind"] == "unavailable":
-        unavailable(done["message"])
-    if done["kind"] == "fail":
-        pytest.fail(done["message"], pytrace=False)
+    _unless_ok(lab_mod.shared_boot(base))
     return lab_mod.load_results(base / "lab")
 
 

@@ -175,14 +175,28 @@ def run_lab(workdir: Optional[Path] = None) -> LabResults:
     )
 
 
+def boot(workdir: Optional[Path] = None) -> tuple[dict[str, str], Optional[LabResults]]:
+    """One boot, and how it ended: ``({"kind": "ok"}, results)``,
+    ``({"kind": "unavailable", "message": ...}, None)`` (the VM cannot run here: a skip,
+    or a failure under CI=true) or ``({"kind": "fail", "message": ...}, None)`` (the VM
+    ran and the scenario runner broke)."""
+    reason = unavailable_reason()
+    if reason:
+        return {"kind": "unavailable", "message": reason}, None
+    try:
+        return {"kind": "ok"}, run_lab(workdir)
+    except vmlab.VmError as e:
+        # the VM ran, the scenario runner broke: a real failure; else the VM could not
+        # boot, timed out or lacks modules
+        return {"kind": "fail" if e.kind == "script" else "unavailable", "message": str(e)}, None
+
+
 def shared_boot(base: Path) -> dict[str, str]:
     """Boot once for everyone who asks with the same ``base`` directory.
 
     The first caller takes the lock ``base/lock``, boots into ``base/lab`` and writes
-    ``base/outcome.json``; later callers wait on the lock and read the outcome:
-    ``{"kind": "ok"}``, ``{"kind": "unavailable", "message": ...}`` (the VM cannot run
-    here: a skip, or a failure under CI=true) or ``{"kind": "fail", "message": ...}``
-    (the VM ran and the scenario runner broke, or anything else went wrong).
+    ``base/outcome.json``; later callers wait on the lock and read the outcome, that of
+    :func:`boot` (``fail`` also when anything else went wrong).
     ``make pytest`` calls this before pytest starts, so that the boot, which takes
     minutes under TCG, runs beside the rest of the suite instead of after it.
     """
@@ -191,21 +205,10 @@ def shared_boot(base: Path) -> dict[str, str]:
     with open(base / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not outcome.exists():
-            done: dict[str, str]
-            reason = unavailable_reason()
-            if reason:
-                done = {"kind": "unavailable", "message": reason}
-            else:
-                try:
-                    run_lab(base / "lab")
-                    done = {"kind": "ok"}
-                except vmlab.VmError as e:
-                    # the VM ran, the scenario runner broke: a real failure; else the
-                    # VM could not boot, timed out or lacks modules
-                    done = {"kind": "fail" if e.kind == "script" else "unavailable",
-                            "message": str(e)}
-                except Exception as e:  # noqa: BLE001 - reported to every waiting test
-                    done = {"kind": "fail", "message": f"{type(e).__name__}: {e}"}
+            try:
+                done, _ = boot(base / "lab")
+            except Exception as e:  # noqa: BLE001 - reported to every waiting test
+                done = {"kind": "fail", "message": f"{type(e).__name__}: {e}"}
             partial = base / "outcome.json.partial"
             partial.write_text(json.dumps(done))
             os.replace(partial, outcome)
