@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.kernel.scenarios import PYTHON, Step, cmd, scenario, sh
+from tests.kernel.scenarios import Step, cmd, scenario, sh
 
 NS_SETUP = """set -e
 ip netns add nsa; ip netns add nsb
@@ -85,14 +85,15 @@ for c in all default; do echo 0 > /proc/sys/net/ipv4/conf/$c/accept_local; done
 
 NS_TEARDOWN = "rdma link del rxea; rdma link del rxeb; ip netns del nsa; ip netns del nsb"
 
-#: The shell functions the trials use.  ``envidx DEV``: NCCL_IB_GID_INDEX as
-#: ``sysverbs env`` writes it (dotenv); ``llidx DEV``: the index of the link-local
-#: GID in ``ibv_devinfo -v``; ``trial NAME SDEV CDEV SIDX CIDX ADDR PORT [SNS CNS]``.
+#: The shell functions the trials use.  ``envidx STEP``: NCCL_IB_GID_INDEX as the
+#: ``sysverbs env --format dotenv`` of the earlier ``cli`` step STEP wrote it (the runner
+#: keeps each step's output in ``$SV_STEP_DIR``; a ``cli`` step is a fork of the warm
+#: runner, where a new interpreter costs seconds under emulation); ``llidx DEV``: the
+#: index of the link-local GID in ``ibv_devinfo -v``;
+#: ``trial NAME SDEV CDEV SIDX CIDX ADDR PORT [SNS CNS]``.
 FUNCS = r"""
-PY=@PY@
 mkdir -p /run/pp
-envidx() { ${3:+ip netns exec $3} $PY -S -m sysverbs env --device $1:1 --format dotenv \
-             | sed -n 's/^NCCL_IB_GID_INDEX=//p'; }
+envidx() { sed -n 's/^NCCL_IB_GID_INDEX=//p' "$SV_STEP_DIR/$1.cli.stdout"; }
 llidx() { ibv_devinfo -v -d $1 \
              | sed -n 's/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*fe80:.*/\1/p' | head -n 1; }
 trial() {
@@ -104,31 +105,31 @@ trial() {
     i=$((i+1)); [ $i -gt 150 ] && break; sleep 0.1; done
   $xc timeout 45 ibv_rc_pingpong -d $3 -g $5 -n 5 -p $7 $6 > /run/pp/$1.clt 2>&1
   crc=$?
-  # a server whose client gave up waits for it forever: 5 s, then it is stopped
-  i=0; while kill -0 $spid 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-  kill $spid 2>/dev/null
+  # a server whose client gave up waits for it forever (busy-polling its completion
+  # queue): 5 s after the client, it is stopped
+  ( sleep 5; kill $spid 2>/dev/null ) >/dev/null 2>&1 & killer=$!
   wait $spid; src=$?
+  kill $killer 2>/dev/null
   echo "===TRIAL $1 index=$4/$5 client_rc=$crc server_rc=$src"
   echo "---client"; cat /run/pp/$1.clt; echo "---server"; cat /run/pp/$1.srv
 }
-""".replace("@PY@", PYTHON)
+"""
 
 NS_TRIALS = FUNCS + r"""
-A=$(envidx rxea x nsa); B=$(envidx rxeb x nsb)
+A=$(envidx ns:idx-a); B=$(envidx ns:idx-b)
 echo "===ENVIDX rxea=$A rxeb=$B"
 trial ns rxeb rxea "${B:-1}" "${A:-1}" 192.168.60.2 18600 nsb nsa
 echo "===END"
 """
 
 WIRE_TRIALS = FUNCS + r"""
-C=$(envidx rxec); D=$(envidx rxed); LC=$(llidx rxec); LD=$(llidx rxed)
+C=$(envidx wire:idx-c); D=$(envidx wire:idx-d); LC=$(llidx rxec); LD=$(llidx rxed)
 echo "===ENVIDX rxec=$C rxed=$D"
 echo "===LLIDX rxec=$LC rxed=$LD"
 trial picked rxed rxec "$D" "$C" 192.168.61.2 18610
 trial linklocal rxed rxec "$LD" "$LC" 192.168.61.2 18611
 trial unused rxed rxec 7 7 192.168.61.2 18612
-C6=$(export NCCL_IB_ADDR_FAMILY=AF_INET6; envidx rxec)
-D6=$(export NCCL_IB_ADDR_FAMILY=AF_INET6; envidx rxed)
+C6=$(envidx wire:idx6-c); D6=$(envidx wire:idx6-d)
 echo "===ENVIDX6 rxec=$C6 rxed=$D6"
 trial ipv6 rxed rxec "$D6" "$C6" 192.168.61.2 18613
 echo "===END"
@@ -136,9 +137,7 @@ echo "===END"
 
 #: UCX: the devices it reports, and the warnings for each UCX_NET_DEVICES value.
 UCX = r"""
-PY=@PY@
-V=$($PY -S -m sysverbs env --device rxec:1 --device rxed:1 --format dotenv \
-      | sed -n 's/^UCX_NET_DEVICES=//p')
+V=$(sed -n 's/^UCX_NET_DEVICES=//p' "$SV_STEP_DIR/wire:dotenv.cli.stdout")
 echo "===VALUE $V"
 echo "===DEVICES"; ucx_info -d 2>&1
 for value in "$V" rxec "=rxec:1,rxed:1" nosuch:1; do
@@ -146,14 +145,20 @@ for value in "$V" rxec "=rxec:1,rxed:1" nosuch:1; do
   UCX_NET_DEVICES="$value" ucx_info -p -u t 2>&1 | grep -i "warn" || true
 done
 echo "===END"
-""".replace("@PY@", PYTHON)
+"""
 
 
-def _env_cli(name: str, args: list[str], netns: str = "") -> Step:
-    step: dict[str, Any] = {"op": "cli", "name": name, "args": ["env", *args], "env": {}}
+def _env_cli(name: str, args: list[str], netns: str = "", **env: str) -> Step:
+    step: dict[str, Any] = {"op": "cli", "name": name, "args": ["env", *args], "env": env}
     if netns:
         step["netns"] = netns
     return step
+
+
+def _index_cli(name: str, *devices: str, netns: str = "", **env: str) -> Step:
+    """``sysverbs env --format dotenv`` for the devices: what the trials read."""
+    args = [a for d in devices for a in ("--device", d)]
+    return _env_cli(name, [*args, "--format", "dotenv"], netns, **env)
 
 
 def roce_scenario() -> dict[str, Any]:
@@ -163,6 +168,8 @@ def roce_scenario() -> dict[str, Any]:
         cmd("ns:devinfo", ["ibv_devinfo", "-v"]),
         _env_cli("ns:env-a", ["--device", "rxea:1", "--format", "json"], netns="nsa"),
         _env_cli("ns:env-b", ["--device", "rxeb:1", "--format", "json"], netns="nsb"),
+        _index_cli("ns:idx-a", "rxea:1", netns="nsa"),
+        _index_cli("ns:idx-b", "rxeb:1", netns="nsb"),
         cmd("ns:trials", ["sh", "-c", NS_TRIALS], timeout=300),
         sh(NS_TEARDOWN),
         sh(WIRE_SETUP),
@@ -171,8 +178,13 @@ def roce_scenario() -> dict[str, Any]:
         _env_cli("wire:env", ["--device", "rxec:1", "--device", "rxed:1", "--format", "json"]),
         _env_cli("wire:env-sh", ["--device", "rxec:1", "--device", "rxed:1"]),
         _env_cli("wire:env-all", ["--format", "json"]),
-        {**_env_cli("wire:env6", ["--device", "rxec:1", "--device", "rxed:1", "--format",
-                                  "json"]), "env": {"NCCL_IB_ADDR_FAMILY": "AF_INET6"}},
+        _env_cli("wire:env6", ["--device", "rxec:1", "--device", "rxed:1", "--format", "json"],
+                 NCCL_IB_ADDR_FAMILY="AF_INET6"),
+        _index_cli("wire:idx-c", "rxec:1"),
+        _index_cli("wire:idx-d", "rxed:1"),
+        _index_cli("wire:idx6-c", "rxec:1", NCCL_IB_ADDR_FAMILY="AF_INET6"),
+        _index_cli("wire:idx6-d", "rxed:1", NCCL_IB_ADDR_FAMILY="AF_INET6"),
+        _index_cli("wire:dotenv", "rxec:1", "rxed:1"),
         cmd("wire:trials", ["sh", "-c", WIRE_TRIALS], timeout=400),
         cmd("wire:ucx", ["sh", "-c", UCX], timeout=300),
         sh(WIRE_TEARDOWN),

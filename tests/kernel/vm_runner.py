@@ -24,7 +24,9 @@ Plan: ``{"scenarios": [{"name": ..., "steps": [...]}]}``.  Steps:
 * ``{"op": "list"|"free"|"open", "workers": [W...] (default all), ...}`` as in
   ``tests/oracle/probe.py``; ``{"op": "fork"}``: ``ibv_is_fork_initialized()``;
 * ``{"op": "cmd", "name": N, "argv": [...], ...}``: run a program (``env``, ``block``,
-  ``netns``, ``user`` as for workers; ``timeout`` in seconds, default ``STEP_TIMEOUT``);
+  ``netns``, ``user`` as for workers; ``timeout`` in seconds, default ``STEP_TIMEOUT``;
+  ``$SV_STEP_DIR`` names the scenario's directory, where each earlier ``cli`` step's
+  output is ``NAME.cli.stdout``);
 * ``{"op": "cli", "name": N, "args": [...], ...}``: ``sysverbs.cli.main(args)`` in a
   fresh fork;
 * ``{"op": "stop"}``: end the workers (also done at the end of a scenario).
@@ -271,7 +273,7 @@ def _child_env(spec: dict[str, Any], preload: Optional[str]) -> dict[str, str]:
     return env
 
 
-def run_cmd(step: dict[str, Any], preload: Optional[str]) -> dict[str, Any]:
+def run_cmd(step: dict[str, Any], preload: Optional[str], sdir: str) -> dict[str, Any]:
     argv = list(step["argv"])
     if step.get("user") is not None:
         u = str(step["user"])
@@ -281,7 +283,7 @@ def run_cmd(step: dict[str, Any], preload: Optional[str]) -> dict[str, Any]:
     try:
         proc = subprocess.run(
             argv,
-            env=_child_env(step, preload),
+            env={**_child_env(step, preload), "SV_STEP_DIR": sdir},
             capture_output=True,
             timeout=float(step.get("timeout", STEP_TIMEOUT)),
         )
@@ -386,7 +388,7 @@ def run_scenario(scen: dict[str, Any], outdir: str, preload: Optional[str]) -> d
                 results = broadcast([workers[n] for n in names], step)
                 events.append({"op": op, "results": results})
             elif op == "cmd":
-                events.append({"op": "cmd", "name": step["name"], **run_cmd(step, preload)})
+                events.append({"op": "cmd", "name": step["name"], **run_cmd(step, preload, sdir)})
             elif op == "cli":
                 events.append(
                     {"op": "cli", "name": step["name"], **run_cli(step, sdir, step["name"])}
