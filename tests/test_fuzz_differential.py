@@ -7,7 +7,7 @@ identity across calls, errno, the exit status and the stderr bytes must match.
 
 Profiles (``SYSVERBS_FUZZ_PROFILE``, tests/fuzz/profiles.py):
 
-* ``ci`` (default): 500 examples, ``derandomize=True``: the examples are a pure
+* ``ci`` (default): 200 examples, ``derandomize=True``: the examples are a pure
   function of the test, so CI is reproducible and a failure reproduces by
   re-running it (no example database is read or written);
 * ``deep`` (``make fuzz``): 5,000 examples with a seed from
@@ -50,7 +50,7 @@ def test_differential(runner: Runner, pytestconfig: pytest.Config) -> None:
     progress.say(f"\n[fuzz] {reproduce_hint()}, spawn mode {runner.mode}")
     test_seed = SEED if PROFILE == "deep" else None
 
-    @fuzz_settings(ci=500, deep=5000)
+    @fuzz_settings(ci=200, deep=5000)
     @given(cases())
     def one(case: Case) -> None:
         progress.tick()

@@ -39,7 +39,7 @@ def runner(oracle_ready: None) -> Iterator[Runner]:
 def test_differential_unprivileged(runner: Runner, pytestconfig: pytest.Config) -> None:
     progress = Progress(pytestconfig, "fuzz-unprivileged")
 
-    @fuzz_settings(ci=150, deep=1500)
+    @fuzz_settings(ci=80, deep=1500)
     @given(unprivileged_cases())
     def one(case: Case) -> None:
         progress.tick()

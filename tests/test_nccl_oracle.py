@@ -155,7 +155,7 @@ def _case(draw: st.DrawFn) -> tuple[list[str], str]:
     return names, "".join(parts)
 
 
-@fuzz_settings(ci=200, deep=2000)
+@fuzz_settings(ci=100, deep=2000)
 @given(_case())
 def test_differential_socket_ifname(host: _Host, case: tuple[list[str], str]) -> None:
     names, value = case

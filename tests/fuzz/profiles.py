@@ -5,7 +5,8 @@
 * ``ci`` (default): ``derandomize=True``, so the examples are a pure function of
   the test: CI is reproducible and a failure reproduces by re-running the test
   (no example database is read or written);
-* ``deep`` (``make fuzz``): ten times the examples, with the seed
+* ``deep`` (``make fuzz``): ten times the examples (25 for the comparisons with
+  libibverbs and NCCL, which start processes per example), with the seed
   ``SYSVERBS_FUZZ_SEED`` (a random one when unset), printed at the start, in
   every progress line and in every failure, so any run can be repeated exactly.
 
