@@ -168,6 +168,14 @@ def oracle_ready() -> None:
 
 
 @pytest.fixture
+def ftmp() -> Iterator[Path]:
+    """A fresh directory in :func:`fast_tmp` (a tmpfs when there is one) for throwaway
+    trees, for tests that do not depend on the order in which a directory lists."""
+    with fast_tmpdir("sv-") as path:
+        yield path
+
+
+@pytest.fixture
 def otmp(oracle_ready: None) -> Iterator[Path]:
     """A temporary directory any user can read (for unprivileged oracle runs)."""
     with fast_tmpdir("sv-") as path:

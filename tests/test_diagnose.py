@@ -496,8 +496,8 @@ def test_every_code_has_a_scenario() -> None:
 
 @pytest.mark.parametrize("name", recording.fixture_names())
 @pytest.mark.parametrize("providers", ["builtin", "installed"])
-def test_listed_is_what_get_device_list_returns(tmp_path: Path, name: str, providers: str) -> None:
-    host = listing_hosts.materialize(name, tmp_path)
+def test_listed_is_what_get_device_list_returns(ftmp: Path, name: str, providers: str) -> None:
+    host = listing_hosts.materialize(name, ftmp)
     opts: dict[str, Any] = {
         "sysfs_path": host.sysfs,
         "dev_dir": host.dev,

@@ -27,6 +27,7 @@ from sysverbs.errors import UsageError
 from sysverbs.recording import Record, Recording
 from sysverbs.testing import HostBuilder, Limits, RecordLimitError, record_host
 from sysverbs.testing import plugin as pytest_plugin
+from tests import listing_hosts
 from tests.conftest import require
 from tests.oracle import harness
 
@@ -258,11 +259,11 @@ def _snapshot(root: Path) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.parametrize("name", FIXTURES)
-def test_record_all_reproduces_the_fixture_tree(name: str, tmp_path: Path) -> None:
-    original = testing.materialize(name, tmp_path / "a")
+def test_record_all_reproduces_the_fixture_tree(name: str, ftmp: Path) -> None:
+    original = testing.materialize(name, ftmp / "a")
     recorded = record_host(original.sysfs, devices="all")
     assert recording.parse(recording.dumps(recorded)) == recorded
-    copy = testing.materialize(recorded, tmp_path / "b")
+    copy = testing.materialize(recorded, ftmp / "b")
     assert _snapshot(copy.root) == _snapshot(original.root)
 
 
@@ -274,10 +275,12 @@ def _listing(host: testing.FakeHost) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.parametrize("name", FIXTURES)
-def test_record_rdma_round_trip(name: str, tmp_path: Path) -> None:
-    original = testing.materialize(name, tmp_path / "a")
+def test_record_rdma_round_trip(name: str, ftmp: Path) -> None:
+    # the fixture without its CPUs and NUMA nodes (tests/listing_hosts.py): records
+    # that no RDMA device leads to
+    original = testing.materialize(listing_hosts.listing_recording(name), ftmp / "a")
     recorded = record_host(original.sysfs)
-    copy = testing.materialize(recorded, tmp_path / "b")
+    copy = testing.materialize(recorded, ftmp / "b")
     assert _listing(copy) == _listing(original)
     assert recorded.records[0].path == testing.builder.LO_PATH
     for sub in ("infiniband", "infiniband_verbs", "infiniband_mad"):
