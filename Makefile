@@ -24,18 +24,20 @@ VENV_PYPY := .venv-pypy
 # What runs under pypy3: every test that runs sysverbs in its own process (and the tests
 # of its command line, its testing kit, its data), that is every test but
 # - the kernel VM (tests/kernel);
-# - the libibverbs, NCCL and hwloc comparisons (tests/test_*oracle*.py, the tests
-#   marked `oracle` elsewhere, tests/test_placement_hwloc.py) and the differential
-#   fuzzing (tests/test_fuzz_*.py): libibverbs and sysverbs side by side in child processes
+# - the comparisons with real counterparts (tests/test_*oracle*.py, the tests marked
+#   `oracle` elsewhere, tests/test_placement_hwloc.py) and the differential fuzzing
+#   (tests/test_fuzz_*.py): the real tool and sysverbs side by side in child processes
 #   (a new interpreter per case, which under pypy3 costs more than the case), running
 #   the code that the other tests run in-process;
+# - the command line run end to end on every fixture (`sysverbs netdev`) and for every
+#   example of the docs: a pypy3 start per command, the same commands' code as the
+#   command-line tests that do run here (every command's --help, devices, devinfo,
+#   doctor, watch, snapshot, in a pypy3 child);
 # - the benchmark (benchmarks/ and tools/ may need 3.10+);
 # - tests/test_self_contained.py (it runs data tests from a copy of the checkout: the
 #   same tests that this run runs directly);
 # - the umockdev testbed test of the monitor (its child drives the testbed through
-#   PyGObject, python3-gi, which Debian builds for CPython only);
-# - `sysverbs netdev` in a pypy3 child on the biggest fixtures (the GPU hosts,
-#   mlx5-sriov): the command's code is the same as on the other fixtures, which run.
+#   PyGObject, python3-gi, which Debian builds for CPython only).
 # Left out by selection, not by skipping: under CI=true a skip is a failure.
 PYPY_TESTS := --ignore=tests/kernel --ignore=tests/test_bench.py \
   --ignore=tests/test_self_contained.py \
@@ -45,8 +47,8 @@ PYPY_TESTS := --ignore=tests/kernel --ignore=tests/test_bench.py \
   --ignore=tests/test_diagnose_oracle.py --ignore=tests/test_rdmacm_oracle.py \
   --ignore=tests/test_nccl_oracle.py --ignore=tests/test_placement_hwloc.py \
   --deselect tests/test_monitor.py::test_udev_events_under_umockdev -m 'not oracle' \
-  $(foreach f,gpu-cloud-vm gpu-dgx-a100 gpu-dgx-b200 gpu-hgx-h100 gpu-mi300x gpu-pcie-2socket \
-    gpu-sriov-sf mlx5-sriov,--deselect 'tests/test_cli.py::test_netdev_on_every_fixture[$(f)]')
+  --deselect tests/test_cli.py::test_netdev_on_every_fixture \
+  --deselect tests/test_cli.py::test_docs_shell_examples
 
 .PHONY: demo test fuzz bench lint typecheck pytest pytest-cpython pytest-pypy oracle-deps \
   nccl-oracle clean
@@ -107,11 +109,14 @@ pytest-pypy: $(VENV_PYPY)/.installed oracle-deps
 
 # Both at once (the pypy3 run uses the CPU that the CPython run leaves while its kernel
 # test waits for the VM); the pypy3 run's report follows the CPython one.
-# The kernel lab's boot (minutes under TCG) starts first, beside both runs; the kernel
-# tests wait for its results (SV_LAB_SHARED, tests/kernel/conftest.py).
+# The kernel lab's boot (minutes under TCG) runs beside both runs; the kernel tests wait
+# for its results (SV_LAB_SHARED, tests/kernel/conftest.py).  `make test` starts it
+# before everything else and hands its directory over (LAB=DIR); `make pytest` alone
+# starts it itself.  A second `tests.kernel.lab --shared` on one directory only waits
+# for the first one's outcome.
 pytest: $(VENV)/.installed $(VENV_PYPY)/.installed oracle-deps nccl-oracle
-	@log=$$(mktemp); lab=$$(mktemp -d /tmp/sysverbs-lab.XXXXXX); start=$$(date +%s); \
-	$(PY) -m tests.kernel.lab --shared $$lab >$$lab/boot.log 2>&1 & vm=$$!; \
+	@log=$$(mktemp); lab=$(if $(LAB),$(LAB),$$(mktemp -d /tmp/sysverbs-lab.XXXXXX)); start=$$(date +%s); \
+	$(PYTHON) -m tests.kernel.lab --shared $$lab >>$$lab/boot.log 2>&1 & vm=$$!; \
 	trap 'kill $$vm $$pypy 2>/dev/null' INT TERM; \
 	$(VENV_PYPY)/bin/pytest -q -ra -p no:cacheprovider --durations=10 $(PYPY_TESTS) >$$log 2>&1 & pypy=$$!; \
 	SV_LAB_SHARED=$$lab $(NCCL_ENV) $(VENV)/bin/pytest -ra -p no:cacheprovider -n auto --dist loadfile --durations=15; cpython=$$?; \
@@ -122,7 +127,16 @@ pytest: $(VENV)/.installed $(VENV_PYPY)/.installed oracle-deps nccl-oracle
 	echo "make pytest: CPython $$cpython, pypy3 $$pypy_status (0: passed), $$(( $$(date +%s) - start )) s in all"; \
 	test $$cpython = 0 && test $$pypy_status = 0
 
-test: lint typecheck pytest
+# The kernel lab boots first (it needs the Debian packages and python3, nothing else),
+# beside the set-up of both virtualenvs, the lint, the type check and then both runs.
+test: oracle-deps
+	@lab=$$(mktemp -d /tmp/sysverbs-lab.XXXXXX); start=$$(date +%s); \
+	setsid $(PYTHON) -m tests.kernel.lab --shared $$lab >$$lab/boot.log 2>&1 & vm=$$!; \
+	trap 'kill -- -$$vm 2>/dev/null' INT TERM; \
+	$(MAKE) --no-print-directory -j3 -O lint typecheck $(VENV_PYPY)/.installed nccl-oracle && \
+	$(MAKE) --no-print-directory pytest LAB=$$lab; status=$$?; \
+	if [ $$status != 0 ]; then kill -- -$$vm 2>/dev/null; fi; wait $$vm; \
+	echo "make test: $$(( $$(date +%s) - start )) s"; exit $$status
 
 # Differential fuzzing against the real libibverbs, deep profile (root, like the oracle tests):
 # 5,000 + 1,500 unprivileged examples and the concurrency test, and the deep counts of the

@@ -584,6 +584,7 @@ def _walk(argv: list[str]) -> dict[str, object]:
     return result
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize("name", sorted(EXPECTED_FIXTURES))
 def test_umockdev_equivalence(name: str, tmp_path: Path) -> None:
     """umockdev-run -d FIXTURE shows the same RDMA sysfs and /dev as materialize()."""
