@@ -83,11 +83,10 @@ def test_fork_server_matches_a_fresh_interpreter(oracle_ready: None) -> None:
     mount(8), prlimit(1) and setpriv(1) prints (tests/oracle/harness.py's way), for
     both implementations, as root and unprivileged."""
     seen = [0]
+    conf = fuzz_settings(ci=20, deep=400)
     with Runner("fork") as fast:
 
-        @settings(
-            settings.get_profile("sysverbs-fuzz-ci"), max_examples=40, phases=(Phase.generate,)
-        )
+        @settings(conf, phases=(Phase.generate,))
         @given(st.one_of(cases(max_devices=8), unprivileged_cases()))
         def one(case: Case) -> None:
             fast.mode = "fork"
@@ -99,7 +98,7 @@ def test_fork_server_matches_a_fresh_interpreter(oracle_ready: None) -> None:
             seen[0] += 1
 
         one()
-    assert seen[0] == 40
+    assert seen[0] == conf.max_examples
 
 
 def test_excluded_bnxt_re_long_dev_path_crashes_libibverbs(runner: Runner) -> None:
