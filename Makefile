@@ -116,7 +116,7 @@ pytest-pypy: $(VENV_PYPY)/.installed oracle-deps
 # for the first one's outcome.
 pytest: $(VENV)/.installed $(VENV_PYPY)/.installed oracle-deps nccl-oracle
 	@log=$$(mktemp); lab=$(if $(LAB),$(LAB),$$(mktemp -d /tmp/sysverbs-lab.XXXXXX)); start=$$(date +%s); \
-	$(PYTHON) -m tests.kernel.lab --shared $$lab >>$$lab/boot.log 2>&1 & vm=$$!; \
+	$(PY) -m tests.kernel.lab --shared $$lab >>$$lab/boot.log 2>&1 & vm=$$!; \
 	trap 'kill $$vm $$pypy 2>/dev/null' INT TERM; \
 	$(VENV_PYPY)/bin/pytest -q -ra -p no:cacheprovider --durations=10 $(PYPY_TESTS) >$$log 2>&1 & pypy=$$!; \
 	SV_LAB_SHARED=$$lab $(NCCL_ENV) $(VENV)/bin/pytest -ra -p no:cacheprovider -n auto --dist loadfile --durations=15; cpython=$$?; \
@@ -127,11 +127,12 @@ pytest: $(VENV)/.installed $(VENV_PYPY)/.installed oracle-deps nccl-oracle
 	echo "make pytest: CPython $$cpython, pypy3 $$pypy_status (0: passed), $$(( $$(date +%s) - start )) s in all"; \
 	test $$cpython = 0 && test $$pypy_status = 0
 
-# The kernel lab boots first (it needs the Debian packages and python3, nothing else),
-# beside the set-up of both virtualenvs, the lint, the type check and then both runs.
-test: oracle-deps
+# The kernel lab boots first (it needs the Debian packages and the CPython virtualenv,
+# whose pyudev the VM's probes import), beside the set-up of the pypy3 virtualenv, the
+# lint, the type check and then both runs.
+test: $(VENV)/.installed oracle-deps
 	@lab=$$(mktemp -d /tmp/sysverbs-lab.XXXXXX); start=$$(date +%s); \
-	setsid $(PYTHON) -m tests.kernel.lab --shared $$lab >$$lab/boot.log 2>&1 & vm=$$!; \
+	setsid $(PY) -m tests.kernel.lab --shared $$lab >$$lab/boot.log 2>&1 & vm=$$!; \
 	trap 'kill -- -$$vm 2>/dev/null' INT TERM; \
 	$(MAKE) --no-print-directory -j3 -O lint typecheck $(VENV_PYPY)/.installed nccl-oracle && \
 	$(MAKE) --no-print-directory pytest LAB=$$lab; status=$$?; \
