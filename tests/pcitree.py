@@ -1,17 +1,25 @@
-"""Plain-file PCI trees for the placement tests: sysfs as the kernel lays it out
+"""PCI trees for the placement tests, through the testing kit's one host model:
+each call adds device records (:func:`sysverbs.testing.layout.device`: PCI
+functions, ib, uverbs and net devices, NUMA nodes) and writes them at once with
+:func:`sysverbs.testing.materialize`, so the tree is sysfs as the kernel lays it out
 (devices/pciDDDD:BB/..., bus/pci/devices links, class/infiniband and class/net links,
-devices/system/node), written in a tmp dir.  Paths are given below ``devices/``."""
+devices/system/node) and a test may change it on disk between calls.  What no device
+record holds (a function that ``bus/pci`` does not list, a plain parent directory,
+the driver directories) is a :class:`~sysverbs.recording.TreeEntry`.  Paths are given
+below ``devices/``."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Optional
 
+from sysverbs.recording import Attribute, Record, Recording, TreeEntry, proc_file
+from sysverbs.testing import layout, materialize
 
-def _rel(from_dir: Path, target: Path) -> str:
-    return os.path.relpath(target, from_dir)
+
+def _v(value: object) -> bytes:
+    return f"{value}\n".encode()
 
 
 class PciTree:
@@ -20,50 +28,55 @@ class PciTree:
         self.sys = root / "sys"
         self.proc = root / "proc"
         self.dev = root / "dev"
-        (self.sys / "devices").mkdir(parents=True, exist_ok=True)
-        (self.sys / "bus/pci/devices").mkdir(parents=True, exist_ok=True)
-        (self.sys / "class/infiniband").mkdir(parents=True, exist_ok=True)
-        (self.sys / "class/net").mkdir(parents=True, exist_ok=True)
-        self.dev.mkdir(exist_ok=True)
+        self._write((), [TreeEntry(p, directory=True) for p in (
+            "sys/devices", "sys/bus/pci/devices", "sys/class/infiniband", "sys/class/net")])
 
-    def _write(self, path: Path, value: object) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{value}\n")
+    def _write(self, records: Iterable[Record], entries: Iterable[TreeEntry] = ()) -> None:
+        materialize(Recording(tuple(records)), self.root, entries=entries)
 
     def node(self, n: int, cpus: str) -> PciTree:
-        self._write(self.sys / f"devices/system/node/node{n}/cpulist", cpus)
+        self._write([layout.device(f"/devices/system/node/node{n}", "node",
+                                   attrs=[("cpulist", _v(cpus))])])
         return self
+
+    def _pci(self, path: str, *, cls: int = 0x060400, vendor: int = 0x8086,
+             device: int = 0x1234, sub: tuple[int, int] = (0, 0), numa: Optional[int] = 0,
+             cpus: Optional[str] = None, driver: Optional[str] = None,
+             physfn: Optional[str] = None) -> tuple[Record, list[TreeEntry]]:
+        """A PCI function's record and the driver's directory."""
+        dpath = f"/devices/{path}"
+        bdf = path.rsplit("/", 1)[-1]
+        props = [("DRIVER", driver)] if driver else []
+        props += [("PCI_CLASS", f"{cls:X}"), ("PCI_ID", f"{vendor:04X}:{device:04X}"),
+                  ("PCI_SUBSYS_ID", f"{sub[0]:04X}:{sub[1]:04X}"), ("PCI_SLOT_NAME", bdf)]
+        attrs = [("class", _v(f"0x{cls:06x}")), ("vendor", _v(f"0x{vendor:04x}")),
+                 ("device", _v(f"0x{device:04x}")),
+                 ("subsystem_vendor", _v(f"0x{sub[0]:04x}")),
+                 ("subsystem_device", _v(f"0x{sub[1]:04x}")),
+                 ("numa_node", None if numa is None else _v(numa)),
+                 ("local_cpulist", None if cpus is None else _v(cpus))]
+        links = []
+        entries = []
+        if driver is not None:
+            links.append(("driver", layout.kernel_link(dpath, f"/bus/pci/drivers/{driver}")))
+            entries.append(TreeEntry(f"sys/bus/pci/drivers/{driver}", directory=True))
+        if physfn is not None:
+            links.append(("physfn", layout.kernel_link(dpath, f"/devices/{physfn}")))
+        return layout.device(dpath, "pci", props, attrs, links), entries
 
     def pci(self, path: str, *, cls: int = 0x060400, vendor: int = 0x8086,
             device: int = 0x1234, sub: tuple[int, int] = (0, 0), numa: Optional[int] = 0,
             cpus: Optional[str] = None, driver: Optional[str] = None, listed: bool = True,
             physfn: Optional[str] = None) -> str:
-        d = self.sys / "devices" / path
-        d.mkdir(parents=True, exist_ok=True)
-        self._write(d / "class", f"0x{cls:06x}")
-        self._write(d / "vendor", f"0x{vendor:04x}")
-        self._write(d / "device", f"0x{device:04x}")
-        self._write(d / "subsystem_vendor", f"0x{sub[0]:04x}")
-        self._write(d / "subsystem_device", f"0x{sub[1]:04x}")
-        if numa is not None:
-            self._write(d / "numa_node", numa)
-        if cpus is not None:
-            self._write(d / "local_cpulist", cpus)
-        if driver is not None:
-            drv = self.sys / "bus/pci/drivers" / driver
-            drv.mkdir(parents=True, exist_ok=True)
-            os.symlink(_rel(d, drv), d / "driver")
-        if physfn is not None:
-            os.symlink(_rel(d, self.sys / "devices" / physfn), d / "physfn")
-        bdf = path.rsplit("/", 1)[-1]
-        uevent = [f"DRIVER={driver}"] if driver else []
-        uevent += [f"PCI_CLASS={cls:X}", f"PCI_ID={vendor:04X}:{device:04X}",
-                   f"PCI_SUBSYS_ID={sub[0]:04X}:{sub[1]:04X}", f"PCI_SLOT_NAME={bdf}"]
-        self._write(d / "uevent", "\n".join(uevent))
+        """A PCI function at ``devices/<path>``; ``listed=False``: one that
+        ``bus/pci/devices`` does not list (its files and links as tree entries, no
+        device record)."""
+        rec, entries = self._pci(path, cls=cls, vendor=vendor, device=device, sub=sub,
+                                 numa=numa, cpus=cpus, driver=driver, physfn=physfn)
         if listed:
-            link = self.sys / "bus/pci/devices" / bdf
-            if not link.is_symlink():
-                os.symlink(_rel(link.parent, d), link)
+            self._write([rec], entries)
+        else:
+            self._write((), [*entries, *_as_entries(rec)])
         return path
 
     def bridges(self, *paths: str, numa: Optional[int] = 0, **kw: object) -> None:
@@ -73,13 +86,15 @@ class PciTree:
     def gpu(self, path: str, *, numa: Optional[int] = 0, cpus: Optional[str] = None,
             vendor: int = 0x10DE, cls: int = 0x030200, device: int = 0x20B0,
             uuid: Optional[str] = None, minor: Optional[int] = None) -> str:
-        self.pci(path, cls=cls, vendor=vendor, device=device, numa=numa, cpus=cpus,
-                 driver="nvidia" if vendor == 0x10DE else "amdgpu")
+        rec, entries = self._pci(path, cls=cls, vendor=vendor, device=device, numa=numa,
+                                 cpus=cpus, driver="nvidia" if vendor == 0x10DE else "amdgpu")
         bdf = path.rsplit("/", 1)[-1]
         if uuid is not None:
-            self._write(self.proc / "driver/nvidia/gpus" / bdf / "information",
-                        f"Model: \t\t NVIDIA A100-SXM4-80GB\nGPU UUID: \t {uuid}\n"
-                        f"Bus Location: \t {bdf}\nDevice Minor: \t {minor}\n")
+            info = (f"Model: \t\t NVIDIA A100-SXM4-80GB\nGPU UUID: \t {uuid}\n"
+                    f"Bus Location: \t {bdf}\nDevice Minor: \t {minor}\n\n")
+            rec = _plus(rec, proc_file(rec.path, f"/proc/driver/nvidia/gpus/{bdf}/information",
+                                       info))
+        self._write([rec], entries)
         return path
 
     def rdma(self, name: str, parent: Optional[str], *,
@@ -93,52 +108,64 @@ class PciTree:
         one, written as a plain device directory); ``parent=None``: a virtual (rxe)
         device whose ``parent`` attribute names ``soft_parent``.  ``uverbs``: the N of
         its uverbsN (-1: the next free one, None: no uverbs device)."""
+        records: list[Record] = []
+        entries: list[TreeEntry] = []
         if parent is None:
-            ib = self.sys / "devices/virtual/infiniband" / name
+            base = "/devices/virtual"
         else:
+            base = f"/devices/{parent}"
             if pci_function:
-                self.pci(parent, cls=cls, vendor=0x15B3, device=0x101B, numa=numa,
-                         cpus=cpus, driver="mlx5_core", physfn=physfn)
+                rec, entries = self._pci(parent, cls=cls, vendor=0x15B3, device=0x101B,
+                                         numa=numa, cpus=cpus, driver="mlx5_core",
+                                         physfn=physfn)
+                records.append(rec)
             else:
-                (self.sys / "devices" / parent).mkdir(parents=True, exist_ok=True)
-            ib = self.sys / "devices" / parent / "infiniband" / name
-        ib.mkdir(parents=True, exist_ok=True)
-        if parent is not None:
-            os.symlink(_rel(ib, self.sys / "devices" / parent), ib / "device")
+                entries.append(TreeEntry(f"sys{base}", directory=True))
+        ib_path = f"{base}/infiniband/{name}"
+        files: list[tuple[str, Optional[bytes]]] = []
         if soft_parent is not None:
-            self._write(ib / "parent", soft_parent)
-        self._write(ib / "node_guid", "0c42:a103:0000:0001")
+            files.append(("parent", _v(soft_parent)))
+        files.append(("node_guid", _v("0c42:a103:0000:0001")))
         for i, (state, ll, rate) in enumerate(ports, 1):
-            p = ib / "ports" / str(i)
-            self._write(p / "state", state)
-            self._write(p / "link_layer", ll)
-            self._write(p / "rate", rate)
-        os.symlink(_rel(self.sys / "class/infiniband", ib), self.sys / "class/infiniband" / name)
+            files += [(f"ports/{i}/state", _v(state)), (f"ports/{i}/link_layer", _v(ll)),
+                      (f"ports/{i}/rate", _v(rate))]
+        if netdev is not None and parent is not None and ports and ports[0][1] == "Ethernet":
+            files.append(("ports/1/gid_attrs/ndevs/0", _v(netdev)))
+        links = [] if parent is None else [("device", layout.kernel_link(ib_path, base))]
+        records.append(layout.device(ib_path, "infiniband", attrs=files, links=links))
         if uverbs is not None:
-            verbs = self.sys / "class/infiniband_verbs"
-            verbs.mkdir(parents=True, exist_ok=True)
             if uverbs < 0:
-                uverbs = len(list(verbs.iterdir()))
-            self._write(ib.parent.parent / "infiniband_verbs" / f"uverbs{uverbs}" / "ibdev",
-                        name)
-            os.symlink(_rel(verbs, ib.parent.parent / "infiniband_verbs" / f"uverbs{uverbs}"),
-                       verbs / f"uverbs{uverbs}")
+                verbs = self.sys / "class/infiniband_verbs"
+                uverbs = len(list(verbs.iterdir())) if verbs.is_dir() else 0
+            records.append(layout.device(f"{base}/infiniband_verbs/uverbs{uverbs}",
+                                         "infiniband_verbs", attrs=[("ibdev", _v(name))]))
         if netdev is not None and parent is not None:
-            self.netdev(netdev, parent)
-            if ports and ports[0][1] == "Ethernet":
-                self._write(ib / "ports/1/gid_attrs/ndevs/0", netdev)
-        return ib
+            records.append(self._netdev(netdev, parent))
+        self._write(records, entries)
+        return self.sys / ib_path[1:]
+
+    def _netdev(self, ifname: str, parent: Optional[str]) -> Record:
+        return layout.device(f"/devices/{parent if parent is not None else 'virtual'}"
+                             f"/net/{ifname}", "net",
+                             attrs=[("ifindex", _v(2)), ("operstate", _v("up"))])
 
     def netdev(self, ifname: str, parent: Optional[str]) -> Path:
-        base = self.sys / "devices" / (parent if parent is not None else "virtual") / "net"
-        nd = base / ifname
-        nd.mkdir(parents=True, exist_ok=True)
-        self._write(nd / "ifindex", 2)
-        self._write(nd / "operstate", "up")
-        link = self.sys / "class/net" / ifname
-        if not link.is_symlink():
-            os.symlink(_rel(link.parent, nd), link)
-        return nd
+        rec = self._netdev(ifname, parent)
+        self._write([rec])
+        return self.sys / rec.path[1:]
+
+
+def _plus(rec: Record, attr: Attribute) -> Record:
+    return Record(rec.path, rec.properties, (*rec.attributes, attr), rec.node,
+                  rec.node_contents, rec.links)
+
+
+def _as_entries(rec: Record) -> list[TreeEntry]:
+    """A record's files and links as plain tree entries (a device no bus lists)."""
+    base = "sys" + rec.path
+    out = [TreeEntry(f"{base}/{a.name}", a.value, a.link) for a in rec.attributes]
+    uevent = "".join(f"{k}={v}\n" for k, v in rec.properties if k != "SUBSYSTEM")
+    return [*out, TreeEntry(f"{base}/uevent", uevent.encode())]
 
 
 def oci_a100(t: PciTree, *, filler: bool = False, vfs: int = 0) -> PciTree:

@@ -322,15 +322,13 @@ def _no_provider(root: Path) -> Seen:
     fixture("usnic")(root)
     trees.build(
         root,
-        {
-            **rxe("uverbs5", "siw0"),
-            **trees.rdma_dev(
-                "uverbs6",
-                "rdmap0s6",
-                pci="0000:00:06.0",
-                modalias="pci:v00001D0Fd0000EFA3sv00001D0Fsd0000EFA3bc02sc00i00\n",
-            ),
-        },
+        rxe("uverbs5", "siw0")
+        + trees.rdma_dev(
+            "uverbs6",
+            "rdmap0s6",
+            pci="0000:00:06.0",
+            modalias="pci:v00001D0Fd0000EFA3sv00001D0Fsd0000EFA3bc02sc00i00\n",
+        ),
     )
     return run(root)
 

@@ -71,7 +71,7 @@ def test_only_some_providers_enabled(otmp: Path) -> None:
 
 @pytest.mark.parametrize("abi", ["7\n", "2\n", None])
 def test_kernel_abi(otmp: Path, abi: Optional[str]) -> None:
-    extra: trees.Tree = {} if abi is None else {"sys/class/infiniband_verbs/abi_version": abi}
+    extra: trees.Extra = {} if abi is None else {"sys/class/infiniband_verbs/abi_version": abi}
     check(
         otmp,
         lambda root: trees.build(

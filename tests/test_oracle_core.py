@@ -357,9 +357,8 @@ def test_duplicate_ibdev(otmp: Path) -> None:
     ],
 )
 def test_class_abi(otmp: Path, value: Optional[str]) -> None:
-    tree = host(rxe_dev("uverbs0", "rxe0"), class_abi=False)
-    if value is not None:
-        tree["sys/class/infiniband_verbs/abi_version"] = value
+    extra = {} if value is None else {"sys/class/infiniband_verbs/abi_version": value}
+    tree = host(rxe_dev("uverbs0", "rxe0"), class_abi=False, extra=extra)
     check(otmp, tree, steps=[{"op": "list"}, {"op": "list"}, {"op": "list"}])
 
 
@@ -377,12 +376,12 @@ def test_add_remove_touch_between_calls(otmp: Path) -> None:
     )
     more = host(rxe_dev("uverbs3", "rxe_d"), rxe_dev("uverbs4", "rxe_e"), class_abi=False)
     later: list[dict[str, Any]] = []
-    for rel, entry in more.items():
+    for rel, entry in trees.paths(more).items():
         if isinstance(entry, Link):
             later.append({"op": "symlink", "path": rel, "target": entry.target})
     steps = [{"op": "list"}, {"op": "list"}]
     # add two devices: create their directories and files, then the class links
-    for rel, entry in more.items():
+    for rel, entry in trees.paths(more).items():
         if isinstance(entry, (str, bytes)):
             data = entry.encode() if isinstance(entry, str) else entry
             parent = str(Path(rel).parent)

@@ -63,7 +63,7 @@ def rxe_host(spec: Mapping[int, tuple[str, Optional[int], bool]], **kw: Any) -> 
 
 def make_build(
     spec: Mapping[int, tuple[str, Optional[int], bool]],
-    extra: Optional[trees.Tree] = None,
+    extra: Optional[trees.Extra | trees.Tree] = None,
     class_abi: bool = True,
 ) -> Any:
     def build(root: Path) -> None:
@@ -185,7 +185,7 @@ def test_later_insertions_go_before_equal_guids(otmp: Path) -> None:
 
     steps: list[dict[str, Any]] = [{"op": "rdma_get"}]
     for n in hidden:
-        link = trees.rxe_dev(n, spec[int(n[-1])][0])[f"sys/class/infiniband_verbs/{n}"]
+        link = trees.paths(trees.rxe_dev(n, spec[int(n[-1])][0]))[f"sys/class/infiniband_verbs/{n}"]
         assert isinstance(link, trees.Link)
         steps.append(
             {"op": "symlink", "path": f"sys/class/infiniband_verbs/{n}", "target": link.target}
@@ -258,7 +258,7 @@ def test_everything_vanishes_then_comes_back(otmp: Path) -> None:
     ids=lambda v: json.dumps(v) if isinstance(v, dict) else str(v),
 )
 def test_rdma_cm_abi(otmp: Path, files: dict[str, str], expect: Any) -> None:
-    extra: trees.Tree = {}
+    extra: trees.Extra = {}
     if "misc" in files:
         extra["sys/class/misc/rdma_cm/abi_version"] = files["misc"]
     if "ucma" in files:
@@ -274,7 +274,7 @@ def test_rdma_cm_abi(otmp: Path, files: dict[str, str], expect: Any) -> None:
 
 def test_abi_minus_one_is_read_again(otmp: Path) -> None:
     """An ABI that parses to -1 is 'not checked yet': the next call reads again."""
-    extra: trees.Tree = {"sys/class/misc/rdma_cm/abi_version": "-1\n"}
+    extra: trees.Extra = {"sys/class/misc/rdma_cm/abi_version": "-1\n"}
     res = run_both(
         otmp,
         make_build({0: ("rxe_a", 1, True)}, extra),
@@ -288,7 +288,7 @@ def test_abi_minus_one_is_read_again(otmp: Path) -> None:
 
 
 def test_rejected_abi_is_cached(otmp: Path) -> None:
-    extra: trees.Tree = {"sys/class/misc/rdma_cm/abi_version": "5\n"}
+    extra: trees.Extra = {"sys/class/misc/rdma_cm/abi_version": "5\n"}
     res = run_both(
         otmp,
         make_build({0: ("rxe_a", 1, True)}, extra),
@@ -317,7 +317,7 @@ def test_missing_class_is_enodev_not_enosys(otmp: Path) -> None:
 
 def test_libibverbs_fatal_then_ok(otmp: Path) -> None:
     """Class ABI 7: libibverbs fails once (Fatal, ENODEV here), then passes."""
-    extra: trees.Tree = {"sys/class/infiniband_verbs/abi_version": "7\n"}
+    extra: trees.Extra = {"sys/class/infiniband_verbs/abi_version": "7\n"}
     res = run_both(
         otmp, make_build({0: ("rxe_a", 1, True)}, extra), [{"op": "rdma_get"}, {"op": "rdma_get"}]
     )

@@ -240,6 +240,59 @@ def test_materialize_accepts_every_kind_of_source(tmp_path: Path) -> None:
         testing.materialize("no-such-fixture", tmp_path / "bad")
 
 
+def test_tree_entries_are_written_after_the_records(tmp_path: Path) -> None:
+    """TreeEntry: the paths of a broken host that no device record holds, written by
+    the same writer (and with its checks) after the records."""
+    import doctest
+
+    from sysverbs.recording import TreeEntry
+    from sysverbs.testing import host as host_module
+    from sysverbs.testing import umockdev
+
+    assert doctest.testmod(host_module).failed == 0
+    assert doctest.testmod(umockdev).failed == 0
+    host = testing.materialize(HostBuilder().rxe(), tmp_path / "h", entries=[
+        TreeEntry("sys/class/infiniband_verbs/abi_version", b"7"),  # replaces the file
+        TreeEntry("sys/class/infiniband_verbs/uverbs9", directory=True),
+        TreeEntry("sys/class/infiniband_verbs/uverbs9/ibdev", b"rxe_ghost"),
+        TreeEntry("sys/class/infiniband_verbs/dangling", link="../../devices/nowhere"),
+        TreeEntry("sys/class/infiniband_verbs", directory=True),  # kept as it is
+        TreeEntry("dev/infiniband/uverbs9", b""),
+        TreeEntry("proc/driver/x", b"y\n"),
+        TreeEntry("sys/class/infiniband/rxe0/secret", b"x", mode=0),
+    ])
+    verbs = host.sysfs / "class/infiniband_verbs"
+    assert (verbs / "abi_version").read_bytes() == b"7"
+    assert (verbs / "uverbs9").is_dir() and not (verbs / "uverbs9").is_symlink()
+    assert (verbs / "uverbs9/ibdev").read_bytes() == b"rxe_ghost"
+    assert os.readlink(verbs / "dangling") == "../../devices/nowhere"
+    assert (verbs / "uverbs0").is_symlink() and (host.dev / "uverbs9").is_file()
+    assert (host.proc / "driver/x").read_bytes() == b"y\n"
+    assert stat.S_IMODE(os.stat(host.sysfs / "class/infiniband/rxe0/secret").st_mode) == 0
+    assert [TreeEntry("a", link="b").kind, TreeEntry("a").kind] == ["link", "file"]
+    for bad in ("/sys/x", "sys/../x", "etc/passwd", "sys//x", "sys",
+                "sys/class/infiniband_verbs/uverbs0/../../../../../../x"):
+        with pytest.raises(ValueError, match="entry"):
+            testing.materialize(Recording(()), tmp_path / "bad", entries=[TreeEntry(bad)])
+    (tmp_path / "out").mkdir()
+    os.symlink(tmp_path / "out", tmp_path / "h/sys/escape")
+    with pytest.raises(ValueError, match="outside"):
+        testing.materialize(Recording(()), tmp_path / "h",
+                            entries=[TreeEntry("sys/escape/x", b"")])
+    with pytest.raises(ValueError, match="exists"):
+        testing.materialize(Recording(()), tmp_path / "h",
+                            entries=[TreeEntry("sys/class/infiniband_verbs/uverbs0", link="x")])
+    with pytest.raises(ValueError, match="no mode"):
+        testing.materialize(Recording(()), tmp_path / "h",
+                            entries=[TreeEntry("sys/l", link="/etc/passwd", mode=0)])
+    os.symlink(tmp_path / "out", tmp_path / "h/sys/class/out")
+    with pytest.raises(ValueError, match="outside"):  # a kept "directory" that is a link
+        testing.materialize(Recording(()), tmp_path / "h",
+                            entries=[TreeEntry("sys/class/out", directory=True, mode=0)])
+    assert not list((tmp_path / "out").iterdir())
+    assert stat.S_IMODE(os.stat(tmp_path / "out").st_mode) != 0
+
+
 # ------------------------------------------------------------------ record_host
 
 

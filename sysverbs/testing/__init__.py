@@ -12,7 +12,8 @@ a file to keep next to your tests.
   choice;
 * :func:`load_fixture`, :func:`fixture_names`: the bundled realistic hosts;
 * :func:`materialize`: any of those (or a recording file) into a directory, giving a
-  :class:`FakeHost` whose :meth:`FakeHost.get_device_list` lists it;
+  :class:`FakeHost` whose :meth:`FakeHost.get_device_list` lists it, with any
+  :class:`TreeEntry` (a path no device record holds: a broken host) written after;
 * :func:`record_host`: a live host (or any sysfs tree) into the same format,
   bounded in size and never following a link out of sysfs;
 * ``sysverbs.testing.plugin``: the same as pytest fixtures (``rdma_host``,
@@ -36,6 +37,7 @@ from .host import (
     materialize,
 )
 from .recorder import Limits, record_host
+from .umockdev import TreeEntry
 
 __all__ = [
     "HostBuilder",
@@ -51,6 +53,7 @@ __all__ = [
     "fixture_path",
     "load_fixture",
     "materialize",
+    "TreeEntry",
     "as_recording",
     "Source",
     "record_host",

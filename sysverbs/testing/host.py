@@ -4,14 +4,14 @@ directory and returns a :class:`FakeHost`; the bundled fixture hosts by name."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
 from ..errors import UnknownFixtureError
 from . import umockdev as recording
-from .umockdev import Recording
+from .umockdev import Recording, TreeEntry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -97,18 +97,30 @@ def as_recording(source: Source) -> Recording:
     return recording.load(text)
 
 
-def materialize(source: Source, root: Union[str, os.PathLike[str]]) -> FakeHost:
+def materialize(source: Source, root: Union[str, os.PathLike[str]], *,
+                entries: Iterable[TreeEntry] = ()) -> FakeHost:
     """Write a host below ``root`` and return its paths: a :class:`HostBuilder`, a
     :class:`Recording`, the name of a bundled fixture or the path of a recording file.
 
     ``root`` is created if needed; it may already hold another materialized recording
     (like loading several files into one umockdev testbed), but a device, link or node
     that exists already is an error.  ``root/sys``, ``root/sys/class`` and
-    ``root/dev/infiniband`` always exist afterwards.  See :mod:`sysverbs.recording` for
-    what is written.
+    ``root/dev/infiniband`` always exist afterwards.  ``entries``: paths that no
+    device record holds (:class:`~sysverbs.recording.TreeEntry`: a broken or partial
+    host), written after the records.  See :mod:`sysverbs.recording` for what is
+    written.
+
+    >>> import tempfile
+    >>> from sysverbs.recording import TreeEntry
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     host = materialize(Recording(()), tmp, entries=[
+    ...         TreeEntry("sys/class/infiniband_verbs/abi_version", b"6"),
+    ...         TreeEntry("sys/class/infiniband_verbs/uverbs0", link="../../devices/gone")])
+    ...     sorted(p.name for p in (host.sysfs / "class/infiniband_verbs").iterdir())
+    ['abi_version', 'uverbs0']
     """
     rec = as_recording(source)
-    nodes = recording.write_tree(rec, root)
+    nodes = recording.write_tree(rec, root, entries)
     path = Path(root)
     return FakeHost(path, path / "sys", path / "dev" / "infiniband", nodes, rec)
 

@@ -112,6 +112,11 @@ differences listed below):
   ``N:`` content); umockdev makes a pty instead.  ``S:`` links become relative
   symlinks to the node.
 
+Then the :class:`TreeEntry` objects given to :func:`materialize` (``entries=``), in
+order: the paths of a broken or partial host that no device record holds, which no
+recording can carry (a class file without a loopback record to hang it on, a class
+entry that is a directory, a dangling link, an unreadable file).
+
 Safety: ``..``, ``.`` or empty components in ``P:``, ``N:`` and ``S:`` are rejected, and
 so are absolute ``N:``/``S:`` names; an attribute name may contain ``..`` (see above)
 but must not be absolute (umockdev would quietly make both relative), and every
@@ -126,6 +131,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -137,6 +143,7 @@ __all__ = [
     "Attribute",
     "Record",
     "Recording",
+    "TreeEntry",
     "class_file",
     "dumps",
     "escape",
@@ -658,22 +665,41 @@ class _Tree:
         if path != self.real_root and not path.startswith(self.real_root + "/"):
             raise _err(lineno, f"{path} is outside {self.root}")
         cur = self.real_root
+        real: str | None = self.real_root  # cur's real path, while no link was passed
         for part in path[len(self.real_root):].split("/"):
             if part in ("", "."):
                 continue
             cur = cur + "/" + part
             if part == "..":
-                if not self._inside(os.path.realpath(cur), self.real_root):
+                real = os.path.realpath(cur)
+                if not self._inside(real, self.real_root):
                     raise _err(lineno, f"{path} climbs out of {self.root}")
                 continue
-            if cur in self._real_dirs or os.path.isdir(cur):
+            known = self._real_dirs.get(cur)
+            if known is not None:
+                real = known
+                continue
+            try:
+                mode: int | None = os.lstat(cur).st_mode
+            except OSError:
+                mode = None
+            if mode is not None and stat.S_ISDIR(mode):
+                # An existing directory (no link): its real path is known from its
+                # parent's, which saves _check() a realpath() per directory.
+                if real is not None:
+                    real = real + "/" + part
+                    self._real_dirs[cur] = real
+                continue
+            if mode is not None and stat.S_ISLNK(mode) and os.path.isdir(cur):
+                real = None
                 continue
             real_parent = self._check(cur, area, lineno)
-            if os.path.lexists(cur):
+            if mode is not None:
                 raise _err(lineno, f"cannot create directory {cur}: something else is there")
             made = os.path.join(real_parent, part)
             os.mkdir(made)
             self._real_dirs[cur] = made
+            real = made
 
     def write(self, path: str, data: bytes, area: str, lineno: int) -> None:
         """Replace ``path`` with a regular file holding ``data``."""
@@ -682,9 +708,13 @@ class _Tree:
             raise _err(lineno, f"invalid file name {path!r}")
         real_dir = self._check(path, area, lineno)
         target = os.path.join(real_dir, base)
-        if os.path.isdir(target) and not os.path.islink(target):
+        try:
+            mode: int | None = os.lstat(target).st_mode
+        except OSError:
+            mode = None
+        if mode is not None and stat.S_ISDIR(mode):
             raise _err(lineno, f"cannot write {path}: it is a directory")
-        if os.path.lexists(target):
+        if mode is not None:
             os.unlink(target)
             self._real_dirs.clear()  # it may have been a link some entry went through
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -737,9 +767,43 @@ def _uevent(rec: Record) -> bytes:
 Source = Union[str, "os.PathLike[str]", Recording]
 
 
-def write_tree(recording: Recording, root: str | os.PathLike[str]) -> tuple[str, ...]:
-    """Write the host described by ``recording`` below ``root``; the names of the
-    device nodes created below ``root/dev/infiniband``, in file order.
+@dataclass(frozen=True)
+class TreeEntry:
+    """One path of a fake host that no device record holds, for hosts the kernel
+    would never show: a class file with no device to carry it, a class entry that is
+    a plain directory, a dangling or looping link, a file without a newline, an
+    unreadable file.
+
+    ``path`` is relative to the root and starts with ``sys/``, ``dev/`` or ``proc/``
+    (``sys/class/infiniband_verbs/abi_version``); names that are not UTF-8 are
+    ``str`` with surrogate escapes (``os.fsdecode``).  The entry is a regular file
+    holding ``value``, a symlink to ``link`` (verbatim, it need not exist) or, with
+    ``directory``, a directory.  ``mode`` (not for a link): a ``chmod`` once the
+    whole tree is written.  Missing parent directories are created; a file replaces a file, a
+    directory keeps one that exists, a link where something exists is an error.
+
+    >>> TreeEntry("sys/class/infiniband_verbs/uverbs9", directory=True).kind
+    'dir'
+    """
+
+    path: str
+    value: bytes = b""
+    link: str | None = None
+    directory: bool = False
+    mode: int | None = None
+
+    @property
+    def kind(self) -> str:
+        """``"file"``, ``"link"`` or ``"dir"``."""
+        if self.link is not None:
+            return "link"
+        return "dir" if self.directory else "file"
+
+
+def write_tree(recording: Recording, root: str | os.PathLike[str],
+               entries: Iterable[TreeEntry] = ()) -> tuple[str, ...]:
+    """Write the host described by ``recording`` below ``root``, then ``entries``; the
+    names of the device nodes created below ``root/dev/infiniband``, in file order.
 
     :func:`sysverbs.testing.materialize` is the public form.  ``root`` is created
     if needed; it may already hold another materialized recording (like loading
@@ -756,7 +820,48 @@ def write_tree(recording: Recording, root: str | os.PathLike[str]) -> tuple[str,
     nodes: list[str] = []
     for rec in recording:
         nodes.extend(_materialize_record(tree, rec, ib_dir))
+    modes: list[tuple[str, int]] = []
+    for entry in entries:
+        path = _write_entry(tree, entry)
+        if entry.mode is not None:
+            modes.append((path, entry.mode))
+    for path, mode in modes:
+        os.chmod(path, mode)
     return tuple(nodes)
+
+
+def _write_entry(tree: _Tree, entry: TreeEntry) -> str:
+    """Write one :class:`TreeEntry`; the real path written."""
+    where = f"entry {entry.path!r}"
+    parts = entry.path.split("/")
+    if entry.path.startswith("/") or any(p in ("", ".", "..") for p in parts) or len(parts) < 2:
+        raise RecordingError(f"invalid {where}: a relative path without '.', '..' or "
+                             f"empty components")
+    areas = {"sys": tree.sys, "dev": tree.dev, "proc": tree.proc}
+    area = areas.get(parts[0])
+    if area is None:
+        raise RecordingError(f"invalid {where}: must start with sys/, dev/ or proc/")
+    try:
+        if not os.path.isdir(area):
+            if os.path.lexists(area):
+                raise RecordingError(f"cannot create {area}: something else is there")
+            os.mkdir(area)
+        path = os.path.join(area, *parts[1:])
+        tree.mkdirs(os.path.dirname(path), area, 0)
+        if entry.link is not None:
+            if entry.mode is not None:
+                raise RecordingError("a link has no mode of its own")
+            tree.symlink(path, entry.link, area, 0)
+        elif entry.directory:
+            tree.mkdirs(path, area, 0)
+        else:
+            tree.write(path, entry.value, area, 0)
+        real = os.path.realpath(path)
+        if entry.mode is not None and not tree.inside(real, area):
+            raise RecordingError(f"{path} lies outside {area}")
+    except RecordingError as exc:
+        raise RecordingError(f"{where}: {str(exc).removeprefix('line 0: ')}") from None
+    return real
 
 
 def _materialize_record(tree: _Tree, rec: Record, ib_dir: str) -> list[str]:

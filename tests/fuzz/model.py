@@ -22,6 +22,12 @@ source (:meth:`Case.source`) and pasted into :mod:`tests.fuzz.regressions`:
   (``setpriv --ruid=65534``: real uid differs from the effective one);
   ``memlock``: ``RLIMIT_MEMLOCK`` in bytes.
 
+:func:`build_tree` is not :func:`sysverbs.testing.materialize`: a case's tree is a
+hostile file tree, not a host, and holds what that writer refuses by design (names
+with ``/`` and ``..`` pasted into paths and written through whatever they resolve to,
+FIFOs, char devices, ``sys`` moved below padding directories, a config directory,
+entries that cannot exist and are left out).
+
 Every timestamp in a built tree is fixed (see :func:`normalize_mtimes`), so a
 device's identity across calls (its IB directory's mtime, to the nanosecond)
 does not depend on when the copy was built.
