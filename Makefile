@@ -41,7 +41,11 @@ VENV_PYPY := .venv-pypy
 # - the umockdev testbed test of the monitor (its child drives the testbed through
 #   PyGObject, python3-gi, which Debian builds for CPython only).
 # Left out by selection, not by skipping: under CI=true a skip is a failure.
-PYPY_TESTS := --ignore=tests/kernel --ignore=tests/test_bench.py --ignore=tests/test_layout.py \
+# --assert=plain: Debian 12's PyPy 7.3.11 has an incremental-GC bug (fixed in 7.3.16)
+# that now and then crashes it with a segfault while pytest rewrites the test modules'
+# assertions (pytest-dev/pytest#11168, pypy/pypy#3959); it did so once here.  The
+# CPython run beside it reports the same assertions in full.
+PYPY_TESTS := --assert=plain --ignore=tests/kernel --ignore=tests/test_bench.py --ignore=tests/test_layout.py \
   --ignore=tests/test_self_contained.py \
   --ignore=tests/test_fuzz_differential.py --ignore=tests/test_fuzz_unprivileged.py \
   --ignore=tests/test_oracle_cli.py --ignore=tests/test_oracle_core.py \
