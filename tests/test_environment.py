@@ -410,13 +410,13 @@ def test_benchmark_runs() -> None:
 
 
 @pytest.mark.parametrize("fixture", ["gpu-dgx-a100", "gpu-hgx-h100", "gpu-pcie-2socket"])
-def test_without_nics_placement_chooses(tmp_path: Path, fixture: str) -> None:
+def test_without_nics_placement_chooses(ftmp: Path, fixture: str) -> None:
     """Without NICs, a rank on a GPU host gets the NICs placement assigns to its GPU,
     with ports and '=' (and the reason names the rank's GPU)."""
     from sysverbs import recording
     from sysverbs.placement import assign_rank, read_host
 
-    host = recording.materialize(recording.fixture_path(fixture), tmp_path)
+    host = recording.materialize(recording.fixture_path(fixture), ftmp)
     roots = {"sysfs_path": str(host.sysfs), "dev_dir": str(host.dev)}
     placed = read_host(proc_path=str(host.proc), **roots)
     for rank in range(len(placed.gpus)):
