@@ -22,9 +22,9 @@ across CPUs (NCCL has no ``NODE``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ._names import is_host_bridge
+from ._record import FrozenRecord, init
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,8 +39,7 @@ SMI_ORDER = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
 NCCL_ORDER = ("LOC", "PIX", "PXB", "PHB", "SYS")
 
 
-@dataclass(frozen=True)
-class Distance:
+class Distance(FrozenRecord):
     """How far apart two PCI functions are.
 
     ``smi``: nvidia-smi's class (None: undecidable, ``reason`` says why); ``nccl``:
@@ -48,10 +47,15 @@ class Distance:
     counts one; across host bridges both chains plus two), None when unknown.
     """
 
+    __slots__ = _fields = ("smi", "nccl", "hops", "reason")
     smi: Optional[str]
     nccl: Optional[str]
     hops: Optional[int]
     reason: str
+
+    def __init__(self, smi: Optional[str], nccl: Optional[str], hops: Optional[int],
+                 reason: str) -> None:
+        init(self, smi, nccl, hops, reason)
 
     @property
     def rank(self) -> tuple[int, int]:

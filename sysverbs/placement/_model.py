@@ -11,12 +11,12 @@ from __future__ import annotations
 import errno
 import os
 import re
-from dataclasses import dataclass, field
 
 from .._core.options import path_arg
 from .._core.sysfs_read import read_sysfs_file
 from .._text import parse_cpulist, rate_fields
 from ._names import bdf_key, is_bdf, is_host_bridge, name_kind, natural_key
+from ._record import FrozenRecord, init
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -266,12 +266,12 @@ def _read_ids(path: bytes, fs: _Root) -> dict[str, object]:
     return ids
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(FrozenRecord):
     """A GPU found by PCI vendor and class (no driver library).  ``index``: its position
     in PCI bus order (``CUDA_DEVICE_ORDER=PCI_BUS_ID``); ``uuid`` and ``minor`` from
     ``<proc>/driver/nvidia/gpus/<bdf>/information`` when that exists."""
 
+    __slots__ = _fields = ("index", "address", "vendor", "pci", "uuid", "minor", "model")
     index: int
     address: str
     vendor: str  # "nvidia" | "amd"
@@ -280,16 +280,20 @@ class Gpu:
     minor: Optional[int]
     model: Optional[str]
 
+    def __init__(self, index: int, address: str, vendor: str, pci: PciDevice,
+                 uuid: Optional[str], minor: Optional[int], model: Optional[str]) -> None:
+        init(self, index, address, vendor, pci, uuid, minor, model)
+
     @property
     def name(self) -> str:
         return f"GPU{self.index}"
 
 
-@dataclass(frozen=True)
-class Port:
+class Port(FrozenRecord):
     """One port of an RDMA device: ``state`` (``"ACTIVE"``...), ``link_layer``
     (``"InfiniBand"``/``"Ethernet"``), ``rate_gbps``, the netdevs found for it."""
 
+    __slots__ = _fields = ("port", "state", "link_layer", "rate_gbps", "rate", "netdevs")
     port: int
     state: Optional[str]
     link_layer: Optional[str]
@@ -297,9 +301,13 @@ class Port:
     rate: Optional[str]
     netdevs: tuple[str, ...]
 
+    def __init__(self, port: int, state: Optional[str], link_layer: Optional[str],
+                 rate_gbps: Optional[float], rate: Optional[str], netdevs: tuple[str, ...]
+                 ) -> None:
+        init(self, port, state, link_layer, rate_gbps, rate, netdevs)
 
-@dataclass(frozen=True)
-class Nic:
+
+class Nic(FrozenRecord):
     """An RDMA device (``class/infiniband/<name>``) and where it sits.
 
     ``kind``: ``"pf"``, ``"vf"`` (SR-IOV, ``physfn``), ``"sf"`` (a sub-function on the
@@ -309,6 +317,8 @@ class Nic:
     the reason in ``placement``).  ``bond_slave``: a netdev of it is enslaved to a bond.
     """
 
+    __slots__ = _fields = ("name", "address", "kind", "placement", "parent", "ports",
+                           "bond_slave", "node_guid", "uverbs")
     name: str
     address: Optional[str]
     kind: str
@@ -317,7 +327,13 @@ class Nic:
     ports: tuple[Port, ...]
     bond_slave: bool
     node_guid: Optional[str]
-    uverbs: Optional[int] = None  # N of its uverbsN char device (registration order)
+    uverbs: Optional[int]  # N of its uverbsN char device (registration order)
+
+    def __init__(self, name: str, address: Optional[str], kind: str, placement: str,
+                 parent: Optional[str], ports: tuple[Port, ...], bond_slave: bool,
+                 node_guid: Optional[str], uverbs: Optional[int] = None) -> None:
+        init(self, name, address, kind, placement, parent, ports, bond_slave, node_guid,
+             uverbs)
 
     @property
     def netdevs(self) -> tuple[str, ...]:
@@ -327,10 +343,12 @@ class Nic:
         return tuple(out)
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(FrozenRecord):
     """What :func:`read_host` found (see ``docs/placement.md``)."""
 
+    _fields = ("sysfs_path", "proc_path", "dev_dir", "pci", "host_bridges", "numa_nodes",
+               "gpus", "nics", "problems")
+    __slots__ = (*_fields, "_cache")
     sysfs_path: str
     proc_path: str
     dev_dir: str
@@ -339,8 +357,16 @@ class Host:
     numa_nodes: Mapping[int, frozenset[int]]
     gpus: tuple[Gpu, ...]
     nics: tuple[Nic, ...]
-    problems: tuple[str, ...] = field(default=())
-    _cache: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
+    problems: tuple[str, ...]
+    _cache: dict[object, object]  # what the distances computed (not compared, not shown)
+
+    def __init__(self, sysfs_path: str, proc_path: str, dev_dir: str,
+                 pci: Mapping[str, PciDevice], host_bridges: tuple[str, ...],
+                 numa_nodes: Mapping[int, frozenset[int]], gpus: tuple[Gpu, ...],
+                 nics: tuple[Nic, ...], problems: tuple[str, ...] = ()) -> None:
+        init(self, sysfs_path, proc_path, dev_dir, pci, host_bridges, numa_nodes, gpus, nics,
+             problems)
+        object.__setattr__(self, "_cache", {})
 
     def gpu(self, key: Union[int, str]) -> Optional[Gpu]:
         """A GPU by index, BDF, ``GPU<n>`` or UUID (``GPU-`` prefix, as CUDA accepts)."""
