@@ -51,6 +51,39 @@ def test_help_for_every_command() -> None:
     assert sv("bogus").returncode == 2
 
 
+def _parse(parser: Any, argv: list[str]) -> tuple[object, str, str]:
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            args = vars(parser.parse_args(argv))
+            args.pop("func", None)  # a closure made per parser
+            result: object = args
+        except SystemExit as e:
+            result = e.code
+        except Exception as e:  # noqa: BLE001 (devinfo's usage exit, -i <= 0)
+            result = type(e).__name__
+    return result, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["topo", "--help"], ["nccl", "check", "--help"], ["nccl"], ["env", "-h"],
+    ["devinfo", "-i", "x"], ["doctor", "--bogus"], ["watch", "--count", "x"],
+    ["topo", "--legend", "x"], ["devices", "--json", "--sysfs-path", "/x"],
+    ["snapshot", "-o", "f", "extra"], ["netdev", "--help"], ["devinfo", "--help"],
+], ids=" ".join)
+def test_the_parser_of_one_command_is_the_whole_parsers(argv: list[str]) -> None:
+    """``main`` builds only the parser of the command a command line names: its help,
+    errors, exit status and parsed arguments are those of the whole parser."""
+    from sysverbs import cli
+
+    whole = _parse(cli._parser(), argv)
+    assert whole == _parse(cli._parser(argv[0] if argv[0] in cli.COMMANDS else None), argv)
+    assert set(cli.COMMANDS) == set(cli._parser()._subparsers._group_actions[0].choices)
+
+
 def test_source_choices_come_from_the_registry() -> None:
     h = sv("devices", "--help").stdout
     assert "{" + ",".join(sources.names()) + "}" in h
