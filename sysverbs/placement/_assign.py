@@ -11,7 +11,7 @@ import re
 
 from ..errors import UsageError
 from ._distance import Distance, smi_rank
-from ._model import Gpu, Host, Nic, Port, smi_hops
+from ._model import Gpu, Host, Nic, Port, endpoints, smi_between
 from ._names import bdf_key, natural_key
 from ._record import FrozenRecord, init
 
@@ -239,9 +239,10 @@ def assign(
     # Every pair is ranked by its nvidia-smi class and hops; the full distance (with
     # NCCL's path type) is computed only for the pairs chosen.
     rank: dict[tuple[str, int], tuple[int, int]] = {}
-    for g in gpu_list:
-        for i, c in enumerate(keep):
-            smi, hops, _, _ = smi_hops(host, g, c.nic)
+    nic_ends = endpoints(host, [c.nic for c in keep])
+    for g, gpu_end in zip(gpu_list, endpoints(host, gpu_list)):
+        for i, nic_end in enumerate(nic_ends):
+            smi, hops, _, _ = smi_between(host, gpu_end, nic_end)
             rank[g.address, i] = smi_rank(smi, hops)
     full: dict[tuple[str, int], Distance] = {}
 

@@ -84,8 +84,9 @@ def _node_of(dev: PciDevice, nodes: Mapping[int, frozenset[int]]) -> Optional[in
 
 def _same_numa(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
                ) -> tuple[Optional[bool], str]:
-    if a.numa_node is not None and b.numa_node is not None:
-        return a.numa_node == b.numa_node, f"NUMA node {a.numa_node} and {b.numa_node}"
+    na, nb = a.numa_node, b.numa_node
+    if na is not None and nb is not None:
+        return na == nb, f"NUMA node {na} and {nb}"
     if len(nodes) <= 1:
         return True, "one NUMA node on this host"
     na, nb = _node_of(a, nodes), _node_of(b, nodes)
