@@ -84,6 +84,28 @@ def test_the_parser_of_one_command_is_the_whole_parsers(argv: list[str]) -> None
     assert set(cli.COMMANDS) == set(cli._parser()._subparsers._group_actions[0].choices)
 
 
+@pytest.mark.parametrize("columns", [None, "40", "200", "0", "-3", "wide"])
+def test_the_help_width_is_argparses(columns: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parser's formatters get argparse's own default width (shutil's terminal size
+    less 2), computed without importing shutil; ``sysverbs topo`` imports no shutil."""
+    import argparse
+
+    from sysverbs import cli
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert cli.help_width() == argparse.HelpFormatter("sysverbs")._width
+    formatter = cli._parser("topo")._subparsers._group_actions[0].choices["topo"]._get_formatter()
+    assert formatter._width == cli.help_width()
+    code = ("import sys; before = set(sys.modules); import sysverbs.cli as c; "
+            "c._parser('topo'); print('shutil' in set(sys.modules) - before)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.stdout.strip() == "False"
+
+
 def test_source_choices_come_from_the_registry() -> None:
     h = sv("devices", "--help").stdout
     assert "{" + ",".join(sources.names()) + "}" in h

@@ -236,6 +236,33 @@ Try: sysverbs devices --fixture dgx-demo     (a bundled demo host)
 Docs: docs/cli.md; JSON schemas there (--json on every listing command)."""
 
 
+def help_width() -> int:
+    """The width argparse's help formatter takes by default (``shutil.get_terminal_size()``
+    columns less 2: ``$COLUMNS``, else the terminal's, else 80), without importing
+    :mod:`shutil` (with its archive modules: a tenth of ``sysverbs topo``'s time)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stdout = sys.__stdout__
+        try:
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout else 0
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+        columns = columns or 80
+    return columns - 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose formatters get :func:`help_width` (argparse makes one at
+    every ``add_argument``, to check the metavar, and its own default imports shutil).
+    Subparsers are of the parser's class."""
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return self.formatter_class(prog=self.prog, width=help_width())  # type: ignore[call-arg]
+
+
 #: The commands, in the order of the parser's help.
 COMMANDS = ("devices", "devinfo", "netdev", "doctor", "watch", "snapshot", "topo", "nccl",
             "env")
@@ -249,7 +276,7 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     def want(name: str) -> bool:
         return only is None or name == only
 
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     g = common.add_argument_group("where to look (defaults: this machine)")
     g.add_argument("--sysfs-path", metavar="DIR",
                    help="sysfs root (default: $SYSFS_PATH, else /sys)")
@@ -268,20 +295,20 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                    "(e.g. 44, latest; default: the installed one, else latest)")
     g.add_argument("--fixture", metavar="NAME",
                    help="use a bundled fixture host (e.g. dgx-demo) instead of this machine")
-    js = argparse.ArgumentParser(add_help=False)
+    js = _Parser(add_help=False)
     js.add_argument("--json", action="store_true",
                     help="print JSON (schema in docs/cli.md) instead of text")
     # The options that several commands share beyond the listing ones: one parent each.
-    proc = argparse.ArgumentParser(add_help=False)
+    proc = _Parser(add_help=False)
     proc.add_argument("--proc-path", metavar="DIR",
                       help="/proc root for /proc/driver/nvidia, the GPUs' UUIDs (default: the "
                       "proc beside the sysfs root: /proc for /sys, <root>/proc for a fixture)")
-    conf = argparse.ArgumentParser(add_help=False)
+    conf = _Parser(add_help=False)
     conf.add_argument("--conf-root", metavar="DIR",
                       help="alternate root for NCCL's config files (NCCL_CONF_FILE or "
                       "~/.nccl.conf, then /etc/nccl.conf); read on the live host by default")
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="sysverbs",
         description="RDMA device discovery exactly as libibverbs does it, in pure Python: "
         "rdma-core's device tools for machines and containers without rdma-core.",
