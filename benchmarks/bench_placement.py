@@ -19,7 +19,7 @@ Measured, on trees written like the kernel's sysfs (``tests/pcitree.py``):
     repository's path.  (The development venv's editable install adds a finder that
     imports ``pathlib``, ``re`` and ``importlib.util`` at every start, about 20 ms that
     a user's install has not.)  ``python -c pass`` of that same interpreter is reported
-    beside it.
+    beside it; the commands of (c) run round by round, side by side.
 
 Prints a table and the targets (``met`` / ``NOT MET``); writes every sample to
 ``benchmarks/placement-results.json`` (``--json``).  Not a timed test: nothing asserts
@@ -67,14 +67,18 @@ def timed(fn: object, samples: int) -> list[float]:
     return out
 
 
-def wall(argv: list[str], env: dict[str, str], samples: int) -> list[float]:
-    out = []
+def walls(commands: dict[str, tuple[list[str], dict[str, str]]], samples: int
+          ) -> dict[str, list[float]]:
+    """Wall time of each command (argv, env), run round by round, side by side, so that
+    a burst of load on the shared machine falls on all of them."""
+    out: dict[str, list[float]] = {name: [] for name in commands}
     for i in range(samples + 1):
-        t0 = time.perf_counter()
-        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       check=False)
-        if i:  # the first run warms the page cache
-            out.append((time.perf_counter() - t0) * 1000)
+        for name, (argv, env) in commands.items():
+            t0 = time.perf_counter()
+            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=False)
+            if i:  # the first run warms the page cache
+                out[name].append((time.perf_counter() - t0) * 1000)
     return out
 
 
@@ -155,20 +159,22 @@ def main() -> int:
         python = plain_python(base / "venv")
         results["python"] = python
         topo_args = ["topo", "--sysfs-path", str(t.sys), "--proc-path", str(t.proc)]
-        topo = wall([python, "-m", "sysverbs", *topo_args], env, args.samples)
-        results["topo_wall_ms"] = topo
-        results["topo_in_process_ms"] = in_process(python, topo_args, env, args.samples)
-        results["python_start_wall_ms"] = wall([python, "-c", "pass"], env, args.samples)
-        results["python_bare_start_wall_ms"] = wall([python, "-I", "-S", "-c", "pass"],
-                                                    env, args.samples)
-        results["devices_wall_ms"] = wall([python, "-m", "sysverbs", "devices",
-                                           "--sysfs-path", str(t.sys)], env, args.samples)
+        commands = {
+            "topo_wall_ms": ([python, "-m", "sysverbs", *topo_args], env),
+            "python_start_wall_ms": ([python, "-c", "pass"], env),
+            "python_bare_start_wall_ms": ([python, "-I", "-S", "-c", "pass"], env),
+            "devices_wall_ms": ([python, "-m", "sysverbs", "devices", "--sysfs-path",
+                                 str(t.sys)], env),
+        }
         lstopo = shutil.which("lstopo-no-graphics")
-        hw: list[float] = []
         if lstopo:
-            hw_env = dict(env, HWLOC_FSROOT=str(base / "host"))
-            hw = wall([lstopo, "--whole-io", "--of", "xml"], hw_env, args.samples)
-        results["lstopo_wall_ms"] = hw
+            commands["lstopo_wall_ms"] = ([lstopo, "--whole-io", "--of", "xml"],
+                                          dict(env, HWLOC_FSROOT=str(base / "host")))
+        results.update(walls(commands, args.samples))
+        results.setdefault("lstopo_wall_ms", [])
+        topo: list[float] = results["topo_wall_ms"]  # type: ignore[assignment]
+        hw: list[float] = results["lstopo_wall_ms"]  # type: ignore[assignment]
+        results["topo_in_process_ms"] = in_process(python, topo_args, env, args.samples)
     med = statistics.median
     ratio = med([b / a for a, b in zip(scale[256], scale[1024])])
     rows = [
