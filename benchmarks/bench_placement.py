@@ -13,7 +13,13 @@ Measured, on trees written like the kernel's sysfs (``tests/pcitree.py``):
 (c) wall time of ``python -m sysverbs topo --sysfs-path TREE`` — target <= 60 ms —
     beside ``lstopo-no-graphics --whole-io`` with ``HWLOC_FSROOT`` on the same tree
     (when hwloc is installed; hwloc needs more of the tree than placement does, so its
-    figure is for scale only).
+    figure is for scale only).  ``python`` there is an interpreter that sees the
+    package as a regular install does: a throwaway ``venv --without-pip`` of the same
+    base interpreter whose site-packages holds a plain ``.pth`` line with the
+    repository's path.  (The development venv's editable install adds a finder that
+    imports ``pathlib``, ``re`` and ``importlib.util`` at every start, about 20 ms that
+    a user's install has not.)  ``python -c pass`` of that same interpreter is reported
+    beside it; the commands of (c) run round by round, side by side.
 
 Prints a table and the targets (``met`` / ``NOT MET``); writes every sample to
 ``benchmarks/placement-results.json`` (``--json``).  Not a timed test: nothing asserts
@@ -61,18 +67,38 @@ def timed(fn: object, samples: int) -> list[float]:
     return out
 
 
-def wall(argv: list[str], env: dict[str, str], samples: int) -> list[float]:
-    out = []
+def walls(commands: dict[str, tuple[list[str], dict[str, str]]], samples: int
+          ) -> dict[str, list[float]]:
+    """Wall time of each command (argv, env), run round by round, side by side, so that
+    a burst of load on the shared machine falls on all of them."""
+    out: dict[str, list[float]] = {name: [] for name in commands}
     for i in range(samples + 1):
-        t0 = time.perf_counter()
-        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       check=False)
-        if i:  # the first run warms the page cache
-            out.append((time.perf_counter() - t0) * 1000)
+        for name, (argv, env) in commands.items():
+            t0 = time.perf_counter()
+            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=False)
+            if i:  # the first run warms the page cache
+                out[name].append((time.perf_counter() - t0) * 1000)
     return out
 
 
-def in_process(argv: list[str], env: dict[str, str], samples: int) -> list[float]:
+def plain_python(where: Path) -> str:
+    """An interpreter that imports the repository's ``sysverbs`` as a regular install
+    would: a venv of this one's base interpreter, without pip, whose site-packages has
+    a ``.pth`` file naming the repository (no editable-install finder)."""
+    import venv
+
+    venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(where)
+    python = str(where / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()"
+                              "['purelib'])"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    (Path(purelib) / "sysverbs-bench.pth").write_text(str(REPO) + "\n")
+    return python
+
+
+def in_process(python: str, argv: list[str], env: dict[str, str], samples: int
+               ) -> list[float]:
     """The part of ``python -m sysverbs ARGV`` after the interpreter's start: from
     before ``import sysverbs`` to the command's return, timed inside the child."""
     code = ("import os, sys, time\n"
@@ -83,7 +109,7 @@ def in_process(argv: list[str], env: dict[str, str], samples: int) -> list[float
             "sys.stderr.write(repr((time.perf_counter() - t0) * 1000))\n")
     out = []
     for i in range(samples + 1):
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+        r = subprocess.run([python, "-c", code], env=env, capture_output=True,
                            text=True, check=True)
         if i:
             out.append(float(r.stderr.strip().splitlines()[-1]))
@@ -127,24 +153,28 @@ def main() -> int:
         results["vf_ms"] = {str(k): v for k, v in scale.items()}
         # Bytecode cached, as an installed package has it (PYTHONDONTWRITEBYTECODE would
         # compile every module on every run): in a temporary prefix, not the repository.
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONPYCACHEPREFIX=str(base / "pyc"))
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env = dict(os.environ, PYTHONPYCACHEPREFIX=str(base / "pyc"))
+        for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYTHONHOME"):
+            env.pop(name, None)
+        python = plain_python(base / "venv")
+        results["python"] = python
         topo_args = ["topo", "--sysfs-path", str(t.sys), "--proc-path", str(t.proc)]
-        topo = wall([sys.executable, "-m", "sysverbs", *topo_args], env, args.samples)
-        results["topo_wall_ms"] = topo
-        results["topo_in_process_ms"] = in_process(topo_args, env, args.samples)
-        results["python_start_wall_ms"] = wall([sys.executable, "-c", "pass"], env,
-                                               args.samples)
-        results["python_bare_start_wall_ms"] = wall([sys.executable, "-I", "-S", "-c", "pass"],
-                                                    env, args.samples)
-        results["devices_wall_ms"] = wall([sys.executable, "-m", "sysverbs", "devices",
-                                           "--sysfs-path", str(t.sys)], env, args.samples)
+        commands = {
+            "topo_wall_ms": ([python, "-m", "sysverbs", *topo_args], env),
+            "python_start_wall_ms": ([python, "-c", "pass"], env),
+            "python_bare_start_wall_ms": ([python, "-I", "-S", "-c", "pass"], env),
+            "devices_wall_ms": ([python, "-m", "sysverbs", "devices", "--sysfs-path",
+                                 str(t.sys)], env),
+        }
         lstopo = shutil.which("lstopo-no-graphics")
-        hw: list[float] = []
         if lstopo:
-            hw_env = dict(env, HWLOC_FSROOT=str(base / "host"))
-            hw = wall([lstopo, "--whole-io", "--of", "xml"], hw_env, args.samples)
-        results["lstopo_wall_ms"] = hw
+            commands["lstopo_wall_ms"] = ([lstopo, "--whole-io", "--of", "xml"],
+                                          dict(env, HWLOC_FSROOT=str(base / "host")))
+        results.update(walls(commands, args.samples))
+        results.setdefault("lstopo_wall_ms", [])
+        topo: list[float] = results["topo_wall_ms"]  # type: ignore[assignment]
+        hw: list[float] = results["lstopo_wall_ms"]  # type: ignore[assignment]
+        results["topo_in_process_ms"] = in_process(python, topo_args, env, args.samples)
     med = statistics.median
     ratio = med([b / a for a, b in zip(scale[256], scale[1024])])
     rows = [
@@ -155,9 +185,9 @@ def main() -> int:
     ]
     rows.append(("(c) sysverbs topo, in-process part (import + run)",
                  med(results["topo_in_process_ms"]), "", None))  # type: ignore[arg-type]
-    rows.append(("(c) for scale: python -c pass (wall)",
+    rows.append(("(c) for scale: that python -c pass (wall)",
                  med(results["python_start_wall_ms"]), "", None))  # type: ignore[arg-type]
-    rows.append(("(c) for scale: python -I -S -c pass (wall)",
+    rows.append(("(c) for scale: that python -I -S -c pass (wall)",
                  med(results["python_bare_start_wall_ms"]), "", None))  # type: ignore[arg-type]
     rows.append(("(c) for scale: sysverbs devices (wall)",
                  med(results["devices_wall_ms"]), "", None))  # type: ignore[arg-type]

@@ -51,6 +51,61 @@ def test_help_for_every_command() -> None:
     assert sv("bogus").returncode == 2
 
 
+def _parse(parser: Any, argv: list[str]) -> tuple[object, str, str]:
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            args = vars(parser.parse_args(argv))
+            args.pop("func", None)  # a closure made per parser
+            result: object = args
+        except SystemExit as e:
+            result = e.code
+        except Exception as e:  # noqa: BLE001 (devinfo's usage exit, -i <= 0)
+            result = type(e).__name__
+    return result, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["topo", "--help"], ["nccl", "check", "--help"], ["nccl"], ["env", "-h"],
+    ["devinfo", "-i", "x"], ["doctor", "--bogus"], ["watch", "--count", "x"],
+    ["topo", "--legend", "x"], ["devices", "--json", "--sysfs-path", "/x"],
+    ["snapshot", "-o", "f", "extra"], ["netdev", "--help"], ["devinfo", "--help"],
+], ids=" ".join)
+def test_the_parser_of_one_command_is_the_whole_parsers(argv: list[str]) -> None:
+    """``main`` builds only the parser of the command a command line names: its help,
+    errors, exit status and parsed arguments are those of the whole parser."""
+    from sysverbs import cli
+
+    whole = _parse(cli._parser(), argv)
+    assert whole == _parse(cli._parser(argv[0] if argv[0] in cli.COMMANDS else None), argv)
+    assert set(cli.COMMANDS) == set(cli._parser()._subparsers._group_actions[0].choices)
+
+
+@pytest.mark.parametrize("columns", [None, "40", "200", "0", "-3", "wide"])
+def test_the_help_width_is_argparses(columns: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parser's formatters get argparse's own default width (shutil's terminal size
+    less 2), computed without importing shutil; ``sysverbs topo`` imports no shutil."""
+    import argparse
+
+    from sysverbs import cli
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert cli.help_width() == argparse.HelpFormatter("sysverbs")._width
+    formatter = cli._parser("topo")._subparsers._group_actions[0].choices["topo"]._get_formatter()
+    assert formatter._width == cli.help_width()
+    code = ("import sys; before = set(sys.modules); import sysverbs.cli as c; "
+            "c._parser('topo'); print('shutil' in set(sys.modules) - before)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.stdout.strip() == "False"
+
+
 def test_source_choices_come_from_the_registry() -> None:
     h = sv("devices", "--help").stdout
     assert "{" + ",".join(sources.names()) + "}" in h

@@ -83,7 +83,8 @@ def test_topo_imports_only_what_the_matrix_needs(tmp_path: Path) -> None:
     other commands, nor json or typing (benchmarks/bench_placement.py measures why)."""
     t = two_socket(tmp_path / "host")
     unwanted = ["json", "typing", "subprocess", "sysverbs.topology", "sysverbs.attributes",
-                "sysverbs.diagnosis", "sysverbs.placement._assign"]
+                "sysverbs.diagnosis", "sysverbs.placement._assign", "dataclasses", "shutil",
+                "sysverbs.cli.nccl", "sysverbs.cli.env"]
     # (what the interpreter loads by itself does not count: PyPy's site loads typing)
     code = ("import contextlib, io, sys\n"
             "before = set(sys.modules)\n"

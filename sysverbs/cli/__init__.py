@@ -236,8 +236,47 @@ Try: sysverbs devices --fixture dgx-demo     (a bundled demo host)
 Docs: docs/cli.md; JSON schemas there (--json on every listing command)."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+def help_width() -> int:
+    """The width argparse's help formatter takes by default (``shutil.get_terminal_size()``
+    columns less 2: ``$COLUMNS``, else the terminal's, else 80), without importing
+    :mod:`shutil` (with its archive modules, about 3 ms of ``sysverbs topo``'s 60)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stdout = sys.__stdout__
+        try:
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout else 0
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+        columns = columns or 80
+    return columns - 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose formatters get :func:`help_width` (argparse makes one at
+    every ``add_argument``, to check the metavar, and its own default imports shutil).
+    Subparsers are of the parser's class."""
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return self.formatter_class(prog=self.prog, width=help_width())  # type: ignore[call-arg]
+
+
+#: The commands, in the order of the parser's help.
+COMMANDS = ("devices", "devinfo", "netdev", "doctor", "watch", "snapshot", "topo", "nccl",
+            "env")
+
+
+def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The command line's parser; ``only``: with that command alone (what a command line
+    that names it needs: building every command's options costs more than some commands
+    take to run).  The help and errors of a command do not depend on the others."""
+
+    def want(name: str) -> bool:
+        return only is None or name == only
+
+    common = _Parser(add_help=False)
     g = common.add_argument_group("where to look (defaults: this machine)")
     g.add_argument("--sysfs-path", metavar="DIR",
                    help="sysfs root (default: $SYSFS_PATH, else /sys)")
@@ -256,20 +295,20 @@ def _parser() -> argparse.ArgumentParser:
                    "(e.g. 44, latest; default: the installed one, else latest)")
     g.add_argument("--fixture", metavar="NAME",
                    help="use a bundled fixture host (e.g. dgx-demo) instead of this machine")
-    js = argparse.ArgumentParser(add_help=False)
+    js = _Parser(add_help=False)
     js.add_argument("--json", action="store_true",
                     help="print JSON (schema in docs/cli.md) instead of text")
     # The options that several commands share beyond the listing ones: one parent each.
-    proc = argparse.ArgumentParser(add_help=False)
+    proc = _Parser(add_help=False)
     proc.add_argument("--proc-path", metavar="DIR",
                       help="/proc root for /proc/driver/nvidia, the GPUs' UUIDs (default: the "
                       "proc beside the sysfs root: /proc for /sys, <root>/proc for a fixture)")
-    conf = argparse.ArgumentParser(add_help=False)
+    conf = _Parser(add_help=False)
     conf.add_argument("--conf-root", metavar="DIR",
                       help="alternate root for NCCL's config files (NCCL_CONF_FILE or "
                       "~/.nccl.conf, then /etc/nccl.conf); read on the live host by default")
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="sysverbs",
         description="RDMA device discovery exactly as libibverbs does it, in pure Python: "
         "rdma-core's device tools for machines and containers without rdma-core.",
@@ -277,94 +316,104 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    d = sub.add_parser("devices", parents=[common, js],
-                       help="list devices and node GUIDs, exactly as ibv_devices",
-                       description="List RDMA devices and their node GUIDs. stdout, stderr "
-                       "and exit status are those of ibv_devices (exit 1 when the device "
-                       "list cannot be read).")
-    d.set_defaults(func=_devices)
+    if want("devices"):
+        d = sub.add_parser("devices", parents=[common, js],
+                           help="list devices and node GUIDs, exactly as ibv_devices",
+                           description="List RDMA devices and their node GUIDs. stdout, stderr "
+                           "and exit status are those of ibv_devices (exit 1 when the device "
+                           "list cannot be read).")
+        d.set_defaults(func=_devices)
+    if want("devinfo"):
+        i = sub.add_parser(
+            "devinfo", parents=[common, js], help="ibv_devinfo (-l: exactly; else from sysfs)",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            description="Like ibv_devinfo. -l is byte-identical to ibv_devinfo -l. Without -l, "
+            "the values sysfs knows are printed in ibv_devinfo's layout and those only a device "
+            "query knows (vendor_id, vendor_part_id, hw_ver, MTUs, device capabilities...) say "
+            "'(unavailable)'; the device is never opened.",
+            epilog="exit status: 0; 255 when no device / -d not found / the list fails; 4 when "
+            "-i names a port the device lacks; 1 (with ibv_devinfo's usage) for -i <= 0.",
+        )
+        i.set_defaults(list=False, ib_dev=None, ib_port=0, verbose=False)
+        i.add_argument("-d", "--ib-dev", action=_DevAction, metavar="DEV",
+                       help="use IB device DEV (default: all devices)")
+        i.add_argument("-i", "--ib-port", action=_PortAction, metavar="PORT",
+                       help="use port PORT of the device (default: all ports)")
+        i.add_argument("-l", "--list", action=_ListAction, nargs=0,
+                       help="print only the device names, exactly as ibv_devinfo -l")
+        i.add_argument("-v", "--verbose", action=_VerboseAction, nargs=0,
+                       help="print all attributes (device capabilities are unavailable)")
+        i.set_defaults(func=_devinfo)
+    if want("netdev"):
+        n = sub.add_parser("netdev", parents=[common, js],
+                           help="port to network interface, as ibdev2netdev",
+                           description="For each RDMA device port, its network interface and "
+                           "whether it is up, in ibdev2netdev's format "
+                           "('mlx5_0 port 1 ==> ib0 (Up)'): RoCE/iWARP ports by their GIDs' "
+                           "netdevs (or the rxe/siw parent), InfiniBand ports by the IPoIB "
+                           "interface whose address ends in the port GUID. All vendors.")
+        n.set_defaults(func=_run_tool("netdev"))
+    if want("doctor"):
+        dr = sub.add_parser("doctor", parents=[common, js],
+                            help="why each device is (not) usable, and the fix",
+                            description="One line per RDMA device the kernel shows: usable or "
+                            "not, the first reason and what to do. Exit 0 when there is a "
+                            "device and every device is usable, else 1.")
+        dr.add_argument("-v", "--verbose", action="store_true", help="list every reason")
+        dr.add_argument("--no-open", action="store_true",
+                        help="do not try to open the device nodes")
+        dr.set_defaults(func=_run_tool("doctor"))
+    if want("watch"):
+        w = sub.add_parser("watch", parents=[common, js], help="print hotplug events",
+                           description="Print RDMA devices (infiniband and infiniband_verbs) as "
+                           "they appear and disappear, until Ctrl-C or --timeout. --json: one "
+                           "JSON object per line (schema sysverbs.event/1).")
+        w.add_argument("--timeout", type=float, metavar="SECONDS", help="stop after SECONDS")
+        w.add_argument("--count", type=int, default=0, metavar="N", help="stop after N events")
+        w.add_argument("--existing", action="store_true",
+                       help="first report an add for every device present now")
+        w.add_argument("--backend", choices=["auto", "udev", "poll"], default="auto",
+                       help="udev events or polling sysfs (default: auto; other sysfs roots "
+                       "are polled)")
+        w.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
+                       help="poll interval (default 0.5)")
+        w.add_argument("--all-actions", action="store_true",
+                       help="also report move (rename), change, bind... (udev only)")
+        w.set_defaults(func=_run_tool("watch"))
+    if want("snapshot"):
+        s = sub.add_parser("snapshot", parents=[common],
+                           help="record this host's RDMA sysfs as a fixture",
+                           description="Record the RDMA devices of this host's sysfs (or "
+                           "--sysfs-path), their parents and netdevs, in the umockdev fixture "
+                           "format sysverbs.recording and umockdev read. No device is opened; "
+                           "nothing outside sysfs is read.")
+        s.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+        s.add_argument("--all-devices", action="store_true",
+                       help="record every device below devices/ (small or fake trees)")
+        s.set_defaults(func=_run_tool("snapshot"))
+    if want("topo"):
+        from .topo import register as register_topo
 
-    i = sub.add_parser(
-        "devinfo", parents=[common, js], help="ibv_devinfo (-l: exactly; else from sysfs)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Like ibv_devinfo. -l is byte-identical to ibv_devinfo -l. Without -l, "
-        "the values sysfs knows are printed in ibv_devinfo's layout and those only a device "
-        "query knows (vendor_id, vendor_part_id, hw_ver, MTUs, device capabilities...) say "
-        "'(unavailable)'; the device is never opened.",
-        epilog="exit status: 0; 255 when no device / -d not found / the list fails; 4 when "
-        "-i names a port the device lacks; 1 (with ibv_devinfo's usage) for -i <= 0.",
-    )
-    i.set_defaults(list=False, ib_dev=None, ib_port=0, verbose=False)
-    i.add_argument("-d", "--ib-dev", action=_DevAction, metavar="DEV",
-                   help="use IB device DEV (default: all devices)")
-    i.add_argument("-i", "--ib-port", action=_PortAction, metavar="PORT",
-                   help="use port PORT of the device (default: all ports)")
-    i.add_argument("-l", "--list", action=_ListAction, nargs=0,
-                   help="print only the device names, exactly as ibv_devinfo -l")
-    i.add_argument("-v", "--verbose", action=_VerboseAction, nargs=0,
-                   help="print all attributes (device capabilities are unavailable)")
-    i.set_defaults(func=_devinfo)
+        register_topo(sub, [common, js, proc])
+    if want("nccl"):
+        from .nccl import register as register_nccl
 
-    n = sub.add_parser("netdev", parents=[common, js],
-                       help="port to network interface, as ibdev2netdev",
-                       description="For each RDMA device port, its network interface and "
-                       "whether it is up, in ibdev2netdev's format "
-                       "('mlx5_0 port 1 ==> ib0 (Up)'): RoCE/iWARP ports by their GIDs' "
-                       "netdevs (or the rxe/siw parent), InfiniBand ports by the IPoIB "
-                       "interface whose address ends in the port GUID. All vendors.")
-    n.set_defaults(func=_run_tool("netdev"))
+        register_nccl(sub, [common, js, conf], _with_options)
+    if want("env"):
+        from .env import register as register_env
 
-    dr = sub.add_parser("doctor", parents=[common, js],
-                        help="why each device is (not) usable, and the fix",
-                        description="One line per RDMA device the kernel shows: usable or "
-                        "not, the first reason and what to do. Exit 0 when there is a "
-                        "device and every device is usable, else 1.")
-    dr.add_argument("-v", "--verbose", action="store_true", help="list every reason")
-    dr.add_argument("--no-open", action="store_true",
-                    help="do not try to open the device nodes")
-    dr.set_defaults(func=_run_tool("doctor"))
-
-    w = sub.add_parser("watch", parents=[common, js], help="print hotplug events",
-                       description="Print RDMA devices (infiniband and infiniband_verbs) as "
-                       "they appear and disappear, until Ctrl-C or --timeout. --json: one "
-                       "JSON object per line (schema sysverbs.event/1).")
-    w.add_argument("--timeout", type=float, metavar="SECONDS", help="stop after SECONDS")
-    w.add_argument("--count", type=int, default=0, metavar="N", help="stop after N events")
-    w.add_argument("--existing", action="store_true",
-                   help="first report an add for every device present now")
-    w.add_argument("--backend", choices=["auto", "udev", "poll"], default="auto",
-                   help="udev events or polling sysfs (default: auto; other sysfs roots "
-                   "are polled)")
-    w.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
-                   help="poll interval (default 0.5)")
-    w.add_argument("--all-actions", action="store_true",
-                   help="also report move (rename), change, bind... (udev only)")
-    w.set_defaults(func=_run_tool("watch"))
-
-    s = sub.add_parser("snapshot", parents=[common],
-                       help="record this host's RDMA sysfs as a fixture",
-                       description="Record the RDMA devices of this host's sysfs (or "
-                       "--sysfs-path), their parents and netdevs, in the umockdev fixture "
-                       "format sysverbs.recording and umockdev read. No device is opened; "
-                       "nothing outside sysfs is read.")
-    s.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
-    s.add_argument("--all-devices", action="store_true",
-                   help="record every device below devices/ (small or fake trees)")
-    s.set_defaults(func=_run_tool("snapshot"))
-    from .env import register as register_env
-    from .nccl import register as register_nccl
-    from .topo import register as register_topo
-
-    register_topo(sub, [common, js, proc])
-    register_nccl(sub, [common, js, conf], _with_options)
-    register_env(sub, [common, proc, conf], _with_options)
+        register_env(sub, [common, proc, conf], _with_options)
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = _parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    # The top-level parser has no option but -h: a command line that starts with a
+    # command's name parses as with that command's parser alone (anything else, such as
+    # --help, no command or an unknown one, gets the whole parser and its help).
+    parser = _parser(words[0] if words and words[0] in COMMANDS else None)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except _Usage:
         from .devinfo import USAGE
 

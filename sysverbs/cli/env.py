@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["register", "run"]
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+def register(subparsers: argparse._SubParsersAction[Any],
              parents: Sequence[argparse.ArgumentParser],
              with_options: Callable[[Any], Any]) -> None:
     """Add ``env`` to the ``sysverbs`` command's subparsers (``with_options``: how the

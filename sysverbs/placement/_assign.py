@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from ..errors import UsageError
 from ._distance import Distance, smi_rank
-from ._model import Gpu, Host, Nic, Port, smi_hops
+from ._model import Gpu, Host, Nic, Port, endpoints, smi_between
 from ._names import bdf_key, natural_key
+from ._record import FrozenRecord, init
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,11 +25,12 @@ _LINK_LAYERS = {"ib": "InfiniBand", "infiniband": "InfiniBand", "eth": "Ethernet
                 "ethernet": "Ethernet", "roce": "Ethernet"}
 
 
-@dataclass(frozen=True)
-class NicChoice:
+class NicChoice(FrozenRecord):
     """One RDMA device port: ``device`` (the ibdev name), ``port`` (1-based),
     ``link_layer``, ``netdevs``; its distance to the GPU and why it was chosen."""
 
+    __slots__ = _fields = ("device", "port", "link_layer", "netdevs", "address",
+                           "rate_gbps", "smi", "nccl", "hops", "reason")
     device: str
     port: int
     link_layer: Optional[str]
@@ -41,6 +42,13 @@ class NicChoice:
     hops: Optional[int]
     reason: str
 
+    def __init__(self, device: str, port: int, link_layer: Optional[str],
+                 netdevs: tuple[str, ...], address: Optional[str], rate_gbps: Optional[float],
+                 smi: Optional[str], nccl: Optional[str], hops: Optional[int], reason: str
+                 ) -> None:
+        init(self, device, port, link_layer, netdevs, address, rate_gbps, smi, nccl, hops,
+             reason)
+
     def as_dict(self) -> dict[str, object]:
         return {"device": self.device, "port": self.port, "link_layer": self.link_layer,
                 "netdevs": list(self.netdevs), "address": self.address,
@@ -48,34 +56,41 @@ class NicChoice:
                 "hops": self.hops, "reason": self.reason}
 
 
-@dataclass(frozen=True)
-class Filtered:
+class Filtered(FrozenRecord):
     """A port left out, and why (``code``: ``port_not_active``, ``link_layer``,
     ``rate``, ``not_usable``, ``vf``, ``bond_slave``, ``unplaced``, ``no_ports``)."""
 
+    __slots__ = _fields = ("device", "port", "code", "reason")
     device: str
     port: Optional[int]
     code: str
     reason: str
+
+    def __init__(self, device: str, port: Optional[int], code: str, reason: str) -> None:
+        init(self, device, port, code, reason)
 
     def as_dict(self) -> dict[str, object]:
         return {"device": self.device, "port": self.port, "code": self.code,
                 "reason": self.reason}
 
 
-@dataclass(frozen=True)
-class Assignment:
+class Assignment(FrozenRecord):
     """The NICs of one GPU (or one local rank): ``nics`` in the order to use them.
 
     ``gpu`` is None when the rank's GPU could not be decided (``reason`` says why);
     ``nics`` is then empty.  ``rank`` is the local rank this was asked for, if any.
     """
 
+    __slots__ = _fields = ("gpu", "rank", "nics", "reason", "filtered")
     gpu: Optional[Gpu]
     rank: Optional[int]
     nics: tuple[NicChoice, ...]
     reason: str
-    filtered: tuple[Filtered, ...] = ()
+    filtered: tuple[Filtered, ...]
+
+    def __init__(self, gpu: Optional[Gpu], rank: Optional[int], nics: tuple[NicChoice, ...],
+                 reason: str, filtered: tuple[Filtered, ...] = ()) -> None:
+        init(self, gpu, rank, nics, reason, filtered)
 
     def as_dict(self) -> dict[str, object]:
         g = self.gpu
@@ -89,10 +104,13 @@ class Assignment:
         }
 
 
-@dataclass(frozen=True)
-class _Candidate:
+class _Candidate(FrozenRecord):
+    __slots__ = _fields = ("nic", "port")
     nic: Nic
     port: Port
+
+    def __init__(self, nic: Nic, port: Port) -> None:
+        init(self, nic, port)
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -221,9 +239,10 @@ def assign(
     # Every pair is ranked by its nvidia-smi class and hops; the full distance (with
     # NCCL's path type) is computed only for the pairs chosen.
     rank: dict[tuple[str, int], tuple[int, int]] = {}
-    for g in gpu_list:
-        for i, c in enumerate(keep):
-            smi, hops, _, _ = smi_hops(host, g, c.nic)
+    nic_ends = endpoints(host, [c.nic for c in keep])
+    for g, gpu_end in zip(gpu_list, endpoints(host, gpu_list)):
+        for i, nic_end in enumerate(nic_ends):
+            smi, hops, _, _ = smi_between(host, gpu_end, nic_end)
             rank[g.address, i] = smi_rank(smi, hops)
     full: dict[tuple[str, int], Distance] = {}
 

@@ -22,9 +22,9 @@ across CPUs (NCCL has no ``NODE``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ._names import is_host_bridge
+from ._record import FrozenRecord, init
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,8 +39,7 @@ SMI_ORDER = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
 NCCL_ORDER = ("LOC", "PIX", "PXB", "PHB", "SYS")
 
 
-@dataclass(frozen=True)
-class Distance:
+class Distance(FrozenRecord):
     """How far apart two PCI functions are.
 
     ``smi``: nvidia-smi's class (None: undecidable, ``reason`` says why); ``nccl``:
@@ -48,10 +47,15 @@ class Distance:
     counts one; across host bridges both chains plus two), None when unknown.
     """
 
+    __slots__ = _fields = ("smi", "nccl", "hops", "reason")
     smi: Optional[str]
     nccl: Optional[str]
     hops: Optional[int]
     reason: str
+
+    def __init__(self, smi: Optional[str], nccl: Optional[str], hops: Optional[int],
+                 reason: str) -> None:
+        init(self, smi, nccl, hops, reason)
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -80,8 +84,9 @@ def _node_of(dev: PciDevice, nodes: Mapping[int, frozenset[int]]) -> Optional[in
 
 def _same_numa(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
                ) -> tuple[Optional[bool], str]:
-    if a.numa_node is not None and b.numa_node is not None:
-        return a.numa_node == b.numa_node, f"NUMA node {a.numa_node} and {b.numa_node}"
+    na, nb = a.numa_node, b.numa_node
+    if na is not None and nb is not None:
+        return na == nb, f"NUMA node {na} and {nb}"
     if len(nodes) <= 1:
         return True, "one NUMA node on this host"
     na, nb = _node_of(a, nodes), _node_of(b, nodes)

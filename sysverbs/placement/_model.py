@@ -11,19 +11,19 @@ from __future__ import annotations
 import errno
 import os
 import re
-from dataclasses import dataclass, field
+import sys
 
 from .._core.options import path_arg
 from .._core.sysfs_read import read_sysfs_file
 from .._text import parse_cpulist, rate_fields
+from ._distance import Distance, nccl_distance, smi_distance
 from ._names import bdf_key, is_bdf, is_host_bridge, name_kind, natural_key
+from ._record import FrozenRecord, init
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
     from typing import Optional, Union
-
-    from ._distance import Distance
 
     PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
     Endpoint = Union[str, "Gpu", "Nic"]
@@ -34,6 +34,8 @@ _NODE = re.compile(r"node([0-9]{1,5})")
 _ATTR = 4096
 _MAX_DEPTH = 64  # path components below devices/: deeper is a broken tree
 _MAX_LINK_HOPS = 8
+#: os.fsdecode's codec, called directly (hundreds of names per host).
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 NVIDIA, AMD = 0x10DE, 0x1002
 #: PCI class codes (class >> 8) that make a GPU / accelerator, per vendor.
@@ -133,26 +135,29 @@ class PciDevice:
     few.
     """
 
-    __slots__ = ("address", "path", "bridges", "host_bridge", "ancestors", "vmd", "listed",
+    __slots__ = ("address", "bridges", "host_bridge", "ancestors", "vmd", "listed",
                  "top_host_bridge", "_bpath", "_fs", "_ids", "_more")
 
     def __init__(self, address: str, path: bytes, bridges: tuple[str, ...],
                  host_bridge: Optional[str], ancestors: tuple[str, ...], vmd: Optional[str],
-                 listed: bool, fs: _Root) -> None:
+                 listed: bool, fs: _Root, top_host_bridge: Optional[str]) -> None:
         self.address = address
-        self.path = os.fsdecode(path)
         self.bridges = bridges
         self.host_bridge = host_bridge
         self.ancestors = ancestors
         self.vmd = vmd
         self.listed = listed
         #: The outermost host bridge (for VMD, the one above the VMD endpoint).
-        self.top_host_bridge: Optional[str] = next(
-            (name for name in ancestors if is_host_bridge(name)), None)
+        self.top_host_bridge = top_host_bridge
         self._bpath = path
         self._fs = fs
         self._ids: Optional[dict[str, object]] = None
         self._more: dict[str, object] = {}
+
+    @property
+    def path(self) -> str:
+        """The function's directory (``<sysfs>/devices/pci0000:00/...``)."""
+        return self._bpath.decode(_FS_ENCODING, _FS_ERRORS)
 
     def __repr__(self) -> str:
         return f"PciDevice({self.address!r}, host_bridge={self.host_bridge!r})"
@@ -211,7 +216,9 @@ class PciDevice:
     @property
     def numa_node(self) -> Optional[int]:
         """``numa_node`` (None for -1, missing, unreadable)."""
-        return self._extra("numa_node")  # type: ignore[return-value]
+        more = self._more  # (read for most pairs of the matrix: inlined)
+        return (more["numa_node"] if "numa_node" in more  # type: ignore[return-value]
+                else self._extra("numa_node"))
 
     @property
     def numa_raw(self) -> Optional[str]:
@@ -266,12 +273,12 @@ def _read_ids(path: bytes, fs: _Root) -> dict[str, object]:
     return ids
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(FrozenRecord):
     """A GPU found by PCI vendor and class (no driver library).  ``index``: its position
     in PCI bus order (``CUDA_DEVICE_ORDER=PCI_BUS_ID``); ``uuid`` and ``minor`` from
     ``<proc>/driver/nvidia/gpus/<bdf>/information`` when that exists."""
 
+    __slots__ = _fields = ("index", "address", "vendor", "pci", "uuid", "minor", "model")
     index: int
     address: str
     vendor: str  # "nvidia" | "amd"
@@ -280,16 +287,20 @@ class Gpu:
     minor: Optional[int]
     model: Optional[str]
 
+    def __init__(self, index: int, address: str, vendor: str, pci: PciDevice,
+                 uuid: Optional[str], minor: Optional[int], model: Optional[str]) -> None:
+        init(self, index, address, vendor, pci, uuid, minor, model)
+
     @property
     def name(self) -> str:
         return f"GPU{self.index}"
 
 
-@dataclass(frozen=True)
-class Port:
+class Port(FrozenRecord):
     """One port of an RDMA device: ``state`` (``"ACTIVE"``...), ``link_layer``
     (``"InfiniBand"``/``"Ethernet"``), ``rate_gbps``, the netdevs found for it."""
 
+    __slots__ = _fields = ("port", "state", "link_layer", "rate_gbps", "rate", "netdevs")
     port: int
     state: Optional[str]
     link_layer: Optional[str]
@@ -297,9 +308,13 @@ class Port:
     rate: Optional[str]
     netdevs: tuple[str, ...]
 
+    def __init__(self, port: int, state: Optional[str], link_layer: Optional[str],
+                 rate_gbps: Optional[float], rate: Optional[str], netdevs: tuple[str, ...]
+                 ) -> None:
+        init(self, port, state, link_layer, rate_gbps, rate, netdevs)
 
-@dataclass(frozen=True)
-class Nic:
+
+class Nic(FrozenRecord):
     """An RDMA device (``class/infiniband/<name>``) and where it sits.
 
     ``kind``: ``"pf"``, ``"vf"`` (SR-IOV, ``physfn``), ``"sf"`` (a sub-function on the
@@ -309,6 +324,8 @@ class Nic:
     the reason in ``placement``).  ``bond_slave``: a netdev of it is enslaved to a bond.
     """
 
+    __slots__ = _fields = ("name", "address", "kind", "placement", "parent", "ports",
+                           "bond_slave", "node_guid", "uverbs")
     name: str
     address: Optional[str]
     kind: str
@@ -317,7 +334,13 @@ class Nic:
     ports: tuple[Port, ...]
     bond_slave: bool
     node_guid: Optional[str]
-    uverbs: Optional[int] = None  # N of its uverbsN char device (registration order)
+    uverbs: Optional[int]  # N of its uverbsN char device (registration order)
+
+    def __init__(self, name: str, address: Optional[str], kind: str, placement: str,
+                 parent: Optional[str], ports: tuple[Port, ...], bond_slave: bool,
+                 node_guid: Optional[str], uverbs: Optional[int] = None) -> None:
+        init(self, name, address, kind, placement, parent, ports, bond_slave, node_guid,
+             uverbs)
 
     @property
     def netdevs(self) -> tuple[str, ...]:
@@ -327,10 +350,12 @@ class Nic:
         return tuple(out)
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(FrozenRecord):
     """What :func:`read_host` found (see ``docs/placement.md``)."""
 
+    _fields = ("sysfs_path", "proc_path", "dev_dir", "pci", "host_bridges", "numa_nodes",
+               "gpus", "nics", "problems")
+    __slots__ = (*_fields, "_cache")
     sysfs_path: str
     proc_path: str
     dev_dir: str
@@ -339,8 +364,16 @@ class Host:
     numa_nodes: Mapping[int, frozenset[int]]
     gpus: tuple[Gpu, ...]
     nics: tuple[Nic, ...]
-    problems: tuple[str, ...] = field(default=())
-    _cache: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
+    problems: tuple[str, ...]
+    _cache: dict[object, object]  # what the distances computed (not compared, not shown)
+
+    def __init__(self, sysfs_path: str, proc_path: str, dev_dir: str,
+                 pci: Mapping[str, PciDevice], host_bridges: tuple[str, ...],
+                 numa_nodes: Mapping[int, frozenset[int]], gpus: tuple[Gpu, ...],
+                 nics: tuple[Nic, ...], problems: tuple[str, ...] = ()) -> None:
+        init(self, sysfs_path, proc_path, dev_dir, pci, host_bridges, numa_nodes, gpus, nics,
+             problems)
+        object.__setattr__(self, "_cache", {})
 
     def gpu(self, key: Union[int, str]) -> Optional[Gpu]:
         """A GPU by index, BDF, ``GPU<n>`` or UUID (``GPU-`` prefix, as CUDA accepts)."""
@@ -374,8 +407,6 @@ class Host:
     def distance(self, a: Endpoint, b: Endpoint) -> Distance:
         """nvidia-smi class, NCCL path type and bridge hops between two devices (a BDF,
         an RDMA device name, a :class:`Gpu` or a :class:`Nic`)."""
-        from ._distance import Distance, nccl_distance
-
         smi, hops, why, ends = smi_hops(self, a, b)
         if ends is None:
             return Distance(None, None, None, why)
@@ -398,10 +429,23 @@ def smi_hops(host: Host, a: Endpoint, b: Endpoint) -> tuple[
     """The nvidia-smi part of :meth:`Host.distance` (class, hops, reason) without NCCL's
     path type, and the two placed PCI functions (None when one is not placed): what the
     matrix and the ranking of :func:`assign` need for every pair."""
-    from ._distance import smi_distance
+    return smi_between(host, host._endpoint(a), host._endpoint(b))
 
-    da, nic_a, name_a = host._endpoint(a)
-    db, nic_b, name_b = host._endpoint(b)
+
+def endpoints(host: Host, ends: Iterable[Endpoint]
+              ) -> list[tuple[Optional[PciDevice], bool, str]]:
+    """Each of ``ends`` as :func:`smi_between` takes it (the matrix and :func:`assign`
+    look each device up once, not once per pair)."""
+    return [host._endpoint(x) for x in ends]
+
+
+def smi_between(host: Host, a: tuple[Optional[PciDevice], bool, str],
+                b: tuple[Optional[PciDevice], bool, str]) -> tuple[
+        Optional[str], Optional[int], str,
+        Optional[tuple[tuple[PciDevice, bool], tuple[PciDevice, bool]]]]:
+    """:func:`smi_hops` of two :func:`endpoints`."""
+    da, nic_a, name_a = a
+    db, nic_b, name_b = b
     if da is None or db is None:
         which = name_a if da is None else name_b
         return None, None, f"{which} is not placed on a PCI function", None
@@ -425,7 +469,10 @@ class _Reader:
         self.paths: dict[str, bytes] = {}
         self.host_bridges: set[str] = set()
         self.devices = self.sys + b"/devices"
-        self._chains: dict[str, Union[tuple[str, ...], str]] = {}
+        self._prefix = self.devices + b"/"
+        self._chains: dict[bytes, Union[tuple[str, ...], str]] = {}
+        self._placed: dict[tuple[str, ...], tuple[tuple[str, ...], Optional[str],
+                                                  Optional[str], Optional[str]]] = {}
 
     def note(self, text: str) -> None:
         if text not in self.problems:
@@ -441,10 +488,13 @@ class _Reader:
 
     def add_path(self, path: bytes, listed: bool) -> Optional[str]:
         """Add the PCI function at ``path`` (and the bridges above it); its BDF."""
-        parts = self.components(path)
-        if parts is None or not parts or not is_bdf(parts[-1]):
+        prefix = self._prefix
+        if not path.startswith(prefix) or path.count(b"/", len(prefix)) >= _MAX_DEPTH:
             return None
-        address = parts[-1]
+        parent, _, last = path.rpartition(b"/")
+        address = last.decode(_FS_ENCODING, _FS_ERRORS)
+        if name_kind(address) != 1:
+            return None
         known = self.paths.get(address)
         if known is not None:
             if known != path:
@@ -454,7 +504,7 @@ class _Reader:
                 self.pci[address] = self._device(address, path, self.pci[address].ancestors,
                                                  True)
             return address
-        ancestors = self._above(parts, len(parts) - 1)
+        ancestors = self._above(parent)
         if isinstance(ancestors, str):
             self.note(f"{address}: {ancestors} appears twice on its path (a loop); "
                       "not placed")
@@ -466,20 +516,21 @@ class _Reader:
         self.pci[address] = self._device(address, path, ancestors, listed)
         return address
 
-    def _above(self, parts: list[str], n: int) -> Union[tuple[str, ...], str]:
-        """The PCI nodes (BDFs, host bridges) of ``parts[:n]``, from the top; each BDF
-        among them is added as a device.  A name that appears twice: that name (a
-        loop).  Kept per directory, so that the bridges a host's functions share are
-        walked once."""
-        key = "/".join(parts[:n])
-        hit = self._chains.get(key)
+    def _above(self, directory: bytes) -> Union[tuple[str, ...], str]:
+        """The PCI nodes (BDFs, host bridges) from ``devices/`` down to ``directory``
+        (a path below it), from the top; each BDF among them is added as a device.  A
+        name that appears twice: that name (a loop).  Kept per directory, so that the
+        bridges a host's functions share are walked once."""
+        hit = self._chains.get(directory)
         if hit is not None:
             return hit
-        if n == 0:
-            chain: Union[tuple[str, ...], str] = ()
+        chain: Union[tuple[str, ...], str]
+        if directory == self.devices:
+            chain = ()
         else:
-            up = self._above(parts, n - 1)
-            name = parts[n - 1]
+            head, _, last = directory.rpartition(b"/")
+            up = self._above(head)
+            name = last.decode(_FS_ENCODING, _FS_ERRORS)
             kind = name_kind(name)
             if isinstance(up, str) or kind == 0:
                 chain = up
@@ -488,47 +539,49 @@ class _Reader:
             else:
                 if kind == 1:
                     if name not in self.paths:
-                        above = self.devices + b"/" + os.fsencode(key)
-                        self.paths[name] = above
-                        self.pci[name] = self._device(name, above, up, False)
+                        self.paths[name] = directory
+                        self.pci[name] = self._device(name, directory, up, False)
                 else:
                     self.host_bridges.add(name)
                 chain = (*up, name)
-        self._chains[key] = chain
+        self._chains[directory] = chain
         return chain
 
     def _device(self, address: str, path: bytes, ancestors: tuple[str, ...], listed: bool
                 ) -> PciDevice:
-        host_bridge: Optional[str] = None
-        vmd: Optional[str] = None
-        bridges: list[str] = []
-        for i in range(len(ancestors) - 1, -1, -1):
-            name = ancestors[i]
-            if is_host_bridge(name):
-                host_bridge = name
-                if i > 0 and is_bdf(ancestors[i - 1]):
-                    vmd = ancestors[i - 1]
-                break
-            bridges.append(name)
-        if host_bridge is None:
+        placed = self._placed.get(ancestors)
+        if placed is None:  # the functions below one bridge share it
+            host_bridge: Optional[str] = None
+            vmd: Optional[str] = None
+            bridges: list[str] = []
+            for i in range(len(ancestors) - 1, -1, -1):
+                name = ancestors[i]
+                if is_host_bridge(name):
+                    host_bridge = name
+                    if i > 0 and is_bdf(ancestors[i - 1]):
+                        vmd = ancestors[i - 1]
+                    break
+                bridges.append(name)
+            top = next((name for name in ancestors if is_host_bridge(name)), None)
+            placed = self._placed[ancestors] = (tuple(bridges), host_bridge, vmd, top)
+        if placed[1] is None:
             self.note(f"{address}: no host bridge (pciDDDD:BB) above it in sysfs")
-        return PciDevice(address, path, tuple(bridges), host_bridge, ancestors, vmd, listed,
-                         self.fs)
+        return PciDevice(address, path, placed[0], placed[1], ancestors, placed[2], listed,
+                         self.fs, placed[3])
 
     def read_pci(self) -> None:
         bus = self.sys + b"/bus/pci/devices"
         entries = self.fs.listdir(bus)
         for entry in entries:
             target = self.fs.resolve(bus + b"/" + entry)
-            name = os.fsdecode(entry)
             if target is None:
-                self.note(f"bus/pci/devices/{name}: dangling link (or outside the root)")
-                continue
-            if os.path.basename(target) != entry:
-                self.note(f"bus/pci/devices/{name}: points to {os.fsdecode(target)}")
-                continue
-            if self.add_path(target, True) is None and is_bdf(name):
-                self.note(f"{name}: no PCI path below devices/")
+                self.note(f"bus/pci/devices/{os.fsdecode(entry)}: dangling link (or outside "
+                          "the root)")
+            elif target.rpartition(b"/")[2] != entry:
+                self.note(f"bus/pci/devices/{os.fsdecode(entry)}: points to "
+                          f"{os.fsdecode(target)}")
+            elif self.add_path(target, True) is None and is_bdf(os.fsdecode(entry)):
+                self.note(f"{os.fsdecode(entry)}: no PCI path below devices/")
         if not entries:
             self._walk(self.devices, 0)
 

@@ -1,6 +1,5 @@
 """Names in the PCI tree: PCI addresses (BDFs) and host bridges, and their sort keys
-(shared by the model and the distances, which import nothing else of each other at
-run time)."""
+(shared by the model, the distances and the matrix)."""
 
 from __future__ import annotations
 

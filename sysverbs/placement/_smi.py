@@ -13,6 +13,7 @@ classes: NVLink is not visible in sysfs, so no cell is ever ``NV#``.
 from __future__ import annotations
 
 from ..errors import UsageError
+from ._model import endpoints, smi_between
 from ._names import bdf_key, natural_key
 
 TYPE_CHECKING = False
@@ -85,13 +86,14 @@ def render_matrix(host: Host, fmt: str = "535", underline: bool = False,
     extra = ["CPU Affinity", "NUMA Affinity"] + (["GPU NUMA ID"] if fmt == "535" else [])
     header = "\t".join([*names, *extra])
     lines = ["\t" + ("\x1b[4m" + header + "\x1b[0m" if underline else header)]
-    for i, a in enumerate(ends):
-        cells = []
-        for j, b in enumerate(ends):
-            if i == j:
-                cells.append(" X ")
-            else:
-                cells.append(host.smi_class(a, b) or UNDECIDED)
+    where = endpoints(host, ends)
+    # The class is symmetric: each pair once (the upper triangle), mirrored.
+    cell = [[" X "] * len(ends) for _ in ends]
+    for i, a in enumerate(where):
+        for j in range(i + 1, len(where)):
+            cell[i][j] = cell[j][i] = smi_between(host, a, where[j])[0] or UNDECIDED
+    for i in range(len(ends)):
+        cells = cell[i]
         if i < len(gpus):
             pci = gpus[i].pci
             numa = str(pci.numa_node) if pci.numa_node is not None else UNDECIDED
