@@ -114,7 +114,7 @@ pytest-pypy: $(VENV_PYPY)/.installed oracle-deps
 	$(VENV_PYPY)/bin/pytest -q -ra -p no:cacheprovider $(PYPY_TESTS)
 
 # Both at once, beside the VM (CPython's two xdist workers, the pypy3 run and qemu share
-# the cores, none waits for another); the pypy3 run's report follows the CPython one.
+# the cores); the pypy3 run's report follows the CPython one.
 # The kernel lab's boot (minutes under TCG) runs beside both runs; the kernel tests wait
 # for its results (SV_LAB_SHARED, tests/kernel/conftest.py).  `make test` starts it
 # before everything else and hands its directory over (LAB=DIR); `make pytest` alone
