@@ -10,7 +10,7 @@
   ``SYSVERBS_FUZZ_SEED`` (a random one when unset), printed at the start, in
   every progress line and in every failure, so any run can be repeated exactly.
 
-Under PyPy the ``ci`` profile runs a fifth of its examples (at least 20): the
+Under PyPy the ``ci`` profile runs a tenth of its examples (at least 10): the
 pypy3 run of ``make test`` is there to show that the code works on Python 3.9 and
 a second implementation, and the CPython run beside it explores the inputs with
 the whole count (derandomized, both start from the same examples).
@@ -52,7 +52,7 @@ def fuzz_settings(ci: int, deep: int) -> settings:
     """The profile's settings with its number of examples (or SYSVERBS_FUZZ_EXAMPLES)."""
     base = settings.get_profile(f"sysverbs-fuzz-{PROFILE}")
     if PROFILE == "ci" and platform.python_implementation() == "PyPy":
-        ci = max(20, ci // 5)
+        ci = max(10, ci // 10)
     n = int(os.environ.get("SYSVERBS_FUZZ_EXAMPLES") or (ci if PROFILE == "ci" else deep))
     return settings(base, max_examples=n)
 
