@@ -176,7 +176,13 @@ def ftmp() -> Iterator[Path]:
 
 
 @pytest.fixture
-def otmp(oracle_ready: None) -> Iterator[Path]:
+def otmp(oracle_ready: None, ftmp: Path) -> Path:
     """A temporary directory any user can read (for unprivileged oracle runs)."""
-    with fast_tmpdir("sv-") as path:
-        yield path
+    return ftmp
+
+
+@pytest.fixture
+def fast_fixture_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--fixture`` run in-process materializes its host in :mod:`tempfile`'s
+    directory: make that :func:`fast_tmp` for the test."""
+    monkeypatch.setattr(tempfile, "tempdir", fast_tmp())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,7 +17,6 @@ from hypothesis import strategies as st
 from sysverbs import nccl
 from sysverbs.nccl import IbPort, lint_hca, parse_hca, select_ib
 from sysverbs.testing import HostBuilder
-from tests.conftest import fast_tmp
 from tests.fuzz.profiles import fuzz_settings
 
 DATA = Path(__file__).parent / "data" / "nccl"
@@ -386,11 +384,10 @@ class _Run:
 
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-        tmp_path_factory: pytest.TempPathFactory) -> Any:
+        tmp_path_factory: pytest.TempPathFactory, fast_fixture_tmp: None) -> Any:
     from sysverbs.cli import main
 
     empty = str(tmp_path_factory.mktemp("no-conf"))  # not this machine's config files
-    monkeypatch.setattr(tempfile, "tempdir", fast_tmp())  # where --fixture materializes
 
     def run(*args: str, env: Optional[dict[str, str]] = None) -> _Run:
         if "--conf-root" not in args:

@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ from hypothesis import strategies as st
 import sysverbs.placement as placement
 from sysverbs import cli
 from sysverbs.placement import assign, assign_rank, local_rank, read_host, visible_gpus
-from tests.conftest import fast_tmp
 from tests.fuzz.profiles import fuzz_settings
 
 from .pcitree import PciTree, oci_a100, parse_lspci_tv
@@ -518,11 +516,10 @@ def test_cli_topo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "NIC9: mlx5_9" in capsys.readouterr().out
 
 
-def test_topo_reads_the_proc_beside_the_sysfs_root(capsys: pytest.CaptureFixture[str],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("fast_fixture_tmp")
+def test_topo_reads_the_proc_beside_the_sysfs_root(capsys: pytest.CaptureFixture[str]) -> None:
     """With --fixture (or a --sysfs-path of a materialized host) and no --proc-path, the
     GPUs' UUIDs come from the fixture's own proc, never from this machine's /proc."""
-    monkeypatch.setattr(tempfile, "tempdir", fast_tmp())  # where --fixture materializes
     assert cli.main(["topo", "--fixture", "gpu-pcie-2socket", "--json"]) == 0
     uuids = [g["uuid"] for g in json.loads(capsys.readouterr().out)["gpus"]]
     assert len(uuids) == 4 and all(u and u.startswith("GPU-") for u in uuids)
