@@ -26,10 +26,9 @@ _API: dict[str, tuple[str, ...]] = {
     "_core.api": (
         "get_device_list", "free_device_list", "get_device_name", "get_device_guid",
         "get_device_index", "open_device", "close_device", "effective_options",
-        "DeviceList",
+        "DeviceList", "Options",
     ),
     "_core.device": ("Device", "Context"),
-    "_core.options": ("Options",),
     "_core.messages": ("set_stderr",),
     "errors": (
         "SysverbsError", "UsageError", "DeviceFreedError", "SourceUnavailable",
@@ -52,7 +51,7 @@ _API: dict[str, tuple[str, ...]] = {
     "diagnosis": ("diagnose", "Diagnosis", "DiagnosisList", "Reason"),
 }
 #: The modules on the path of ``import sysverbs`` and of the first call.
-_EAGER = ("_core.api", "_core.device", "_core.options", "_core.messages", "errors")
+_EAGER = ("_core.api", "_core.device", "_core.messages", "errors")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the same names, for type checkers (tests/test_layout.py compares)
@@ -60,6 +59,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/test_layout.py com
 
     from ._core.api import (
         DeviceList,
+        Options,
         close_device,
         effective_options,
         free_device_list,
@@ -71,7 +71,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/test_layout.py com
     )
     from ._core.device import Context, Device
     from ._core.messages import set_stderr
-    from ._core.options import Options
     from .attributes import (
         DeviceAttributes,
         Gid,

@@ -33,9 +33,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Union
 
-from ._core.cparse import scan_hx4
-from ._core.options import path_arg
-from ._core.sysfs_read import read_sysfs_file
+from ._core.api import path_arg
+from ._core.sysfs_read import read_sysfs_file, scan_hx4
 from ._text import rate_fields
 from .enums import NodeType, node_type_from_number
 
@@ -303,7 +302,7 @@ def resolve_ibdev(device: DeviceArg, sysfs_path: Optional[PathArg] = None) -> tu
     if b"/" in raw:
         return raw.rstrip(b"/"), os.path.basename(raw.rstrip(b"/"))
     if sysfs_path is None:
-        from ._core.options import env_sysfs_root
+        from ._core.api import env_sysfs_root
 
         root = env_sysfs_root()
     else:

@@ -36,12 +36,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import sources
-from ._core.api import memlock_too_small
-from ._core.cparse import cstr
+from ._core.api import memlock_too_small, resolve
 from ._core.device import makedev, open_cdev
 from ._core.devlist import MAX_ABI, MIN_ABI
-from ._core.options import resolve
 from ._core.records import DeviceRecord
+from ._core.sysfs_read import cstr
 from .attributes import LinkLayer, PortState, device_attributes
 from .errors import SourceUnavailable
 from .providers.drivers import load_for_mode
@@ -54,7 +53,7 @@ from .sources.sysfs import ScanError, Skipped, read_class_abi, scan_sysfs_detail
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from ._core.options import ListOptions
+    from ._core.api import ListOptions
 
 __all__ = ["CODES", "Diagnosis", "DiagnosisList", "Reason", "diagnose"]
 

@@ -26,9 +26,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Optional
 
-from ._core.cparse import cstr
 from ._core.device import Device
-from ._core.sysfs_read import MODALIAS_SIZE, read_sysfs_file
+from ._core.sysfs_read import MODALIAS_SIZE, cstr, read_sysfs_file
 from .errors import UsageError
 from .sources import udev as udev_source
 

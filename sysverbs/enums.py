@@ -1,6 +1,6 @@
 """libibverbs' enums, with the same numeric values as ``<infiniband/verbs.h>``.
 
-Devices and records hold the plain numbers (:mod:`sysverbs._core.node_types`); these
+Devices and records hold the plain numbers (:mod:`sysverbs._core.records`); these
 classes are what the public API hands out.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 
-from ._core.node_types import node_type_number, transport_number
+from ._core.records import node_type_number, transport_number
 
 __all__ = ["NodeType", "TransportType", "transport_for", "node_type_from_number"]
 

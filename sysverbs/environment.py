@@ -376,7 +376,7 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     its options).  ``addresses``: netdev -> IP addresses; default: the kernel's,
     through rtnetlink, when ``sysfs_path`` is None (the live host), else unknown.
     """
-    from ._core.options import env_sysfs_root
+    from ._core.api import env_sysfs_root
     from .attributes import numbered_entries, read_text, resolve_ibdev
     from .topology import device_topology
 

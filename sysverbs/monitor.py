@@ -53,13 +53,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
-from ._core.cparse import cstr
-from ._core.options import env_sysfs_root
-from ._core.sysfs_read import IBDEV_SIZE, read_sysfs_file
+from ._core.api import env_sysfs_root
+from ._core.sysfs_read import IBDEV_SIZE, cstr, read_sysfs_file
 from .sources import udev as udev_source
 
 if TYPE_CHECKING:
-    from ._core.options import PathArg
+    from ._core.api import PathArg
 
 __all__ = ["monitor", "DeviceMonitor", "DeviceEvent", "SUBSYSTEMS", "BACKENDS"]
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Unpack
 
-    from ._core.options import ListOptions
+    from ._core.api import ListOptions
 
 __all__ = [
     "MAX_IB_DEVS",
@@ -789,8 +789,8 @@ def host_ports(*, open_devices: Optional[bool] = None,
     if open_devices is None:
         open_devices = options.get("sysfs_path") is None
     from ._core import api
+    from ._core.api import resolve
     from ._core.device import open_device
-    from ._core.options import resolve
     from .attributes import numbered_entries, parse_guid, read_text
 
     sysfs = resolve(**options).sysfs_path

@@ -51,18 +51,17 @@ from ._core.api import (
     get_device_guid,
     get_device_index,
     get_device_list,
+    resolve,
 )
-from ._core.cparse import strtol, to_int32
 from ._core.device import Context, Device, open_device
-from ._core.options import resolve
-from ._core.sysfs_read import RDMA_CM_ABI_SIZE, read_sysfs_file
+from ._core.sysfs_read import RDMA_CM_ABI_SIZE, read_sysfs_file, strtol, to_int32
 from .errors import UsageError, WrongTypeError
 from .sources.base import LibraryKey
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from ._core.options import ListOptions, PathArg
+    from ._core.api import ListOptions, PathArg
 
 __all__ = [
     "ContextList",

@@ -37,10 +37,9 @@ import stat
 from dataclasses import dataclass
 from typing import Optional
 
-from ._core.cparse import cstr, scan_u_u
+from ._core.api import path_arg
 from ._core.device import makedev
-from ._core.options import path_arg
-from ._core.sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, read_sysfs_file
+from ._core.sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, cstr, read_sysfs_file, scan_u_u
 from ._text import parse_cpulist
 from .attributes import (
     DeviceArg,

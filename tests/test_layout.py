@@ -205,7 +205,7 @@ def test_the_list_options_are_declared_once() -> None:
     tuples that hold what they resolve to, :class:`sysverbs.Options` and the sources'
     ``LibraryKey``, have a field for each: they are no listing functions.)"""
     names = {"source", "sysfs_path", "dev_dir", "config_dir", "providers", "rdma_core"}
-    from sysverbs._core.options import OPTION_NAMES
+    from sysverbs._core.api import OPTION_NAMES
 
     assert set(OPTION_NAMES) == names
     for path in _modules().values():

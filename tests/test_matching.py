@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sysverbs._core import messages
-from sysverbs._core.cparse import fnmatch
 from sysverbs._core.records import DeviceRecord
+from sysverbs._core.sysfs_read import fnmatch
 from sysverbs.providers import matching
 from sysverbs.providers.table import Provider, provider_table
 from tests.fuzz.profiles import fuzz_settings

@@ -8,8 +8,7 @@ import stat
 from _thread import RLock
 
 from ..errors import DeviceFreedError
-from .cparse import scan_hx4
-from .sysfs_read import NODE_GUID_SIZE, read_sysfs_file
+from .sysfs_read import NODE_GUID_SIZE, read_sysfs_file, scan_hx4
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ class Device:
         dev_name: bytes,
         dev_path: bytes,
         ibdev_path: bytes,
-        node_type: int,  # node_types numbers; the properties give the enums
+        node_type: int,  # records.node_type_number values; the properties give the enums
         transport_type: int,
         provider: str,
         abi_ver: int,

@@ -20,7 +20,7 @@ from ..providers.matching import Matcher
 from ..sources.sysfs import read_class_abi
 from .device import Device
 from .messages import emit
-from .node_types import transport_number
+from .records import transport_number
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,21 +1,101 @@
-"""What a source (sysfs, netlink, udev) reports about one uverbs device, before matching."""
+"""The record types of the import path.
+
+* :class:`RecordTuple`: the base of sysverbs' small record types;
+* node types and transports as the plain numbers of ``<infiniband/verbs.h>``
+  (:func:`node_type_number`, :func:`transport_number`).  Records and devices keep these
+  numbers; :mod:`sysverbs.enums` turns them into the ``NodeType``/``TransportType``
+  enums when a caller asks (``import enum`` is left out of ``import sysverbs``);
+* :class:`DeviceRecord`: what a source (sysfs, netlink, udev) reports about one
+  uverbs device, before matching.
+
+One module, not three: each module on the path of ``import sysverbs`` costs the
+finding and loading of its ``.pyc`` (tests/test_layout.py holds the budget).
+"""
 
 from __future__ import annotations
 
-from .cparse import strtoul
-from .node_types import UNKNOWN, node_type_number
-from .sysfs_read import ABI_SIZE, NODE_TYPE_SIZE, read_sysfs_file
+from .sysfs_read import ABI_SIZE, NODE_TYPE_SIZE, read_sysfs_file, strtoul
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional
+    from typing import Any, Optional, TypeVar
 
-__all__ = ["DeviceRecord", "read_abi_version", "read_node_type", "abi_number"]
+    R = TypeVar("R", bound="RecordTuple")
+
+__all__ = ["RecordTuple", "UNKNOWN", "node_type_number", "transport_number",
+           "DeviceRecord", "read_abi_version", "read_node_type", "abi_number"]
+
+
+class RecordTuple(tuple[object, ...]):
+    """The base of sysverbs' small record types (:class:`sysverbs.Options`, the provider
+    table's rows, the sources' key...): a tuple whose subclass spells out its fields.
+
+    Each subclass writes its ``__new__`` (the signature, the defaults), one read-only
+    property per field and ``_fields``; this base adds what ``collections.namedtuple``
+    would, from ``_fields``: the repr, ``_asdict``, ``_replace`` and pickling.  A plain
+    class, because the alternatives cost more on the path of ``import sysverbs``
+    (``import collections`` or ``import typing`` each cost about as much as the rest of
+    the import; tests/test_layout.py holds the budget)::
+
+        class Point(RecordTuple, tuple[int, int]):
+            __slots__ = ()
+            _fields = ("x", "y")
+
+            def __new__(cls, x: int, y: int = 0) -> Point:
+                return tuple.__new__(cls, (x, y))
+
+            @property
+            def x(self) -> int:
+                return self[0]
+            ...
+
+    tests/test_tuples.py checks every subclass in the package against its ``_fields``.
+    """
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={value!r}" for name, value in zip(self._fields, self))
+        return f"{type(self).__name__}({inner})"
+
+    def _asdict(self) -> dict[str, Any]:
+        """The fields by name, in order."""
+        return dict(zip(self._fields, self))
+
+    def _replace(self: R, **changes: Any) -> R:
+        """A copy with the given fields replaced (``ValueError`` for an unknown name)."""
+        unknown = [name for name in changes if name not in self._fields]
+        if unknown:
+            raise ValueError(f"Got unexpected field names: {unknown!r}")
+        return type(self)(**{**self._asdict(), **changes})
+
+    def __getnewargs__(self) -> tuple[object, ...]:  # pickle and copy: __new__(cls, *fields)
+        return tuple(self)
+
+
+#: IBV_NODE_UNKNOWN and IBV_TRANSPORT_UNKNOWN.
+UNKNOWN = -1
+#: The defined ``enum ibv_node_type`` values (CA .. UNSPECIFIED).
+_NODE_TYPES = frozenset(range(1, 8))
+#: Node type -> ``enum ibv_transport_type``, as libibverbs derives it.
+_TRANSPORT = {1: 0, 2: 0, 3: 0, 4: 1, 5: 2, 6: 3, 7: 4}
+
+
+def node_type_number(value: int) -> int:
+    """Decode the number read from ``node_type`` (already truncated to 32 bits):
+    a defined node type, else UNKNOWN (-1)."""
+    return value if value in _NODE_TYPES else UNKNOWN
+
+
+def transport_number(node_type: int) -> int:
+    """The transport libibverbs derives from a node type (UNKNOWN when none)."""
+    return _TRANSPORT.get(node_type, UNKNOWN)
 
 
 def read_node_type(ibdev_path: bytes) -> int:
     """``<ibdev_path>/node_type``: result ``<= 0`` is UNKNOWN, else strtoul as uint32
-    (a :mod:`sysverbs._core.node_types` number)."""
+    (a :func:`node_type_number`)."""
     value = read_sysfs_file(ibdev_path + b"/node_type", NODE_TYPE_SIZE)
     if not value:
         return UNKNOWN
@@ -69,7 +149,7 @@ class DeviceRecord:
         sysfs_root: bytes,  # <S>, used to build dev_path
         cdev: tuple[int, int],  # (major, minor) of the char device
         abi_ver: Optional[int],  # per-device uverbs ABI, unsigned 32-bit; None: read later
-        node_type: Optional[int],  # a node_types number (-1: unknown); None: read later
+        node_type: Optional[int],  # a node_type_number value (-1: unknown); None: read later
         time_created_ns: int,  # st_mtime in ns of ibdev_path (sysfs mode identity)
         ibdev_idx: int = -1,  # kernel index in netlink mode, -1 in sysfs mode
         driver_id: int = 0,  # RDMA_DRIVER_UNKNOWN unless the kernel said (netlink)

@@ -10,9 +10,20 @@ docs/behaviour.md: Reading sysfs files):
 * otherwise (``size`` bytes, last one not ``\\n``): ``None``, the value would be cut.
 
 The result may contain NUL bytes; callers that treat it as a C string apply
-:func:`sysverbs._core.cparse.cstr`.  Unlike libibverbs the file is opened with
+:func:`cstr`.  Unlike libibverbs the file is opened with
 ``O_NONBLOCK`` so that a FIFO in a broken tree cannot hang the caller (libibverbs
 would block there); for regular and sysfs files this changes nothing.
+
+Beside the reader, the C parsing rules libibverbs applies to what it reads
+(:func:`strtoul`, :func:`scan_hx4`, ...): each takes the bytes a read produced and
+reproduces what glibc does with them: ``strtoul``/``strtol`` in base 10, ``sscanf("%u:%u")`` and
+``sscanf("%hx:%hx:%hx:%hx")``.  All of them stop at the first NUL byte, as a C
+string would.
+
+Each function first tries a fast path for the plain text sysfs holds (``"1"``,
+``"231:0"``, ``"0c42:a103:00a5:1c30"``): only text made of nothing but digits (and
+the separators) takes it, where the C rules reduce to :func:`int`; anything else
+goes through the character-by-character rules.
 """
 
 from __future__ import annotations
@@ -27,6 +38,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "read_sysfs_file",
+    "cstr",
+    "strtoul",
+    "strtol",
+    "to_int32",
+    "scan_u_u",
+    "scan_hx4",
+    "fnmatch",
     "IBDEV_SIZE",
     "DEV_SIZE",
     "ABI_SIZE",
@@ -73,3 +91,181 @@ def read_sysfs_file(path: PathArg, size: int, dir_fd: Optional[int] = None) -> O
     if len(data) < size:
         return data
     return None
+
+
+# ------------------------------------------------------------ C parsing rules
+# C isspace() in the "C" locale.
+_SPACE = frozenset(b" \t\n\v\f\r")
+_DIGITS = frozenset(b"0123456789")
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+_HEX_COLON = b"0123456789abcdefABCDEF:"
+
+_ULONG_MAX = (1 << 64) - 1
+_LONG_MAX = (1 << 63) - 1
+_LONG_MIN = -(1 << 63)
+
+
+def cstr(data: bytes) -> bytes:
+    """The C string held in ``data``: everything before the first NUL."""
+    nul = data.find(b"\0")
+    return data if nul < 0 else data[:nul]
+
+
+def _skip_space(s: bytes, i: int) -> int:
+    n = len(s)
+    while i < n and s[i] in _SPACE:
+        i += 1
+    return i
+
+
+def _sign(s: bytes, i: int) -> tuple[bool, int]:
+    if i < len(s) and s[i] in b"+-":
+        return s[i] == 0x2D, i + 1
+    return False, i
+
+
+def _digits(s: bytes, i: int, allowed: frozenset[int]) -> int:
+    n = len(s)
+    while i < n and s[i] in allowed:
+        i += 1
+    return i
+
+
+def strtoul(data: bytes) -> int:
+    """glibc ``strtoul(s, NULL, 10)`` on a 64-bit host (result in 0..2**64-1)."""
+    if data.isdigit() and len(data) < 20:  # ASCII digits only, below 10**19: no clamp
+        return int(data)
+    head, colon, _ = data.partition(b":")  # "1: CA" (node_type): digits up to a colon
+    if colon and head.isdigit() and len(head) < 20:
+        return int(head)
+    s = cstr(data)
+    i = _skip_space(s, 0)
+    neg, i = _sign(s, i)
+    j = _digits(s, i, _DIGITS)
+    if j == i:
+        return 0
+    value = int(s[i:j])
+    if value > _ULONG_MAX:
+        return _ULONG_MAX
+    return (-value) & _ULONG_MAX if neg else value
+
+
+def strtol(data: bytes) -> int:
+    """glibc ``strtol(s, NULL, 10)`` on a 64-bit host (clamped to the long range)."""
+    if data.isdigit() and len(data) < 19:  # below 10**18: no clamp
+        return int(data)
+    s = cstr(data)
+    i = _skip_space(s, 0)
+    neg, i = _sign(s, i)
+    j = _digits(s, i, _DIGITS)
+    if j == i:
+        return 0
+    value = -int(s[i:j]) if neg else int(s[i:j])
+    return max(_LONG_MIN, min(_LONG_MAX, value))
+
+
+def to_int32(value: int) -> int:
+    """C conversion of an integer to a signed 32-bit ``int`` (two's complement)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def _scan_number(s: bytes, i: int, hexadecimal: bool) -> tuple[Optional[int], int]:
+    """One scanf ``%u``/``%x`` conversion from ``s[i:]``: (value mod 2**64, next index).
+
+    The value is None when the conversion fails.  Leading whitespace is skipped,
+    a sign is accepted, and ``%x`` accepts a ``0x``/``0X`` prefix (glibc keeps the
+    ``0`` as the number when no hex digit follows the ``x``).
+    """
+    i = _skip_space(s, i)
+    neg, i = _sign(s, i)
+    n = len(s)
+    got_zero = False
+    if hexadecimal and i < n and s[i] == 0x30:
+        got_zero = True
+        i += 1
+        if i < n and s[i] in b"xX":
+            i += 1
+    j = _digits(s, i, _HEX if hexadecimal else _DIGITS)
+    if j == i and not got_zero:
+        return None, j
+    value = int(s[i:j], 16 if hexadecimal else 10) if j > i else 0
+    if value > _ULONG_MAX:
+        value = _ULONG_MAX
+    elif neg:
+        value = (-value) & _ULONG_MAX
+    return value, j
+
+
+def scan_u_u(data: bytes) -> Optional[tuple[int, int]]:
+    """``sscanf(s, "%u:%u", &a, &b) == 2``: the two unsigned 32-bit values, else None."""
+    a_text, colon, b_text = data.partition(b":")
+    if colon and a_text.isdigit() and b_text.isdigit() and len(a_text) < 20 and len(b_text) < 20:
+        return int(a_text) & 0xFFFFFFFF, int(b_text) & 0xFFFFFFFF
+    s = cstr(data)
+    a, i = _scan_number(s, 0, False)
+    if a is None or i >= len(s) or s[i] != 0x3A:
+        return None
+    b, _ = _scan_number(s, i + 1, False)
+    if b is None:
+        return None
+    return a & 0xFFFFFFFF, b & 0xFFFFFFFF
+
+
+def scan_hx4(data: bytes) -> Optional[tuple[int, int, int, int]]:
+    """``sscanf(s, "%hx:%hx:%hx:%hx")`` == 4: four 16-bit values, else None."""
+    if not data.translate(None, _HEX_COLON):  # hex digits and colons only
+        fields = data.split(b":")
+        if len(fields) == 4:
+            p0, p1, p2, p3 = fields
+            if 0 < len(p0) <= 16 and 0 < len(p1) <= 16 and 0 < len(p2) <= 16 and 0 < len(p3) <= 16:
+                return (
+                    int(p0, 16) & 0xFFFF,
+                    int(p1, 16) & 0xFFFF,
+                    int(p2, 16) & 0xFFFF,
+                    int(p3, 16) & 0xFFFF,
+                )
+    s = cstr(data)
+    parts: list[int] = []
+    i = 0
+    for k in range(4):
+        if k:
+            if i >= len(s) or s[i] != 0x3A:
+                return None
+            i += 1
+        value, i = _scan_number(s, i, True)
+        if value is None:
+            return None
+        parts.append(value & 0xFFFF)
+    return parts[0], parts[1], parts[2], parts[3]
+
+
+def fnmatch(pattern: bytes, text: bytes) -> bool:
+    """glibc ``fnmatch(pattern, text, 0) == 0`` in the "C" locale, for patterns made of
+    literal bytes, ``*`` and ``?`` (the only ones libibverbs' match tables use; the
+    provider table refuses others).  Without flags ``*`` and ``?`` match any byte,
+    ``/`` and a leading ``.`` included.  Both stop at a NUL, as C strings do."""
+    pattern, text = cstr(pattern), cstr(text)
+    p = t = 0
+    star = -1
+    resume = 0
+    np, nt = len(pattern), len(text)
+    while t < nt:
+        if p < np:
+            c = pattern[p]
+            if c == 0x2A:  # '*': remember where it is, try matching nothing first
+                star, resume = p, t
+                p += 1
+                continue
+            if c == 0x3F or c == text[t]:
+                p += 1
+                t += 1
+                continue
+        if star < 0:
+            return False
+        resume += 1  # let the last '*' take one more byte
+        p, t = star + 1, resume
+    while p < np and pattern[p] == 0x2A:
+        p += 1
+    return p == np

@@ -65,7 +65,7 @@ class _options:  # noqa: N801 (a context manager, used like a function)
 
     def __enter__(self) -> dict[str, Any]:
         args = self.args
-        from .._core.options import OPTION_NAMES
+        from .._core.api import OPTION_NAMES
 
         opts: dict[str, Any] = {name: getattr(args, name) for name in OPTION_NAMES}
         if args.fixture is None:
@@ -149,7 +149,7 @@ def _devinfo(args: argparse.Namespace) -> int:
                 out.write(b"\n")
                 out.flush()
                 return 0
-            from .._core.options import resolve
+            from .._core.api import resolve
             from .devinfo import render
 
             sysfs = resolve(source=opts["source"], sysfs_path=opts["sysfs_path"]).sysfs_path

@@ -115,8 +115,7 @@ def _guid(value: Optional[int]) -> Optional[str]:
 
 
 def _board_id(dev: Device) -> Optional[str]:
-    from .._core.cparse import cstr
-    from .._core.sysfs_read import read_sysfs_file
+    from .._core.sysfs_read import cstr, read_sysfs_file
 
     value = read_sysfs_file(os.fsencode(dev.ibdev_path) + b"/board_id", 256)
     if value is None:

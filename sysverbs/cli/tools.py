@@ -47,7 +47,7 @@ def netdev_links(sysfs_path: str, dev_dir: str) -> list[dict[str, Any]]:
 
 
 def netdev(args: Any, opts: dict[str, Any]) -> int:
-    from .._core.options import resolve
+    from .._core.api import resolve
 
     o = resolve(**opts)
     links = netdev_links(o.sysfs_path, o.dev_dir)
@@ -140,7 +140,7 @@ def watch(args: Any, opts: dict[str, Any]) -> int:
 
 
 def snapshot(args: Any, opts: dict[str, Any]) -> int:
-    from .._core.options import resolve
+    from .._core.api import resolve
     from ..testing import umockdev as recording
     from ..testing.recorder import record_host
 

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             host_files = materialize(fixture_path(args.fixture), tmp.name)
             sysfs, dev = str(host_files.sysfs), str(host_files.dev)
         if sysfs is None:
-            from .._core.options import env_sysfs_root
+            from .._core.api import env_sysfs_root
 
             sysfs = env_sysfs_root()
         if not os.path.isdir(os.path.join(os.fsencode(sysfs), b"devices")):

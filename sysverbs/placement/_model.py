@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from .._core.options import path_arg
+from .._core.api import path_arg
 from .._core.sysfs_read import read_sysfs_file
 from .._text import parse_cpulist, rate_fields
 from ._distance import Distance, nccl_distance, smi_distance
@@ -822,7 +822,7 @@ def read_host(
     raise: they are in ``problems``.
     """
     if sysfs_path is None:
-        from .._core.options import env_sysfs_root
+        from .._core.api import env_sysfs_root
 
         sysfs_path = env_sysfs_root()  # $SYSFS_PATH, else /sys (as libibverbs)
     sysfs = _bytes_path(sysfs_path, b"/sys", "sysfs_path")

@@ -15,7 +15,7 @@ import os
 import stat
 
 from .._core.messages import ConfigWarning, DriverLoadWarning, SysverbsWarning
-from .._core.tuples import RecordTuple
+from .._core.records import RecordTuple
 from .table import pabi_for, provider_dir
 
 TYPE_CHECKING = False

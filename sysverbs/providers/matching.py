@@ -15,9 +15,8 @@ Pure over its inputs, except for the one cached read of ``device/modalias``.
 
 from __future__ import annotations
 
-from .._core.cparse import cstr, fnmatch
 from .._core.messages import AbiWarning, emit
-from .._core.sysfs_read import MODALIAS_SIZE, PATH_MAX_IBV, read_sysfs_file
+from .._core.sysfs_read import MODALIAS_SIZE, PATH_MAX_IBV, cstr, fnmatch, read_sysfs_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ source returns (:class:`Scan`) and how it says it cannot be used here
 
 from __future__ import annotations
 
-from .._core.tuples import RecordTuple
+from .._core.records import RecordTuple
 from ..errors import SourceUnavailable
 
 TYPE_CHECKING = False

@@ -8,8 +8,7 @@ import os
 import stat
 import sys
 
-from .._core.cparse import cstr, scan_u_u, strtol, to_int32
-from .._core.records import DeviceRecord, abi_number, read_node_type
+from .._core.records import DeviceRecord, RecordTuple, abi_number, read_node_type
 from .._core.sysfs_read import (
     ABI_SIZE,
     CLASS_ABI_SIZE,
@@ -17,9 +16,12 @@ from .._core.sysfs_read import (
     IBDEV_SIZE,
     NAME_MAX_IBV,
     PATH_MAX_IBV,
+    cstr,
     read_sysfs_file,
+    scan_u_u,
+    strtol,
+    to_int32,
 )
-from .._core.tuples import RecordTuple
 from ..errors import ScanError
 
 TYPE_CHECKING = False

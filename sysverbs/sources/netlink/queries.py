@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import time
 
-from ..._core.cparse import to_int32
-from ..._core.sysfs_read import NAME_MAX_IBV
+from ..._core.sysfs_read import NAME_MAX_IBV, to_int32
 from ...errors import SourceUnavailable
 from .wire import (
     ATTR_CHARDEV_ABI,

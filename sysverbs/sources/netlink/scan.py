@@ -50,10 +50,17 @@ from __future__ import annotations
 import os
 import time
 
-from ..._core.cparse import scan_u_u, strtoul, to_int32
-from ..._core.node_types import node_type_number
-from ..._core.records import DeviceRecord
-from ..._core.sysfs_read import ABI_SIZE, DEV_SIZE, NAME_MAX_IBV, PATH_MAX_IBV, read_sysfs_file
+from ..._core.records import DeviceRecord, node_type_number
+from ..._core.sysfs_read import (
+    ABI_SIZE,
+    DEV_SIZE,
+    NAME_MAX_IBV,
+    PATH_MAX_IBV,
+    read_sysfs_file,
+    scan_u_u,
+    strtoul,
+    to_int32,
+)
 from ...errors import SourceUnavailable
 from ..base import Scan
 from .wire import (
