@@ -17,7 +17,7 @@ addresses on each end:
   them, ``accept_local``; the same for IPv6) sends the traffic between them over
   the veth wire.
 
-Trials (``ibv_rc_pingpong``, server and client, one TCP port each) print
+Trials (``ibv_rc_pingpong -e``, server and client, one TCP port each) print
 ``===TRIAL <name> index=<i>/<j> client_rc=.. server_rc=..`` blocks.  UCX:
 ``ucx_info -d``; ``ucx_info -p -u t`` with the UCX_NET_DEVICES ``sysverbs env``
 writes, and, as controls, with a bare device name and with NCCL's ``=`` syntax.
@@ -98,15 +98,16 @@ llidx() { ibv_devinfo -v -d $1 \
              | sed -n 's/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*fe80:.*/\1/p' | head -n 1; }
 trial() {
   xs=${8:+ip netns exec $8}; xc=${9:+ip netns exec $9}
-  $xs timeout 60 ibv_rc_pingpong -d $2 -g $4 -n 5 -p $7 > /run/pp/$1.srv 2>&1 &
+  $xs timeout 60 ibv_rc_pingpong -e -d $2 -g $4 -n 5 -p $7 > /run/pp/$1.srv 2>&1 &
   spid=$!
   # the client starts once the server listens (it does so when its QP exists)
   i=0; until $xs ss -Hltn "sport = :$7" | grep -q .; do
     i=$((i+1)); [ $i -gt 150 ] && break; sleep 0.1; done
-  $xc timeout 45 ibv_rc_pingpong -d $3 -g $5 -n 5 -p $7 $6 > /run/pp/$1.clt 2>&1
+  $xc timeout 45 ibv_rc_pingpong -e -d $3 -g $5 -n 5 -p $7 $6 > /run/pp/$1.clt 2>&1
   crc=$?
-  # a server whose client gave up waits for it forever (busy-polling its completion
-  # queue): 5 s after the client, it is stopped
+  # a server whose client gave up waits for it forever: 5 s after the client, it is
+  # stopped.  Both sleep on completion events (-e) instead of polling the completion
+  # queue, which under emulation took a whole virtual CPU while they waited.
   ( sleep 5; kill $spid 2>/dev/null ) >/dev/null 2>&1 & killer=$!
   wait $spid; src=$?
   kill $killer 2>/dev/null
