@@ -69,20 +69,21 @@ $(VENV)/.installed: pyproject.toml
 	  echo "python3 -m venv failed; installing python3-venv" >&2; \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv && \
 	  $(PYTHON) -m venv $(VENV); }
-	@if $(PY) -m pip install -q uv; then \
-	  echo "uv pip install -e '.[dev]'"; $(UV) pip install -q --python $(PY) -e '.[dev]'; \
+	@if $(PY) -m pip install -q uv && { echo "uv pip install -e '.[dev]'"; \
+	    $(UV) pip install -q --python $(PY) -e '.[dev]'; }; then :; \
 	else \
-	  echo "uv unavailable: installing with pip" >&2; \
+	  echo "uv unavailable or failed (it reads no pip.conf): installing with pip" >&2; \
 	  $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e '.[dev]'; fi
 	@touch $@
 
 $(VENV_PYPY)/.installed: pyproject.toml $(VENV)/.installed | oracle-deps
-	@if [ -x $(UV) ]; then \
-	  test -x $(VENV_PYPY)/bin/python || $(PYPY) -m venv --without-pip $(VENV_PYPY); \
-	  echo "uv pip install --python $(VENV_PYPY)/bin/python -e '.[test]'"; \
-	  $(UV) pip install -q --python $(VENV_PYPY)/bin/python -e '.[test]'; \
+	@if [ -x $(UV) ] && { test -x $(VENV_PYPY)/bin/python || \
+	    $(PYPY) -m venv --without-pip $(VENV_PYPY); } && \
+	    { echo "uv pip install --python $(VENV_PYPY)/bin/python -e '.[test]'"; \
+	      $(UV) pip install -q --python $(VENV_PYPY)/bin/python -e '.[test]'; }; then :; \
 	else \
-	  test -x $(VENV_PYPY)/bin/pip || $(PYPY) -m venv $(VENV_PYPY); \
+	  echo "installing the pypy3 virtualenv with pip" >&2; \
+	  test -x $(VENV_PYPY)/bin/pip || $(PYPY) -m venv --clear $(VENV_PYPY); \
 	  $(VENV_PYPY)/bin/python -m pip install -q -e '.[test]'; fi
 	@touch $@
 
