@@ -419,6 +419,27 @@ def test_bond_slave_excluded(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ bad input
 
 
+def test_filter_keywords_are_checked(tmp_path: Path) -> None:
+    """The NIC filters are declared once (``NicFilters``); a misspelt or mistyped one is
+    a WrongTypeError (a TypeError) in assign() and assign_rank(), never ignored, and a
+    bad link layer a UsageError (a ValueError)."""
+    from sysverbs.errors import UsageError, WrongTypeError
+
+    t = PciTree(tmp_path)
+    t.gpu("pci0000:00/0000:00:03.0/0000:05:00.0")
+    t.rdma("mlx5_0", "pci0000:00/0000:00:02.0/0000:03:00.0", ports=(ETH,), netdev="ens1f0")
+    host = read_host(t.sys)
+    for bad in ({"include_vf": True}, {"min_rate_gbps": "100"}, {"min_rate_gbps": True},
+                {"link_layer": 3}):
+        with pytest.raises(WrongTypeError, match=next(iter(bad))):
+            assign(host, **bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            assign_rank(host, 0, {}, **bad)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="InfiniBand or Ethernet"):
+        assign(host, link_layer="fddi")
+    assert assign(host, link_layer="roce", min_rate_gbps=0)[0].nics[0].device == "mlx5_0"
+
+
 def test_bad_trees_are_said_not_raised(tmp_path: Path) -> None:
     t = PciTree(tmp_path)
     t.node(0, "0-3").node(1, "4-7")

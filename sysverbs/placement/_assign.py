@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import UsageError
+from ..errors import UsageError, WrongTypeError
 from ._distance import Distance, smi_rank
 from ._model import Gpu, Host, Nic, Port, endpoints, smi_between
 from ._names import bdf_key, natural_key
@@ -18,9 +18,25 @@ from ._record import FrozenRecord, init
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from typing import Optional, Union
+    from typing import Optional, TypedDict
+
+    from typing_extensions import Unpack
+
+    class NicFilters(TypedDict, total=False):
+        """The NIC filters of :func:`assign` and :func:`assign_rank`, declared once;
+        :func:`assign` says what they mean and their defaults."""
+
+        link_layer: Optional[str]
+        min_rate_gbps: Optional[float]
+        require_active: bool
+        require_usable: bool
+        include_vfs: bool
+        include_bond_slaves: bool
 
 RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+#: The names of the NIC filters (``NicFilters``, for the type checker).
+FILTER_NAMES = ("link_layer", "min_rate_gbps", "require_active", "require_usable",
+                "include_vfs", "include_bond_slaves")
 _LINK_LAYERS = {"ib": "InfiniBand", "infiniband": "InfiniBand", "eth": "Ethernet",
                 "ethernet": "Ethernet", "roce": "Ethernet"}
 
@@ -136,16 +152,23 @@ def _usable_names(host: Host) -> tuple[Optional[frozenset[str]], str]:
     return frozenset(d.name for d in found if d.usable), ""
 
 
-def candidates(
-    host: Host,
-    *,
-    link_layer: Optional[str] = None,
-    min_rate_gbps: Optional[float] = None,
-    require_active: bool = True,
-    require_usable: bool = False,
-    include_vfs: bool = False,
-    include_bond_slaves: bool = False,
-) -> tuple[list[_Candidate], list[Filtered]]:
+def candidates(host: Host, **filters: Unpack[NicFilters]
+               ) -> tuple[list[_Candidate], list[Filtered]]:
+    """The ports the filters keep (in PCI address order) and those they leave out."""
+    unknown = sorted(set(filters) - set(FILTER_NAMES))
+    if unknown:
+        raise WrongTypeError(f"unexpected keyword argument {unknown[0]!r}")
+    link_layer = filters.get("link_layer")
+    min_rate_gbps = filters.get("min_rate_gbps")
+    require_active = filters.get("require_active", True)
+    require_usable = filters.get("require_usable", False)
+    include_vfs = filters.get("include_vfs", False)
+    include_bond_slaves = filters.get("include_bond_slaves", False)
+    if link_layer is not None and not isinstance(link_layer, str):
+        raise WrongTypeError(f"link_layer must be a str or None, not {link_layer!r}")
+    if min_rate_gbps is not None and (isinstance(min_rate_gbps, bool)
+                                      or not isinstance(min_rate_gbps, (int, float))):
+        raise WrongTypeError(f"min_rate_gbps must be a number or None, not {min_rate_gbps!r}")
     ll = _norm_link_layer(link_layer)
     usable: Optional[frozenset[str]] = None
     usable_err = ""
@@ -208,15 +231,17 @@ def assign(
     host: Host,
     gpus: Optional[Sequence[Gpu]] = None,
     *,
-    link_layer: Optional[str] = None,
-    min_rate_gbps: Optional[float] = None,
-    require_active: bool = True,
-    require_usable: bool = False,
-    include_vfs: bool = False,
-    include_bond_slaves: bool = False,
     split_ties: bool = True,
+    **filters: Unpack[NicFilters],
 ) -> tuple[Assignment, ...]:
     """One :class:`Assignment` per GPU (``gpus``: default all, in index order).
+
+    The NIC filters (keywords, each port left out says why in ``filtered``):
+    ``link_layer`` (``"InfiniBand"``/``"Ethernet"``, also ``"ib"``, ``"eth"``,
+    ``"roce"``; default None: any), ``min_rate_gbps`` (None), ``require_active`` (True:
+    the port is ACTIVE), ``require_usable`` (False; True: the device is usable as
+    :func:`sysverbs.diagnose` says), ``include_vfs`` (False: SR-IOV VFs and
+    sub-functions are left out), ``include_bond_slaves`` (False).
 
     Nearest class first (``PIX`` < ``PXB`` < ``PHB`` < ``NODE`` < ``SYS``), then the
     fewest bridge hops.  With at least as many NIC ports as GPUs every GPU gets all the
@@ -226,10 +251,7 @@ def assign(
     address, so the answer does not depend on readdir order.
     """
     gpu_list = list(host.gpus if gpus is None else gpus)
-    keep, filtered = candidates(
-        host, link_layer=link_layer, min_rate_gbps=min_rate_gbps,
-        require_active=require_active, require_usable=require_usable,
-        include_vfs=include_vfs, include_bond_slaves=include_bond_slaves)
+    keep, filtered = candidates(host, **filters)
     ftuple = tuple(filtered)
     if not gpu_list:
         return ()
@@ -390,7 +412,7 @@ def assign_rank(
     host: Host,
     rank: Optional[int] = None,
     env: Optional[Mapping[str, str]] = None,
-    **filters: Union[bool, float, str, None],
+    **filters: Unpack[NicFilters],
 ) -> Assignment:
     """The NICs of one local rank (default: from the environment).
 
@@ -413,7 +435,7 @@ def assign_rank(
     else:
         return Assignment(None, rank, (), f"{why_rank} but only {len(visible)} visible "
                           f"GPUs ({why_vis}): which GPU is undecidable")
-    plan = assign(host, pool, **filters)  # type: ignore[arg-type]
+    plan = assign(host, pool, **filters)
     for a in plan:
         if a.gpu is not None and a.gpu.address == gpu.address:
             return Assignment(gpu, rank, a.nics,
