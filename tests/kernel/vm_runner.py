@@ -50,9 +50,10 @@ import traceback
 from typing import Any, Optional
 
 # Imported once here, before any fork: sysverbs and what the ``cli`` steps' commands
-# import (env, devinfo, doctor, netdev, snapshot).  Under emulation, importing those in
-# each fork from the host's disk took 1.5-2.5 s per step, nearly all of its time;
-# importing changes no answer (no module reads the options or the environment at import).
+# import (env, devinfo, doctor, netdev, snapshot, topo).  Under emulation each fork
+# imported them again from the host's disk: the 30 ``cli`` steps took 74 s, 49 s with
+# most of these imported here (the lab booted beside two CPU burners).  Importing
+# changes no answer: no module reads the options or the environment at import.
 import sysverbs
 import sysverbs.cli  # noqa: F401
 import sysverbs.cli.devinfo  # noqa: F401
