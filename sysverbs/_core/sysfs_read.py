@@ -132,6 +132,16 @@ def _digits(s: bytes, i: int, allowed: frozenset[int]) -> int:
     return i
 
 
+def _decimal(data: bytes) -> tuple[bool, int]:
+    """What ``strtoul``/``strtol`` scan in base 10: leading white space, a sign, the
+    digits (up to the first NUL); (negative, magnitude), magnitude 0 without a digit."""
+    s = cstr(data)
+    i = _skip_space(s, 0)
+    neg, i = _sign(s, i)
+    j = _digits(s, i, _DIGITS)
+    return neg, int(s[i:j]) if j > i else 0
+
+
 def strtoul(data: bytes) -> int:
     """glibc ``strtoul(s, NULL, 10)`` on a 64-bit host (result in 0..2**64-1)."""
     if data.isdigit() and len(data) < 20:  # ASCII digits only, below 10**19: no clamp
@@ -139,13 +149,7 @@ def strtoul(data: bytes) -> int:
     head, colon, _ = data.partition(b":")  # "1: CA" (node_type): digits up to a colon
     if colon and head.isdigit() and len(head) < 20:
         return int(head)
-    s = cstr(data)
-    i = _skip_space(s, 0)
-    neg, i = _sign(s, i)
-    j = _digits(s, i, _DIGITS)
-    if j == i:
-        return 0
-    value = int(s[i:j])
+    neg, value = _decimal(data)
     if value > _ULONG_MAX:
         return _ULONG_MAX
     return (-value) & _ULONG_MAX if neg else value
@@ -155,14 +159,8 @@ def strtol(data: bytes) -> int:
     """glibc ``strtol(s, NULL, 10)`` on a 64-bit host (clamped to the long range)."""
     if data.isdigit() and len(data) < 19:  # below 10**18: no clamp
         return int(data)
-    s = cstr(data)
-    i = _skip_space(s, 0)
-    neg, i = _sign(s, i)
-    j = _digits(s, i, _DIGITS)
-    if j == i:
-        return 0
-    value = -int(s[i:j]) if neg else int(s[i:j])
-    return max(_LONG_MIN, min(_LONG_MAX, value))
+    neg, value = _decimal(data)
+    return max(_LONG_MIN, min(_LONG_MAX, -value if neg else value))
 
 
 def to_int32(value: int) -> int:
