@@ -71,6 +71,32 @@ def fast_tmpdir(prefix: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def lists_by_name(directory: Path) -> bool:
+    """Whether ``directory``'s filesystem lists a directory by its entries' names alone
+    (ext4 and the kernel's sysfs: by name hash), so that two trees holding the same
+    names list them in the same order, however they were made; False where the order
+    is the creation order (tmpfs, btrfs, XFS's small directories)."""
+    names = [f"uverbs{i}" for i in range(8)]
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        lists = []
+        for sub, order in (("a", names), ("b", names[::-1])):
+            os.mkdir(os.path.join(tmp, sub))
+            for name in order:
+                os.mkdir(os.path.join(tmp, sub, name))
+            lists.append(os.listdir(os.path.join(tmp, sub)))
+    return lists[0] == lists[1]
+
+
+def same_lines(got: str, shown: str) -> bool:
+    """``got`` has the lines of ``shown``, in any order: the check for an example that
+    lists devices in libibverbs' order, the readdir order of the tree's
+    ``class/infiniband_verbs``, which depends on the filesystem the tree lies on (a
+    doc's example shows the order of the machine that wrote it).  That order itself is
+    checked byte for byte against the real tools on every fixture
+    (``tests/test_oracle_cli.py``)."""
+    return sorted(got.splitlines()) == sorted(shown.splitlines())
+
+
 class OutsideReads:
     """The audit hook's rule and what it saw: opens below ``repo``'s parent that are
     neither in ``repo`` nor in the temporary directory ``tmp``."""

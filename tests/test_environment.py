@@ -192,9 +192,16 @@ def test_read_gid_table_of_a_built_tree(tmp_path: Path) -> None:
 
 
 def test_fixture_bnxt_re_has_only_link_local_gids(tmp_path: Path) -> None:
-    env = rank_environment(environ={}, **_fixture(tmp_path, "bnxt_re"))
-    assert env.exports() == {"NCCL_IB_HCA": "=bnxt_re0:1,bnxt_re1:1",
-                             "UCX_NET_DEVICES": "bnxt_re0:1,bnxt_re1:1"}
+    import sysverbs
+
+    opts = _fixture(tmp_path, "bnxt_re")
+    env = rank_environment(environ={}, **opts)
+    # No GPU: every ACTIVE port, in libibverbs' order (the tree's readdir order, which
+    # depends on the filesystem; tests/test_oracle_core.py checks it against libibverbs).
+    order = [d.name for d in sysverbs.get_device_list(source="sysfs", **opts)]
+    assert sorted(order) == ["bnxt_re0", "bnxt_re1"]
+    ports = ",".join(f"{name}:1" for name in order)
+    assert env.exports() == {"NCCL_IB_HCA": "=" + ports, "UCX_NET_DEVICES": ports}
     assert len(env.warnings) == 2 and "RoCE traffic will fail" in env.warnings[0]
 
 
