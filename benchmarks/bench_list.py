@@ -191,8 +191,10 @@ def build_tree(root: Path, n: int) -> Path:
 
 
 class Bench:
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, package_root: Path = REPO) -> None:
         self.work = work
+        #: The checkout whose ``sysverbs`` the measured processes import.
+        self.package_root = package_root
         self.pycache = work / "pycache"
         self.pycache.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB)}
@@ -206,7 +208,7 @@ class Bench:
 
     def py(self, code: str, *args: str) -> list[str]:
         """argv that runs ``code`` in the measured interpreter, sysverbs importable."""
-        preamble = f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+        preamble = f"import sys; sys.path.insert(0, {str(self.package_root)!r})\n"
         return [self.python, *self.flags, "-c", preamble + code, *args]
 
     def ns_run(self, tree: Path, argv: Sequence[str], timeout: float = 300) -> str:
@@ -679,9 +681,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--profile-top", type=int, default=25)
     p.add_argument("--no-strace", action="store_true",
                    help="skip the syscall counts (they need strace)")
+    p.add_argument("--sysverbs", type=Path, metavar="DIR", default=REPO,
+                   help="measure the sysverbs package of another checkout (DIR holds "
+                   "sysverbs/, e.g. a `git worktree add DIR COMMIT`) on this benchmark's "
+                   "trees: two commits compared on the same trees (default: this one)")
     args = p.parse_args(argv)
     if args.samples < 1 or args.repeats < 1:
         p.error("--samples and --repeats must be at least 1")
+    if not (args.sysverbs / "sysverbs" / "__init__.py").is_file():
+        p.error(f"--sysverbs {args.sysverbs}: no sysverbs package there")
 
     reason = unavailable()
     if reason:
@@ -693,11 +701,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     info = machine()
     info["tree_dir"] = str(args.tmpdir or tempfile.gettempdir())
     info["tree_fs"] = fs_type(Path(info["tree_dir"]))
+    info["sysverbs_checkout"] = str(args.sysverbs.resolve())
     log(f"machine: {info['nproc']} CPUs, {info['cpu_model']}, Python {info['python']}")
     with tempfile.TemporaryDirectory(prefix="svbench-", dir=args.tmpdir) as tmp:
         work = Path(tmp)
         os.chmod(work, 0o755)
-        b = Bench(work)
+        b = Bench(work, args.sysverbs.resolve())
         trees: dict[int, Path] = {}
 
         def tree_for(n: int) -> Path:

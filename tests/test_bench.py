@@ -32,11 +32,12 @@ def test_bench_runs_and_syscalls_per_device_are_within_target(tmp_path: Path) ->
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench_list.py"), "--sizes", "1,5",
          "--samples", "1", "--repeats", "2", "--cli-size", "5", "--tmpdir", str(tmp_path),
-         "--json", str(out)],
+         "--json", str(out), "--sysverbs", str(REPO)],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
+    assert result["machine"]["sysverbs_checkout"] == str(REPO)
     measured = {(r["measurement"].split(",")[0], r["n"]) for r in result["rows"]}
     for n in (1, 5):
         assert ("(a) first call", n) in measured and ("(b) repeated call", n) in measured
@@ -48,3 +49,13 @@ def test_bench_runs_and_syscalls_per_device_are_within_target(tmp_path: Path) ->
     for row in (first, repeated):
         assert row["sysverbs"] <= 1.3 * row["libibverbs"], row
     assert "Targets (issue 8):" in result["targets"] and "Targets" in proc.stdout
+
+
+def test_bench_refuses_a_checkout_without_sysverbs(tmp_path: Path) -> None:
+    """``--sysverbs DIR`` (another commit's checkout, measured on this benchmark's
+    trees) must hold the package."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_list.py"), "--sysverbs",
+         str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert f"--sysverbs {tmp_path}: no sysverbs package there" in proc.stderr
