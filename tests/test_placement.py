@@ -433,7 +433,7 @@ def test_filter_keywords_are_checked(tmp_path: Path) -> None:
                 {"link_layer": 3}):
         with pytest.raises(WrongTypeError, match=next(iter(bad))):
             assign(host, **bad)  # type: ignore[arg-type]
-        with pytest.raises(TypeError):
+        with pytest.raises(WrongTypeError, match=next(iter(bad))):
             assign_rank(host, 0, {}, **bad)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="InfiniBand or Ethernet"):
         assign(host, link_layer="fddi")
