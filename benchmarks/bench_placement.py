@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -71,11 +72,12 @@ def timed(fn: object, samples: int) -> list[float]:
     return out
 
 
-def recorded_reads(fn: object) -> list[tuple[str, object]]:
+def recorded_reads(fn: object) -> list[tuple[str, object, Optional[str]]]:
     """The file-system calls one run of ``fn`` makes (open, readlink, listdir, stat,
-    lstat), in order, with their paths: what the model must read, whatever it does
+    lstat), in order, with their paths and, for a name looked up from an open
+    directory (``dir_fd``), that directory: what the model must read, whatever it does
     with it."""
-    calls: list[tuple[str, object]] = []
+    calls: list[tuple[str, object, Optional[str]]] = []
     saved = {name: getattr(os, name) for name in ("open", "readlink", "listdir", "stat",
                                                    "lstat")}
 
@@ -83,8 +85,10 @@ def recorded_reads(fn: object) -> list[tuple[str, object]]:
         real = saved[name]
 
         def call(path: object, *args: object, **kwargs: object) -> object:
-            calls.append((name, path))
-            return real(path, *args, **kwargs)  # type: ignore[operator]
+            fd = kwargs.get("dir_fd")
+            where = saved["readlink"](f"/proc/self/fd/{fd}") if isinstance(fd, int) else None
+            calls.append((name, path, where))
+            return real(path, *args, **kwargs)
         return call
 
     for name in saved:
@@ -97,22 +101,33 @@ def recorded_reads(fn: object) -> list[tuple[str, object]]:
     return calls
 
 
-def replay(calls: list[tuple[str, object]]) -> None:
+def replay(calls: list[tuple[str, object, Optional[str]]]) -> None:
     """The same calls without the model: each open with its one read and its close,
-    as the sysfs reader does them."""
+    as the sysfs reader does them; a name looked up from an open directory is looked
+    up so again (each such directory opened once, as the model does)."""
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
-    for name, path in calls:
-        try:
-            if name == "open":
-                fd = os.open(path, flags)  # type: ignore[arg-type]
-                try:
-                    os.read(fd, 4096)
-                finally:
-                    os.close(fd)
-            else:
-                getattr(os, name)(path)
-        except OSError:
-            pass
+    dirs: dict[str, int] = {}
+    try:
+        for name, path, where in calls:
+            at = {}
+            if where is not None:
+                if where not in dirs:
+                    dirs[where] = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                at = {"dir_fd": dirs[where]}
+            try:
+                if name == "open":
+                    fd = os.open(path, flags, **at)  # type: ignore[arg-type]
+                    try:
+                        os.read(fd, 4096)
+                    finally:
+                        os.close(fd)
+                else:
+                    getattr(os, name)(path, **at)
+            except OSError:
+                pass
+    finally:
+        for fd in dirs.values():
+            os.close(fd)
 
 
 def walls(commands: dict[str, tuple[list[str], dict[str, str]]], samples: int

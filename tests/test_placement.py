@@ -910,6 +910,50 @@ def test_garbage_values_never_raise(tmp_path_factory: pytest.TempPathFactory,
     assign_rank(host, env={"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "GPU-1,0"})
 
 
+_HEX4 = st.integers(0, 0xFFFF)
+
+
+@fuzz_settings(ci=40, deep=400)
+@given(driver=st.one_of(st.none(), st.just(""), st.from_regex(r"[a-z0-9_.\-]{1,12}",
+                                                             fullmatch=True)),
+       cls=st.integers(0, 0xFFFFFF), ids=st.tuples(_HEX4, _HEX4, _HEX4, _HEX4),
+       form=st.sampled_from(["kernel", "kernel+modalias", "no slot", "lower case",
+                             "reordered", "padded class", "PCI_ID twice"]))
+def test_uevent_ids_do_not_depend_on_its_form(tmp_path_factory: pytest.TempPathFactory,
+                                              driver: str | None, cls: int,
+                                              ids: tuple[int, int, int, int], form: str
+                                              ) -> None:
+    """The ids of a ``uevent`` as the kernel writes it (read in one match) are those
+    of the same lines in any other form (read line by line): lower-case hex, another
+    order, a missing line; a key given twice counts as its last value."""
+    v, d, sv, sd = ids
+    x = (lambda n, w: f"{n:0{w}x}") if form == "lower case" else (lambda n, w: f"{n:0{w}X}")
+    lines = [f"PCI_CLASS={x(cls, 6 if form == 'padded class' else 1)}",
+             f"PCI_ID={x(v, 4)}:{x(d, 4)}", f"PCI_SUBSYS_ID={x(sv, 4)}:{x(sd, 4)}",
+             "PCI_SLOT_NAME=0000:05:00.0"]
+    if form == "no slot":
+        lines.pop()
+    if form == "kernel+modalias":
+        lines.append(f"MODALIAS=pci:v0000{v:04X}d0000{d:04X}sv0000{sv:04X}sd0000{sd:04X}"
+                     f"bc{cls >> 16:02X}sc{cls >> 8 & 0xFF:02X}i{cls & 0xFF:02X}")
+    if form == "reordered":
+        lines.reverse()
+    if driver is not None:
+        lines.insert(0, f"DRIVER={driver}")
+    if form == "PCI_ID twice":  # the later line counts
+        lines[lines.index(f"PCI_ID={x(v, 4)}:{x(d, 4)}")] = f"PCI_ID={v ^ 1:04X}:{d ^ 1:04X}"
+        lines.append(f"PCI_ID={x(v, 4)}:{x(d, 4)}")
+    t = PciTree(tmp_path_factory.mktemp("u"))
+    t.pci("pci0000:00/0000:00:01.0")
+    t.pci("pci0000:00/0000:00:01.0/0000:05:00.0")
+    uevent = t.sys / "devices/pci0000:00/0000:00:01.0/0000:05:00.0/uevent"
+    uevent.write_text("\n".join(lines) + "\n")
+    got = read_host(t.sys).pci["0000:05:00.0"]
+    assert (got.vendor, got.device, got.subsystem_vendor, got.subsystem_device) == ids
+    assert got.pci_class == cls
+    assert got.driver == (driver or None)
+
+
 def test_without_bus_pci_devices_the_tree_is_walked(tmp_path: Path) -> None:
     """A tree with no bus/pci/devices (a partial copy of /sys): the PCI functions are
     found by walking devices/pci*/."""
@@ -937,13 +981,18 @@ def test_nothing_outside_the_roots_is_read(tmp_path: Path, monkeypatch: pytest.M
     t.rdma("rxe0", None, soft_parent="lo")
     roots = (str(tmp_path / "host"),)
     seen: list[str] = []
+    fd_path = os.readlink  # (not the spy)
 
     def spy(name: str) -> None:
         real = getattr(os, name)
 
         def wrapper(path: object, *a: object, **k: object) -> object:
             if not isinstance(path, int):
-                seen.append(os.fsdecode(path))  # type: ignore[arg-type]
+                where = os.fsdecode(path)  # type: ignore[arg-type]
+                fd = k.get("dir_fd")
+                if isinstance(fd, int):  # a name looked up from an open directory
+                    where = os.path.join(fd_path(f"/proc/self/fd/{fd}"), where)
+                seen.append(where)
             return real(path, *a, **k)
 
         monkeypatch.setattr(os, name, wrapper)

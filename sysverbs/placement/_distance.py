@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from ._model import PciDevice
 
+BROADCOM = 0x1000
 _NCCL_BDF = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]")
 
 SMI_ORDER = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
@@ -147,13 +148,14 @@ def nccl_merged_path(dev: PciDevice, is_nic: bool, merge_vfs: bool = True) -> li
 
 
 def _bcm_gen(dev: Optional[PciDevice], level: int) -> int:
-    if dev is None or None in (dev.vendor, dev.device, dev.subsystem_vendor,
-                               dev.subsystem_device):
+    """NCCL's Broadcom PEX switch generation of a bridge (4, 5; 0: none): its vendor,
+    device, subsystem vendor and subsystem device against NCCL's ids."""
+    if dev is None or dev.vendor != BROADCOM:  # both ids are Broadcom's
         return 0
-    assert dev.vendor is not None and dev.device is not None
-    assert dev.subsystem_vendor is not None and dev.subsystem_device is not None
-    ident = (dev.vendor << 48) | (dev.device << 32) | (dev.subsystem_vendor << 16) | (
-        dev.subsystem_device)
+    device, sub_vendor, sub_device = dev.device, dev.subsystem_vendor, dev.subsystem_device
+    if device is None or sub_vendor is None or sub_device is None:
+        return 0
+    ident = (BROADCOM << 48) | (device << 32) | (sub_vendor << 16) | sub_device
     if ident & 0xFFFFFFFFFFFFF000 == 0x1000C0101000A000:
         return 4
     if ident & 0xFFFFFFFFFFFFF000 == (0x1000C03010000000 | level * 0x1000):

@@ -8,10 +8,10 @@ dangling.  Whatever cannot be decided is left ``None`` and said in ``Host.proble
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import sys
+from stat import S_ISDIR, S_ISLNK
 
 from .._core.api import path_arg
 from .._core.sysfs_read import read_sysfs_file
@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
     PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
     Endpoint = Union[str, "Gpu", "Nic"]
+    #: Where a PCI function sits: its ancestors (from the top), its bridges (nearest
+    #: first), its host bridge, the VMD endpoint above that, the outermost host bridge.
+    _Place = tuple[tuple[str, ...], tuple[str, ...], Optional[str], Optional[str],
+                   Optional[str]]
 
 _HEX = re.compile(r"0x([0-9a-fA-F]{1,8})")
 _INT = re.compile(r"-?[0-9]{1,10}")
@@ -44,11 +48,37 @@ GPU_CLASSES: Mapping[int, frozenset[int]] = {
     AMD: frozenset({0x0300, 0x0302, 0x0380, 0x1200}),
 }
 BRIDGE_CLASS = 0x0604
+_TOP: _Place = ((), (), None, None, None)  # devices/ itself
 
 
 def _text(path: bytes, size: int = _ATTR) -> Optional[str]:
     value = read_sysfs_file(path, size)
     return None if value is None else value.decode("utf-8", "replace")
+
+
+#: readlinkat and fstatat: the bus walk looks names up from open directories (a
+#: shorter walk for the kernel than from the root, twice per PCI function).
+_AT = os.readlink in os.supports_dir_fd and os.stat in os.supports_dir_fd
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+
+
+def _open_dir(path: bytes) -> Optional[int]:
+    """A descriptor of the directory ``path`` (None: not a directory, or no ``*at``
+    calls on this platform)."""
+    if not _AT:
+        return None
+    try:
+        return os.open(path, _DIR_FLAGS)
+    except (OSError, ValueError):
+        return None
+
+
+def _is_dir(path: bytes) -> bool:
+    """A directory, not a link to one (a link could lead out of the root)."""
+    try:
+        return S_ISDIR(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _hexnum(text: Optional[str]) -> Optional[int]:
@@ -77,17 +107,14 @@ class _Root:
             return None
 
     def resolve(self, link: bytes) -> Optional[bytes]:
-        """Where the symlink ``link`` points, resolved lexically (sysfs links are
-        relative and their directories are real), followed while it is itself a link;
-        None when dangling, a loop, or outside the root."""
+        """The directory the symlink ``link`` points to, resolved lexically (sysfs
+        links are relative and their directories are real), followed while it is
+        itself a link; None when dangling, a loop, outside the root or no directory."""
         path = link
         for _ in range(_MAX_LINK_HOPS):
             try:
                 target = os.readlink(path)
-            except OSError as e:
-                # EINVAL: it exists and is no link (the end); anything else: dangling
-                return path if path is not link and e.errno == errno.EINVAL else None
-            except ValueError:
+            except (OSError, ValueError):
                 return None
             if target.startswith(b"/"):
                 # An absolute target means the real /sys: map it into this root.
@@ -100,12 +127,17 @@ class _Root:
                 while rest.startswith(b"../"):
                     ups, rest = ups + 1, rest[3:]
                 base = path.rsplit(b"/", ups)[0] if path.count(b"/") > ups else b""
-                joined = base + b"/" + rest
-                if b"/." in joined or b"//" in joined or rest.startswith(b"."):
-                    joined = os.path.normpath(joined)
-                path = joined
+                path = base + b"/" + rest
+                if b"/." in path or b"//" in path or rest.startswith(b"."):
+                    path = os.path.normpath(path)
             if not self.inside(path):
                 return None
+            try:
+                mode = os.lstat(path).st_mode
+            except (OSError, ValueError):
+                return None  # dangling
+            if not S_ISLNK(mode):
+                return path if S_ISDIR(mode) else None
         return None
 
     def listdir(self, path: bytes) -> list[bytes]:
@@ -113,10 +145,6 @@ class _Root:
             return sorted(n for n in os.listdir(path) if not n.startswith(b"."))
         except (OSError, ValueError):
             return []
-
-
-_ID_FIELDS = ("vendor", "device", "subsystem_vendor", "subsystem_device", "pci_class",
-              "driver")
 
 
 class PciDevice:
@@ -138,17 +166,13 @@ class PciDevice:
     __slots__ = ("address", "bridges", "host_bridge", "ancestors", "vmd", "listed",
                  "top_host_bridge", "_bpath", "_fs", "_ids", "_more")
 
-    def __init__(self, address: str, path: bytes, bridges: tuple[str, ...],
-                 host_bridge: Optional[str], ancestors: tuple[str, ...], vmd: Optional[str],
-                 listed: bool, fs: _Root, top_host_bridge: Optional[str]) -> None:
+    def __init__(self, address: str, path: bytes, place: _Place, listed: bool, fs: _Root
+                 ) -> None:
         self.address = address
-        self.bridges = bridges
-        self.host_bridge = host_bridge
-        self.ancestors = ancestors
-        self.vmd = vmd
+        #: ``top_host_bridge``: the outermost host bridge (for VMD, the one above the
+        #: VMD endpoint).
+        self.ancestors, self.bridges, self.host_bridge, self.vmd, self.top_host_bridge = place
         self.listed = listed
-        #: The outermost host bridge (for VMD, the one above the VMD endpoint).
-        self.top_host_bridge = top_host_bridge
         self._bpath = path
         self._fs = fs
         self._ids: Optional[dict[str, object]] = None
@@ -248,13 +272,31 @@ class PciDevice:
 
 _UEVENT_HEX = re.compile(r"[0-9A-Fa-f]{1,6}")
 _UEVENT_KEYS = re.compile(r"^(DRIVER|PCI_CLASS|PCI_ID|PCI_SUBSYS_ID)=(.*)$", re.M)
+#: A PCI ``uevent`` exactly as the kernel writes it (``pci_uevent``, after the driver
+#: core's ``DRIVER=``): read in one match.  Whatever else is parsed line by line.
+_KERNEL_UEVENT = re.compile(
+    rb"(?:DRIVER=([^\n]*)\n)?PCI_CLASS=([0-9A-F]{1,6})\nPCI_ID=([0-9A-F]{4}):([0-9A-F]{4})\n"
+    rb"PCI_SUBSYS_ID=([0-9A-F]{4}):([0-9A-F]{4})(?:\nPCI_SLOT_NAME=[^\n]*)?"
+    rb"(?:\nMODALIAS=[^\n]*)?")
 
 
 def _read_ids(path: bytes, fs: _Root) -> dict[str, object]:
     """vendor, device, subsystem ids, class and driver: from ``uevent`` (PCI_ID,
     PCI_SUBSYS_ID, PCI_CLASS, DRIVER), else from the attribute files."""
+    raw = read_sysfs_file(path + b"/uevent", _ATTR)
+    m = _KERNEL_UEVENT.fullmatch(raw) if raw is not None else None
+    if m is not None:
+        driver, cls, vendor, device, sub_vendor, sub_device = m.groups()
+        return {"vendor": int(vendor, 16), "device": int(device, 16),
+                "subsystem_vendor": int(sub_vendor, 16),
+                "subsystem_device": int(sub_device, 16), "pci_class": int(cls, 16),
+                "driver": driver.decode("utf-8", "replace") if driver else None}
+    return _parse_ids(None if raw is None else raw.decode("utf-8", "replace"), path, fs)
+
+
+def _parse_ids(uevent: Optional[str], path: bytes, fs: _Root) -> dict[str, object]:
+    """:func:`_read_ids` of a ``uevent`` in any other form, or of none."""
     ids: dict[str, object] = {}
-    uevent = _text(path + b"/uevent")
     if uevent and "PCI_ID=" in uevent:
         kv = dict(_UEVENT_KEYS.findall(uevent))
         v, _, d = kv.get("PCI_ID", "").partition(":")
@@ -470,9 +512,7 @@ class _Reader:
         self.host_bridges: set[str] = set()
         self.devices = self.sys + b"/devices"
         self._prefix = self.devices + b"/"
-        self._chains: dict[bytes, Union[tuple[str, ...], str]] = {}
-        self._placed: dict[tuple[str, ...], tuple[tuple[str, ...], Optional[str],
-                                                  Optional[str], Optional[str]]] = {}
+        self._chains: dict[bytes, Union[_Place, str]] = {}
 
     def note(self, text: str) -> None:
         if text not in self.problems:
@@ -500,90 +540,106 @@ class _Reader:
             if known != path:
                 self.note(f"{address}: two sysfs paths ({os.fsdecode(known)} and "
                           f"{os.fsdecode(path)}); the first is used")
-            elif listed and not self.pci[address].listed:
-                self.pci[address] = self._device(address, path, self.pci[address].ancestors,
-                                                 True)
+            elif listed:
+                self.pci[address].listed = True
             return address
-        ancestors = self._above(parent)
-        if isinstance(ancestors, str):
-            self.note(f"{address}: {ancestors} appears twice on its path (a loop); "
-                      "not placed")
+        place = self._above(parent)
+        if isinstance(place, str):
+            self.note(f"{address}: {place} appears twice on its path (a loop); not placed")
             return None
-        if address in ancestors:
+        if address in place[0]:
             self.note(f"{address}: appears on its own path (a loop); not placed")
             return None
-        self.paths[address] = path
-        self.pci[address] = self._device(address, path, ancestors, listed)
+        self._add(address, path, place, listed)
         return address
 
-    def _above(self, directory: bytes) -> Union[tuple[str, ...], str]:
-        """The PCI nodes (BDFs, host bridges) from ``devices/`` down to ``directory``
-        (a path below it), from the top; each BDF among them is added as a device.  A
+    def _above(self, directory: bytes) -> Union[_Place, str]:
+        """Where a PCI function directly in ``directory`` (a path below ``devices/``)
+        sits: the PCI nodes above it (BDFs, host bridges) from the top, its bridges
+        nearest first up to its host bridge, that host bridge, the VMD endpoint above
+        it, the outermost host bridge.  Each BDF on the way is added as a device.  A
         name that appears twice: that name (a loop).  Kept per directory, so that the
         bridges a host's functions share are walked once."""
         hit = self._chains.get(directory)
         if hit is not None:
             return hit
-        chain: Union[tuple[str, ...], str]
+        place: Union[_Place, str]
         if directory == self.devices:
-            chain = ()
+            place = _TOP
         else:
             head, _, last = directory.rpartition(b"/")
             up = self._above(head)
             name = last.decode(_FS_ENCODING, _FS_ERRORS)
             kind = name_kind(name)
             if isinstance(up, str) or kind == 0:
-                chain = up
-            elif name in up:
-                chain = name
+                place = up
+            elif name in up[0]:
+                place = name
             else:
+                ancestors, bridges, host_bridge, vmd, top = up
                 if kind == 1:
                     if name not in self.paths:
-                        self.paths[name] = directory
-                        self.pci[name] = self._device(name, directory, up, False)
+                        self._add(name, directory, up, False)
+                    place = ((*ancestors, name), (name, *bridges), host_bridge, vmd, top)
                 else:
                     self.host_bridges.add(name)
-                chain = (*up, name)
-        self._chains[directory] = chain
-        return chain
+                    vmd = ancestors[-1] if ancestors and is_bdf(ancestors[-1]) else None
+                    place = ((*ancestors, name), (), name, vmd, top or name)
+        self._chains[directory] = place
+        return place
 
-    def _device(self, address: str, path: bytes, ancestors: tuple[str, ...], listed: bool
-                ) -> PciDevice:
-        placed = self._placed.get(ancestors)
-        if placed is None:  # the functions below one bridge share it
-            host_bridge: Optional[str] = None
-            vmd: Optional[str] = None
-            bridges: list[str] = []
-            for i in range(len(ancestors) - 1, -1, -1):
-                name = ancestors[i]
-                if is_host_bridge(name):
-                    host_bridge = name
-                    if i > 0 and is_bdf(ancestors[i - 1]):
-                        vmd = ancestors[i - 1]
-                    break
-                bridges.append(name)
-            top = next((name for name in ancestors if is_host_bridge(name)), None)
-            placed = self._placed[ancestors] = (tuple(bridges), host_bridge, vmd, top)
-        if placed[1] is None:
+    def _add(self, address: str, path: bytes, place: _Place, listed: bool) -> None:
+        if place[2] is None:
             self.note(f"{address}: no host bridge (pciDDDD:BB) above it in sysfs")
-        return PciDevice(address, path, placed[0], placed[1], ancestors, placed[2], listed,
-                         self.fs, placed[3])
+        self.paths[address] = path
+        self.pci[address] = PciDevice(address, path, place, listed, self.fs)
 
     def read_pci(self) -> None:
-        bus = self.sys + b"/bus/pci/devices"
+        bus = self.sys + b"/bus/pci/devices/"
         entries = self.fs.listdir(bus)
-        for entry in entries:
-            target = self.fs.resolve(bus + b"/" + entry)
-            if target is None:
-                self.note(f"bus/pci/devices/{os.fsdecode(entry)}: dangling link (or outside "
-                          "the root)")
-            elif target.rpartition(b"/")[2] != entry:
-                self.note(f"bus/pci/devices/{os.fsdecode(entry)}: points to "
-                          f"{os.fsdecode(target)}")
-            elif self.add_path(target, True) is None and is_bdf(os.fsdecode(entry)):
-                self.note(f"{os.fsdecode(entry)}: no PCI path below devices/")
+        bus_fd, devices_fd = _open_dir(bus), _open_dir(self.devices)
+        try:
+            for entry in entries:
+                target = self._bus_target(bus, entry, bus_fd, devices_fd)
+                if target is None:
+                    self.note(f"bus/pci/devices/{os.fsdecode(entry)}: dangling link (or "
+                              "outside the root, or to no directory)")
+                elif target.rpartition(b"/")[2] != entry:
+                    self.note(f"bus/pci/devices/{os.fsdecode(entry)}: points to "
+                              f"{os.fsdecode(target)}")
+                elif self.add_path(target, True) is None and is_bdf(os.fsdecode(entry)):
+                    self.note(f"{os.fsdecode(entry)}: no PCI path below devices/")
+        finally:
+            for fd in (bus_fd, devices_fd):
+                if fd is not None:
+                    os.close(fd)
         if not entries:
             self._walk(self.devices, 0)
+
+    def _bus_target(self, bus: bytes, entry: bytes, bus_fd: Optional[int],
+                    devices_fd: Optional[int]) -> Optional[bytes]:
+        """:meth:`_Root.resolve` of the ``bus/pci/devices`` entry ``entry``.  The
+        kernel's own link, ``../../../devices/`` and plain names, needs no lexical work:
+        it is taken as it is when it leads to a directory (looked up from the open
+        ``bus`` and ``devices`` directories when given); anything else is resolved in
+        full."""
+        try:
+            target = (os.readlink(bus + entry) if bus_fd is None
+                      else os.readlink(entry, dir_fd=bus_fd))
+        except (OSError, ValueError):
+            return None
+        rest = target[17:]
+        if target.startswith(b"../../../devices/") and b"/." not in rest and (
+                b"//" not in rest and not rest.startswith(b".")):
+            path = self._prefix + rest
+            try:
+                st = (os.lstat(path) if devices_fd is None
+                      else os.lstat(rest, dir_fd=devices_fd))
+            except (OSError, ValueError):
+                return None  # dangling
+            if S_ISDIR(st.st_mode):
+                return path
+        return self.fs.resolve(bus + entry)
 
     def _walk(self, path: bytes, depth: int, in_pci: bool = False) -> None:
         """Find PCI functions below ``devices/`` when ``bus/pci/devices`` lists none:
@@ -597,7 +653,7 @@ class _Reader:
             kind = name_kind(name)
             if kind == 0 and (in_pci or depth > 2 or name in ("virtual", "system")):
                 continue
-            if os.path.islink(child) or not os.path.isdir(child):
+            if not _is_dir(child):
                 continue
             if kind == 1:
                 self.add_path(child, True)
@@ -605,6 +661,9 @@ class _Reader:
 
     def pci_at(self, path: bytes) -> Optional[str]:
         """The PCI function at or above a device directory."""
+        last = path.rpartition(b"/")[2].decode(_FS_ENCODING, _FS_ERRORS)
+        if self.paths.get(last) == path:
+            return last  # a PCI function already read
         parts = self.components(path)
         if parts is None:
             return None
@@ -636,8 +695,10 @@ class _Reader:
         for dev in self.pci.values():
             if dev.address in parents:
                 continue  # a bridge (it has PCI functions below it)
-            classes = GPU_CLASSES.get(dev.vendor) if dev.vendor is not None else None
-            if classes and dev.pci_class is not None and dev.pci_class >> 8 in classes:
+            vendor = dev.vendor
+            classes = GPU_CLASSES.get(vendor) if vendor is not None else None
+            cls = dev.pci_class if classes else None
+            if classes and cls is not None and cls >> 8 in classes:
                 found.append(dev)
         found.sort(key=lambda d: bdf_key(d.address))
         out: list[Gpu] = []
@@ -684,11 +745,13 @@ class _Reader:
             ll = _text(p + b"/link_layer", 64)
             rate_text = _text(p + b"/rate", 128)
             rate = rate_fields(rate_text)
+            # The netdev of GID 0 (else 1): the port's default GIDs, whose netdev is
+            # the port's.  An InfiniBand port has none (the kernel answers EINVAL).
             netdevs: list[str] = []
-            ndevs = p + b"/gid_attrs/ndevs"
-            for idx in (b"0", b"1"):
-                v = _text(ndevs + b"/" + idx, 64)
-                if v and v not in netdevs:
+            if ll != "InfiniBand":
+                ndevs = p + b"/gid_attrs/ndevs/"
+                v = _text(ndevs + b"0", 64) or _text(ndevs + b"1", 64)
+                if v:
                     netdevs.append(v)
             if not netdevs and parent_net:
                 if len(numbers) == 1:
@@ -712,17 +775,23 @@ class _Reader:
     def _bond_slave(self, netdevs: tuple[str, ...], parent_dir: Optional[bytes],
                     parent_net: list[bytes]) -> bool:
         """A netdev of the device (of a port, or of its PCI function) is enslaved to a
-        bond: ``bonding_slave/``, or a ``master`` link to a netdev with ``bonding/``."""
-        bases = [self.sys + b"/class/net/" + os.fsencode(n) for n in netdevs]
-        if parent_dir is not None:
-            bases += [parent_dir + b"/net/" + n for n in parent_net]
+        bond: it has a ``master`` link (the kernel makes one for any upper device) and
+        ``bonding_slave/``, or that master has ``bonding/``."""
+        bases = [parent_dir + b"/net/" + n for n in parent_net] if parent_dir else []
+        own = {os.fsdecode(n) for n in parent_net} if parent_dir else set()
+        for name in netdevs:
+            if name not in own:
+                base = self.fs.resolve(self.sys + b"/class/net/" + os.fsencode(name))
+                if base is not None:
+                    bases.append(base)
         for base in bases:
-            if os.path.isdir(base + b"/bonding_slave"):
-                return True
             master = self.fs.readlink(base + b"/master")
-            if master is not None and os.path.isdir(
-                self.sys + b"/class/net/" + os.path.basename(master) + b"/bonding"
-            ):
+            if master is None:
+                continue
+            if _is_dir(base + b"/bonding_slave"):
+                return True
+            upper = self.fs.resolve(self.sys + b"/class/net/" + os.path.basename(master))
+            if upper is not None and _is_dir(upper + b"/bonding"):
                 return True
         return False
 
@@ -749,7 +818,7 @@ class _Reader:
             name = os.fsdecode(entry)
             ibdev = self.fs.resolve(cls + b"/" + entry)
             if ibdev is None:
-                if os.path.isdir(cls + b"/" + entry):
+                if _is_dir(cls + b"/" + entry):
                     ibdev = cls + b"/" + entry
                 else:
                     self.note(f"class/infiniband/{name}: dangling link")
@@ -760,8 +829,6 @@ class _Reader:
             parent: Optional[str] = None
             kind = "unplaced"
             placement = ""
-            if parent_dir is not None and not os.path.isdir(parent_dir):
-                parent_dir = None
             if parent_dir is not None:
                 parent = os.fsdecode(os.path.basename(parent_dir))
                 address = self.pci_at(parent_dir)

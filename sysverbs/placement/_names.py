@@ -11,12 +11,15 @@ _BDF = re.compile(r"([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])")
 _HOST_BRIDGE = re.compile(r"pci([0-9a-f]{4,8}):([0-9a-f]{2})")
 
 
-def bdf_key(address: str) -> tuple[int, int, int, int]:
-    """Sort key of a PCI address (domain, bus, device, function), as numbers."""
-    m = _BDF.fullmatch(address.lower())
-    if m is None:
-        return (1 << 32, 0, 0, 0)
-    return (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4), 16))
+def bdf_key(address: str) -> tuple[int, str]:
+    """Sort key of a PCI address: its domain as a number, then bus, device and function
+    as sysfs spells them (fixed width, lower case: they sort as numbers)."""
+    if name_kind(address) != 1:
+        address = address.lower()
+        if _BDF.fullmatch(address) is None:
+            return (1 << 32, "")
+    domain, _, rest = address.partition(":")
+    return (int(domain, 16), rest)
 
 
 _KIND: dict[str, int] = {}  # path component -> 1 BDF, 2 host bridge, 0 other
