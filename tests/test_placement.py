@@ -363,6 +363,11 @@ def test_vmd_domain(tmp_path: Path) -> None:
         ("10000:e0:1d.0",), "pci10000:e0", "0000:00:0e.0")
     assert host.distance(host.gpus[0], "mlx5_0").smi == "PHB"
     assert host.distance(host.gpus[0], "mlx5_0").nccl == "PHB"
+    # PCI functions in address order, domains as numbers (ffff before 10000)
+    t.pci("pciffff:00/ffff:00:02.0")
+    assert list(read_host(t.sys).pci) == [
+        "0000:00:01.0", "0000:00:0e.0", "0000:01:00.0", "ffff:00:02.0", "10000:e0:1d.0",
+        "10000:e1:00.0"]
 
 
 # ----------------------------------------------------- SR-IOV, SF, soft devices

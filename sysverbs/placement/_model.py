@@ -900,7 +900,10 @@ def read_host(
     numa = r.numa_nodes()
     nics = r.nics()
     gpus = r.gpus()
-    pci = dict(sorted(r.pci.items(), key=lambda kv: bdf_key(kv[0])))
+    # Four-digit domains (all but VMD's): the addresses, of one width, sort as text.
+    order = (sorted(r.pci) if all(len(a) == 12 for a in r.pci)
+             else sorted(r.pci, key=bdf_key))
+    pci = {a: r.pci[a] for a in order}
     return Host(
         sysfs_path=os.fsdecode(sysfs),
         proc_path=os.fsdecode(proc),
