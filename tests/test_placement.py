@@ -959,6 +959,22 @@ def test_uevent_ids_do_not_depend_on_its_form(tmp_path_factory: pytest.TempPathF
     assert got.driver == (driver or None)
 
 
+def test_reading_a_host_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    """The bus walk's directory descriptors are closed, on a whole tree and on one
+    whose bus/pci/devices or devices/ cannot be opened as a directory."""
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    t = two_socket(tmp_path / "host")
+    before = open_fds()
+    host = read_host(t.sys, t.proc)
+    assert host.gpus and host.nics and open_fds() == before
+    devices = t.sys / "devices"
+    devices.rename(t.sys / "devices.real")
+    devices.symlink_to("devices.real")  # not opened (O_NOFOLLOW): looked up by path
+    assert len(read_host(t.sys).gpus) == len(host.gpus) and open_fds() == before
+
+
 def test_without_bus_pci_devices_the_tree_is_walked(tmp_path: Path) -> None:
     """A tree with no bus/pci/devices (a partial copy of /sys): the PCI functions are
     found by walking devices/pci*/."""
