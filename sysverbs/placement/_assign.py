@@ -260,12 +260,11 @@ def assign(
         return tuple(Assignment(g, None, (), why, ftuple) for g in gpu_list)
     # Every pair is ranked by its nvidia-smi class and hops; the full distance (with
     # NCCL's path type) is computed only for the pairs chosen.
-    rank: dict[tuple[str, int], tuple[int, int]] = {}
+    rank: dict[str, list[tuple[int, int]]] = {}  # GPU -> the rank of each port
     nic_ends = endpoints(host, [c.nic for c in keep])
     for g, gpu_end in zip(gpu_list, endpoints(host, gpu_list)):
-        for i, nic_end in enumerate(nic_ends):
-            smi, hops, _, _ = smi_between(host, gpu_end, nic_end)
-            rank[g.address, i] = smi_rank(smi, hops)
+        rank[g.address] = [smi_rank(*smi_between(host, gpu_end, nic_end)[:2])
+                           for nic_end in nic_ends]
     full: dict[tuple[str, int], Distance] = {}
 
     def dist_of(g: Gpu, i: int) -> Distance:
@@ -277,7 +276,7 @@ def assign(
     best: dict[str, list[int]] = {}
     best_cls: dict[str, list[int]] = {}
     for g in gpu_list:
-        ranks = [(rank[g.address, i], i) for i in range(len(keep))]
+        ranks = [(r, i) for i, r in enumerate(rank[g.address])]
         top = min(r for r, _ in ranks)
         best[g.address] = [i for r, i in ranks if r == top]
         best_cls[g.address] = [i for r, i in ranks if r[0] == top[0]]
@@ -311,11 +310,11 @@ def assign(
                     f"nearest class {_cls(first)}, {_hops(first.hops)}; {note}", ftuple)
     else:
         load = [0] * n_ports
-        order = sorted(gpu_list, key=lambda g: (rank[g.address, best[g.address][0]],
+        order = sorted(gpu_list, key=lambda g: (rank[g.address][best[g.address][0]],
                                                 g.index))
         for g in order:
             pool = best_cls[g.address]
-            i = min(pool, key=lambda i: (load[i], rank[g.address, i], keep[i].key))
+            i = min(pool, key=lambda i: (load[i], rank[g.address][i], keep[i].key))
             load[i] += 1
             d = dist_of(g, i)
             choice = _choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}")

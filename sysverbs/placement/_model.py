@@ -22,7 +22,7 @@ from ._record import FrozenRecord, init
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Container, Iterable, Mapping
     from typing import Optional, Union
 
     PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 _HEX = re.compile(r"0x([0-9a-fA-F]{1,8})")
 _INT = re.compile(r"-?[0-9]{1,10}")
 _NODE = re.compile(r"node([0-9]{1,5})")
+_UVERBS = re.compile(rb"uverbs([0-9]{1,5})")
 _ATTR = 4096
 _MAX_DEPTH = 64  # path components below devices/: deeper is a broken tree
 _MAX_LINK_HOPS = 8
@@ -106,10 +107,11 @@ class _Root:
         except (OSError, ValueError):
             return None
 
-    def resolve(self, link: bytes) -> Optional[bytes]:
+    def resolve(self, link: bytes, known: Container[bytes] = ()) -> Optional[bytes]:
         """The directory the symlink ``link`` points to, resolved lexically (sysfs
         links are relative and their directories are real), followed while it is
-        itself a link; None when dangling, a loop, outside the root or no directory."""
+        itself a link; None when dangling, a loop, outside the root or no directory.
+        A path in ``known`` (directories just found to be such) is not looked up."""
         path = link
         for _ in range(_MAX_LINK_HOPS):
             try:
@@ -132,6 +134,8 @@ class _Root:
                     path = os.path.normpath(path)
             if not self.inside(path):
                 return None
+            if path in known:
+                return path
             try:
                 mode = os.lstat(path).st_mode
             except (OSError, ValueError):
@@ -513,6 +517,8 @@ class _Reader:
         self.devices = self.sys + b"/devices"
         self._prefix = self.devices + b"/"
         self._chains: dict[bytes, Union[_Place, str]] = {}
+        #: The PCI functions' directories the bus walk found to be real directories.
+        self.real_dirs: set[bytes] = set()
 
     def note(self, text: str) -> None:
         if text not in self.problems:
@@ -601,6 +607,8 @@ class _Reader:
         try:
             for entry in entries:
                 target = self._bus_target(bus, entry, bus_fd, devices_fd)
+                if target is not None:
+                    self.real_dirs.add(target)
                 if target is None:
                     self.note(f"bus/pci/devices/{os.fsdecode(entry)}: dangling link (or "
                               "outside the root, or to no directory)")
@@ -799,7 +807,7 @@ class _Reader:
         base = self.sys + b"/class/infiniband_verbs"
         found: dict[str, int] = {}
         for entry in self.fs.listdir(base):
-            m = re.fullmatch(rb"uverbs([0-9]{1,5})", entry)
+            m = _UVERBS.fullmatch(entry)
             if m is None:
                 continue
             ibdev = read_sysfs_file(base + b"/" + entry + b"/ibdev", 64)
@@ -824,7 +832,7 @@ class _Reader:
                     self.note(f"class/infiniband/{name}: dangling link")
                     continue
             dev_link = ibdev + b"/device"
-            parent_dir = self.fs.resolve(dev_link)
+            parent_dir = self.fs.resolve(dev_link, self.real_dirs)
             address: Optional[str] = None
             parent: Optional[str] = None
             kind = "unplaced"
