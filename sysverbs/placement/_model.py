@@ -852,7 +852,8 @@ class _Reader:
                     kind = "sf" if ".sf." in parent else "aux"
                     placement = f"{parent} on PCI function {address}"
             elif os.path.lexists(dev_link):
-                placement = "its device link is dangling (or leaves the root)"
+                placement = ("its device link is dangling (or leaves the root, or leads to "
+                             "no directory)")
             else:
                 ifname = _text(ibdev + b"/parent", 64)
                 if ifname:
