@@ -10,10 +10,12 @@ what each implementation asks of the kernel per device, on the same trees, so
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import require
 from tests.oracle.harness import unavailable_reason
@@ -59,3 +61,32 @@ def test_bench_refuses_a_checkout_without_sysverbs(tmp_path: Path) -> None:
          str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert f"--sysverbs {tmp_path}: no sysverbs package there" in proc.stderr
+
+
+def test_placement_floor_replays_the_models_own_calls(tmp_path: Path) -> None:
+    """``bench_placement.py``'s floor under (a) is the model's file-system calls
+    replayed alone: the replay makes the same calls, in the same order, each name
+    looked up from an open directory looked up from that directory again (only those
+    directories' own opens come on top)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import bench_placement as bench
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    from sysverbs.placement import assign, read_host
+    from tests.pcitree import PciTree, oci_a100
+
+    t = oci_a100(PciTree(tmp_path))
+    calls = bench.recorded_reads(lambda: assign(read_host(t.sys)))
+    assert sum(1 for c in calls if c[2] is not None) > 50  # the bus walk's lookups
+    replayed = bench.recorded_reads(lambda: bench.replay(calls))
+    dirs = {c[2] for c in calls if c[2] is not None}
+
+    def lookups(seq: list[tuple[str, Any, Any]]) -> list[tuple[str, str, Any]]:
+        """The calls but the opens of those directories (the model opens each once,
+        the replay once more for its lookups)."""
+        return [(n, os.fsdecode(p), w) for n, p, w in seq
+                if not (n == "open" and os.fsdecode(p) in dirs)]
+
+    assert lookups(replayed) == lookups(calls)
+    assert len(replayed) == len(calls) + len(dirs)
