@@ -607,12 +607,12 @@ class _Reader:
         try:
             for entry in entries:
                 target = self._bus_target(bus, entry, bus_fd, devices_fd)
-                if target is not None:
-                    self.real_dirs.add(target)
                 if target is None:
                     self.note(f"bus/pci/devices/{os.fsdecode(entry)}: dangling link (or "
                               "outside the root, or to no directory)")
-                elif target.rpartition(b"/")[2] != entry:
+                    continue
+                self.real_dirs.add(target)
+                if target.rpartition(b"/")[2] != entry:
                     self.note(f"bus/pci/devices/{os.fsdecode(entry)}: points to "
                               f"{os.fsdecode(target)}")
                 elif self.add_path(target, True) is None and is_bdf(os.fsdecode(entry)):
