@@ -22,7 +22,6 @@ from typing import Any, Optional
 
 import pytest
 
-import sysverbs
 from sysverbs import enrich, recording, testing
 from sysverbs.sources import udev as udev_source
 from sysverbs.testing import HostBuilder
@@ -72,6 +71,15 @@ def clean_env(**extra: str) -> dict[str, str]:
 def umockdev_run(fixture: Path, argv: list[str], **env: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(recording.umockdev_run_command(fixture, argv), env=clean_env(**env),
                           capture_output=True, timeout=120)
+
+
+def json_under_umockdev(fixture: Path, code: str, tmp_path: Path) -> Any:
+    """What the Python script ``code`` prints (JSON) when run on ``fixture``'s testbed."""
+    script = tmp_path / "script.py"
+    script.write_text(code)
+    proc = umockdev_run(fixture, [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return json.loads(proc.stdout)
 
 
 def probes(fixture: Path, runs: list[tuple[str, dict[str, Any]]]
@@ -198,22 +206,36 @@ def test_udev_source_refuses_another_sysfs_root(tmp_path: Path) -> None:
     assert "use source='sysfs'" in str(info.value)
 
 
-def test_udev_source_equals_sysfs_source_on_this_host() -> None:
-    """On the live /sys (whatever this machine has), both sources agree."""
-    require(udev_source.unavailable_reason(), "pyudev")
-
-    def listing(source: str) -> Any:
-        try:
-            devs = sysverbs.get_device_list(source=source, sysfs_path="/sys")
-        except OSError as e:
-            return e.errno
-        return [(d.name, d.dev_name, d.dev_path, d.ibdev_path, d.node_type, d.provider,
-                 sysverbs.get_device_guid(d)) for d in devs]
-
-    assert listing("udev") == listing("sysfs")
-
-
 # ---------------------------------------------------------------- under umockdev
+
+SOURCES_AGREE = textwrap.dedent(
+    """
+    import json, sys, sysverbs
+    out = {}
+    for source in ("udev", "sysfs"):
+        devs = sysverbs.get_device_list(source=source, sysfs_path="/sys", rdma_core="44",
+                                        providers="builtin")
+        out[source] = [[d.name, d.dev_name, d.dev_path, d.ibdev_path, int(d.node_type),
+                        d.provider, sysverbs.get_device_guid(d)] for d in devs]
+    print(json.dumps(out))
+    """
+)
+
+
+@pytest.mark.parametrize("name", ["dgx-demo", "mlx5-sf", "azure-vf", "efa", "rxe", "hfi1"])
+def test_udev_source_equals_sysfs_source_on_a_testbed(name: str, tmp_path: Path) -> None:
+    """On a umockdev testbed, ``/sys`` for pyudev (libudev) and for sysverbs alike,
+    source='udev' lists what source='sysfs' lists: the same devices, order, names,
+    paths, node types, providers and GUIDs; and there are devices to compare (the live
+    /sys of a host without RDMA would give ENOSYS twice and compare nothing)."""
+    require(umockdev_reason(), "umockdev + pyudev")
+    fixture = listing_hosts.listing_file(name)
+    out = json_under_umockdev(fixture, SOURCES_AGREE, tmp_path)
+    expected = {r.name for r in recording.load(fixture).subsystem("infiniband")}
+    assert out["sysfs"], f"no device listed in {name}"
+    assert {d[0] for d in out["sysfs"]} <= expected
+    assert out["udev"] == out["sysfs"]
+
 
 PYUDEV_WALK = textwrap.dedent(
     """
@@ -232,11 +254,7 @@ PYUDEV_WALK = textwrap.dedent(
 def test_pyudev_sees_the_fixture_devices(name: str, tmp_path: Path) -> None:
     require(umockdev_reason(), "umockdev + pyudev")
     fixture = listing_hosts.listing_file(name)
-    script = tmp_path / "walk.py"
-    script.write_text(PYUDEV_WALK)
-    proc = umockdev_run(fixture, [sys.executable, str(script)])
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
-    seen = json.loads(proc.stdout)
+    seen = json_under_umockdev(fixture, PYUDEV_WALK, tmp_path)
     rec = recording.load(fixture)
     for sub in ("infiniband", "infiniband_verbs"):
         expected = sorted([r.path, r.name, {"DEVPATH": r.path, **dict(r.properties)}]
@@ -345,12 +363,8 @@ def test_enrichment_from_udev_database_under_umockdev(tmp_path: Path) -> None:
     require(umockdev_reason() or hwdb_reason(), "umockdev + pyudev + udev hwdb")
     builder = (HostBuilder().mlx5(vendor_name="Acme Networks", model_name="Model X")
                .efa().rxe())
-    fixture = write_host(tmp_path, builder)
-    script = tmp_path / "enrich.py"
-    script.write_text(ENRICH)
-    proc = umockdev_run(fixture, [sys.executable, str(script)])
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
-    by_name = {d["name"]: d for d in json.loads(proc.stdout)}
+    by_name = {d["name"]: d for d in json_under_umockdev(write_host(tmp_path, builder), ENRICH,
+                                                          tmp_path)}
     mlx5 = by_name["mlx5_0"]
     assert mlx5["vendor_model"] == ["Acme Networks", "Model X"]
     assert mlx5["uverbs"]["DEVNAME"] == "/dev/infiniband/uverbs0"
