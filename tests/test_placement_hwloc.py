@@ -151,7 +151,15 @@ def compare(host: Any, topo: hwloc.HwlocTopology) -> None:
         assert mine.bridges == dev.bridges, busid
         assert mine.host_bridge == dev.host_bridge, busid
         assert mine.local_cpus == dev.cpuset, busid
-        if mine.numa_node is not None:
+        # Both ways.  hwloc says a NUMA node when it hangs the device below an object
+        # other than the Machine with one node: the model must say that node.  The
+        # model says None (numa_node -1): hwloc must know no locality either, and hang
+        # the device below the Machine (whose nodeset, on a one-node host, is {0}).
+        if not dev.at_root and len(dev.nodeset) == 1:
+            assert mine.numa_node == hwloc.numa_of(topo, busid), busid
+        if mine.numa_node is None:
+            assert dev.at_root, (busid, dev.nodeset)
+        else:
             assert dev.nodeset == {mine.numa_node}, busid
     for busid, mine in host.pci.items():  # what hwloc cannot see: a wide (VMD) domain
         if busid not in topo.devices and not mine.is_bridge:
