@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import sysverbs.placement as placement
@@ -887,7 +887,11 @@ _GARBAGE = st.one_of(st.binary(max_size=40), st.sampled_from(
 @given(values=st.lists(_GARBAGE, min_size=12, max_size=12))
 def test_garbage_values_never_raise(tmp_path_factory: pytest.TempPathFactory,
                                     values: list[bytes]) -> None:
-    """Any bytes in the files placement reads give an answer, never an exception."""
+    """Any bytes in the files placement reads give an answer, never an exception; and
+    the answer is what the tree still says (derived by hand from two_socket: GPU
+    08:00.0 + mlx5_0/1 at 04:00.x under pci0000:00, GPU 85:00.0 + mlx5_2/3 at 89:00.x
+    under pci0000:80, every port ACTIVE Ethernet 100 Gb/s)."""
+    assume(values[7].strip() != b"Ethernet")
     t = two_socket(tmp_path_factory.mktemp("g"))
     targets = [
         "devices/pci0000:00/0000:00:03.0/0000:08:00.0/uevent",
@@ -910,9 +914,30 @@ def test_garbage_values_never_raise(tmp_path_factory: pytest.TempPathFactory,
 
     render_matrix(host)
     json.dumps(host_json(host))
-    for a in assign(host, min_rate_gbps=10, link_layer="Ethernet"):
+    plan = assign(host, min_rate_gbps=10, link_layer="Ethernet")
+    for a in plan:
         json.dumps(a.as_dict())
     assign_rank(host, env={"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "GPU-1,0"})
+    # 08:00.0's uevent (PCI_CLASS) and class file both hold junk in every example, so
+    # nothing says it is a display controller; 85:00.0's files are untouched.
+    assert [g.address for g in host.gpus] == ["0000:85:00.0"]
+    # no device link was touched: every RDMA device stays at its PCI function
+    assert [(n.name, n.address) for n in host.nics] == [
+        ("mlx5_0", "0000:04:00.0"), ("mlx5_1", "0000:04:00.1"),
+        ("mlx5_2", "0000:89:00.0"), ("mlx5_3", "0000:89:00.1")]
+    # GPU 85:00.0 keeps both ports of its card, each one root port away (PHB)
+    assert [(a.gpu.address, [(n.device, n.smi) for n in a.nics]) for a in plan] == [
+        ("0000:85:00.0", [("mlx5_2", "PHB"), ("mlx5_3", "PHB")])]
+    # mlx5_0's port files are junk: its state is ACTIVE only if the file says the
+    # kernel's "4: ACTIVE"; its link layer is never "Ethernet" (assumed above)
+    code = "link_layer" if values[6].strip() == b"4: ACTIVE" else "port_not_active"
+    assert {(f.device, f.port, f.code) for f in plan[0].filtered} == {("mlx5_0", 1, code)}
+    # node0's cpulist: empty is a memoryless node; bytes no CPU list has are reported
+    unreadable = "devices/system/node/node0/cpulist unreadable"
+    if values[9] in (b"", b"\n"):
+        assert unreadable not in host.problems and host.numa_nodes[0] == frozenset()
+    elif values[9].translate(None, b"0123456789-,\n"):
+        assert unreadable in host.problems
 
 
 _HEX4 = st.integers(0, 0xFFFF)
