@@ -13,7 +13,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from hypothesis import strategies as st
 import sysverbs
 from sysverbs import recording
 from sysverbs.diagnosis import CODES, DiagnosisList, diagnose
-from tests import listing_hosts, trees
+from tests import listing_hosts, staging, trees
 from tests.fuzz.profiles import fuzz_settings
 
 ROOT = os.geteuid() == 0
@@ -98,7 +97,7 @@ def run(root: Path, **kw: Any) -> Seen:
 def run_as_nobody(root: Path, memlock: Optional[int] = None) -> Seen:
     """python -m sysverbs doctor --json as uid 65534 (for access and memlock checks)."""
     cmd = [
-        sys.executable,
+        staging.user_python(),  # this checkout may be where uid 65534 cannot enter
         "-m",
         "sysverbs",
         "doctor",
@@ -115,12 +114,7 @@ def run_as_nobody(root: Path, memlock: Optional[int] = None) -> Seen:
     cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
     if memlock is not None:  # set by root, inherited by the unprivileged process
         cmd = ["prlimit", f"--memlock={memlock}:{memlock}", *cmd]
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(REPO),
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    proc = subprocess.run(cmd, capture_output=True, env=env, timeout=120, cwd="/")
+    proc = subprocess.run(cmd, capture_output=True, env=staging.user_env(), timeout=120, cwd="/")
     assert proc.returncode in (0, 1), proc.stderr.decode()
     return seen_of_json(json.loads(proc.stdout))
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,31 @@ def test_formerly_shared_tests_pass_from_a_bare_copy() -> None:
         _run_from_a_copy(base / "empty" / "sysverbs")
 
 
-def _run_from_a_copy(copy: Path) -> None:
+#: The tests that run something as uid 65534 (the oracle probes, ``sysverbs doctor``).
+UNPRIVILEGED = (
+    "tests/test_oracle_core.py::test_config_dir_unreadable_as_user",
+    "tests/test_oracle_core.py::test_unreadable_files_as_user",
+    "tests/test_oracle_core.py::test_memlock_warning",
+    "tests/test_diagnose.py::test_scenario",
+    "tests/test_diagnose.py::test_every_code_has_a_scenario",
+    "tests/test_staging.py",
+)
+
+
+def test_unprivileged_tests_pass_from_a_private_copy() -> None:
+    """A copy of the checkout below a directory only root may enter (``mktemp -d``,
+    mode 0700, as root's home on Debian): the tests that run something as an
+    unprivileged user pass there (they run a staged copy of the code,
+    tests/staging.py), and none is skipped."""
+    private = Path(tempfile.mkdtemp(prefix="sv-private-", dir=fast_tmp()))
+    try:
+        assert os.stat(private).st_mode & 0o777 == 0o700
+        _run_from_a_copy(private / "sysverbs", UNPRIVILEGED)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _run_from_a_copy(copy: Path, tests: tuple[str, ...] = FORMERLY_SHARED) -> None:
     for name in _tracked_files():
         src = REPO / name
         if not src.is_file():
@@ -93,7 +118,7 @@ def _run_from_a_copy(copy: Path) -> None:
     assert where.stdout.strip().startswith(str(copy)), where  # the copy's code, not ours
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-         "-rs", *FORMERLY_SHARED],
+         "-rs", *tests],
         cwd=copy, env=env, capture_output=True, text=True, timeout=600,
     )
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""

@@ -1,18 +1,18 @@
 """Host side of the kernel lab: build the plan, boot once, hand back the results.
 
 :func:`run_lab` compiles the netlink-blocking interposer (``nlblock.c``, needs a C
-compiler), makes sure the Python files the VM imports have bytecode (the VM's
-view of this disk is read-only and slow), writes the plan, boots the VM once
-through :mod:`tests.kernel.vmlab` and loads ``results.json``.  Everything is
-kept under one temporary directory, whose path every failure message names.
+compiler), stages a copy of the code with its bytecode for the VM (tests/staging.py),
+writes the plan, boots the VM once through :mod:`tests.kernel.vmlab` and loads
+``results.json``.  Everything is kept under one temporary directory, whose path
+every failure message names.
 """
 
 from __future__ import annotations
 
-import compileall
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from tests import staging
 from tests.kernel import scenarios, vmlab
 
 HERE = Path(__file__).resolve().parent
@@ -68,11 +69,19 @@ def build_preload(workdir: Path) -> tuple[Optional[Path], Optional[str]]:
     return out, None
 
 
-def _bytecode() -> None:
-    """The VM imports these over 9p from a read-only view: give them fresh .pyc files."""
-    for sub in ("sysverbs", "tests/oracle", "tests/kernel"):
-        compileall.compile_dir(str(REPO / sub), quiet=1, maxlevels=2)
-    compileall.compile_file(str(REPO / "tests/__init__.py"), quiet=1)
+def stage_code(workdir: Path) -> Path:
+    """The code the VM runs: a copy in ``workdir/code`` with its bytecode (the VM's
+    view of this disk is read-only and slow), readable by the unprivileged workers
+    wherever the checkout lies (a clone under a 0700 directory: tests/staging.py)."""
+    if not staging.searchable_by_others(workdir):
+        raise vmlab.VmError(
+            "unavailable",
+            f"the unprivileged workers could not reach {workdir}: a directory above it "
+            "lacks the others' search bit",
+        )
+    code = workdir / "code"
+    shutil.rmtree(code, ignore_errors=True)
+    return staging.stage_into(code)
 
 
 def load_results(workdir: Path) -> LabResults:
@@ -124,22 +133,23 @@ def run_lab(workdir: Optional[Path] = None) -> LabResults:
     plan_path = workdir / "plan.json"
     plan_path.write_text(json.dumps({"scenarios": plan}, indent=1))
     os.chmod(plan_path, 0o644)
-    _bytecode()
+    code = stage_code(workdir)
     env = [
-        f"export PYTHONPATH={REPO}",
+        f"export PYTHONPATH={shlex.quote(str(code))}",
         "export PYTHONDONTWRITEBYTECODE=1",
         f"export PATH={VM_PATH}",
         "unset SYSFS_PATH IBV_SHOW_WARNINGS RDMAV_DRIVERS IBV_DRIVERS LD_PRELOAD",
     ]
     if preload:
-        env.append(f"export LD_PRELOAD={preload}")
+        env.append(f"export LD_PRELOAD={shlex.quote(str(preload))}")
     script = "\n".join(
         [
-            f"cd {REPO}",
+            f"cd {shlex.quote(str(code))}",
             *env,
             "echo VM-PYTHON-START",
             # -S: the site machinery (.pth files of the venv) costs many 9p round trips.
-            f"{sys.executable} -S -m tests.kernel.vm_runner {plan_path} /run/vmout",
+            f"{shlex.quote(sys.executable)} -S -m tests.kernel.vm_runner "
+            f"{shlex.quote(str(plan_path))} /run/vmout",
             "rc=$?",
             "echo VM-PYTHON-END rc=$rc",
             "exit $rc",
@@ -201,6 +211,9 @@ def shared_boot(base: Path) -> dict[str, str]:
     minutes under TCG, runs beside the rest of the suite instead of after it.
     """
     base.mkdir(parents=True, exist_ok=True)
+    # The lab's own directory (made by `mktemp -d`: 0700) holds only the lab's files;
+    # the VM's unprivileged workers must reach the staged code below it.
+    os.chmod(base, 0o755)
     outcome = base / "outcome.json"
     with open(base / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

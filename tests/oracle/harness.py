@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from tests import staging
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 PROBE = HERE / "probe.py"
@@ -132,7 +134,15 @@ def run_impl(
 ) -> Run:
     """Run a probe plan with one implementation ("libibverbs" or "sysverbs")."""
     plan = {"root": str(dst), "steps": list(steps), "options": dict(options or {})}
-    argv = [sys.executable, str(PROBE), impl, json.dumps(plan)]
+    if kw.get("setpriv"):
+        # Another user may not enter this checkout (a clone under a 0700 directory):
+        # that user runs a staged copy of the code (tests/staging.py).
+        code = staging.stage()
+        argv = [staging.user_python(), str(code / PROBE.relative_to(REPO)), impl,
+                json.dumps(plan)]
+        kw["env"] = {"PYTHONPATH": str(code), **(kw.get("env") or {})}
+    else:
+        argv = [sys.executable, str(PROBE), impl, json.dumps(plan)]
     return run_in_ns(src, dst, argv, **kw)
 
 
