@@ -47,6 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from ._core.api import environ_arg
 from ._nccl_gid import (
     AF_INET6,
     GidChoice,
@@ -57,7 +58,7 @@ from ._nccl_gid import (
     read_gid_table,
     valid_gid,
 )
-from .errors import UsageError
+from .errors import UsageError, WrongTypeError
 
 __all__ = [
     "Nic",
@@ -344,9 +345,14 @@ def _split(arg: NicArg) -> tuple[str, Optional[int]]:
         if sep and port.isdigit() and name:
             return name, int(port)
         return arg, None
-    if len(arg) < 2:
-        return str(arg[0]), None
-    return str(arg[0]), None if arg[1] is None else int(arg[1])
+    if (isinstance(arg, (bytes, bytearray)) or not isinstance(arg, Sequence) or not arg
+            or not isinstance(arg[0], str)):
+        raise WrongTypeError(f"a NIC is a name or a (device, port) tuple, not {arg!r}")
+    if len(arg) < 2 or arg[1] is None:
+        return arg[0], None
+    if not isinstance(arg[1], int) or isinstance(arg[1], bool):
+        raise WrongTypeError(f"a NIC's port is an int or None, not {arg[1]!r}")
+    return arg[0], arg[1]
 
 
 def _net_state(root: bytes, name: str) -> Optional[bool]:
@@ -375,11 +381,15 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     Ethernet port of every device ``get_device_list`` gives (``list_options`` are
     its options).  ``addresses``: netdev -> IP addresses; default: the kernel's,
     through rtnetlink, when ``sysfs_path`` is None (the live host), else unknown.
+    A named device or port that the tree does not have is a ``LookupError``; a NIC that
+    is neither a name nor a tuple a :class:`~sysverbs.errors.WrongTypeError`.
     """
     from ._core.api import env_sysfs_root
     from .attributes import numbered_entries, read_text, resolve_ibdev
     from .topology import device_topology
 
+    if nics is not None and (isinstance(nics, (str, bytes)) or not hasattr(nics, "__iter__")):
+        raise WrongTypeError(f"nics must be a list of NICs, not {type(nics).__name__}")
     live = sysfs_path is None
     root = env_sysfs_root() if sysfs_path is None else os.fsencode(sysfs_path).rstrip(b"/")
     if live and root != b"/sys":
@@ -483,7 +493,12 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     NCCL_IB_ADDR_RANGE, NCCL_IB_ROCE_VERSION_NUM).  ``proc_path`` stands for ``/proc``
     (GPU UUIDs for CUDA_VISIBLE_DEVICES).
     """
-    env = dict(os.environ if environ is None else environ)
+    env = environ_arg(environ, "environ")
+    if local_rank is not None and (not isinstance(local_rank, int)
+                                   or isinstance(local_rank, bool)):
+        raise WrongTypeError(f"local_rank must be an int or None, not {local_rank!r}")
+    if local_rank is not None and local_rank < 0:
+        raise UsageError(f"local_rank must not be negative, not {local_rank}")
     extra: list[str] = []
     if conf_root is not None or sysfs_path is None:
         from .nccl import nccl_environment

@@ -53,8 +53,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
-from ._core.api import env_sysfs_root
+from ._core.api import env_sysfs_root, path_arg
 from ._core.sysfs_read import IBDEV_SIZE, cstr, read_sysfs_file
+from .errors import UsageError, WrongTypeError
 from .sources import udev as udev_source
 
 if TYPE_CHECKING:
@@ -137,17 +138,22 @@ class DeviceMonitor:
         poll_interval: float,
     ) -> None:
         if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+            raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         if netlink not in NETLINK_SOURCES:
-            raise ValueError(
+            raise UsageError(
                 f"netlink must be one of {', '.join(NETLINK_SOURCES)}, not {netlink!r}"
             )
-        if poll_interval <= 0:
-            raise ValueError("poll_interval must be positive")
-        if timeout is not None and timeout < 0:
-            raise ValueError("timeout must not be negative")
+        for what, value in (("poll_interval", poll_interval), ("timeout", timeout)):
+            if value is not None and (not isinstance(value, (int, float))
+                                      or isinstance(value, bool)):
+                raise WrongTypeError(f"{what} must be a number, not {value!r}")
+        if not poll_interval > 0:  # NaN too
+            raise UsageError("poll_interval must be positive")
+        if timeout is not None and not timeout >= 0:
+            raise UsageError("timeout must not be negative")
         self._root = (
-            env_sysfs_root() if sysfs_path is None else os.fsencode(sysfs_path).rstrip(b"/")
+            env_sysfs_root() if sysfs_path is None
+            else path_arg(sysfs_path, "sysfs_path").rstrip(b"/")
         )
         self._actions = None if actions is None else frozenset(actions)
         self._interval = float(poll_interval)

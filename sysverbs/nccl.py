@@ -38,7 +38,8 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
-from .errors import UsageError
+from ._core.api import environ_arg
+from .errors import UsageError, WrongTypeError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -128,9 +129,13 @@ def _parse_version(version: VersionArg) -> Version:
             nums = [int(p) for p in parts]
         except ValueError:
             raise UsageError(f"not an NCCL version: {version!r}") from None
+    elif isinstance(version, (tuple, list)) and all(
+            isinstance(p, int) and not isinstance(p, bool) for p in version):
+        nums = list(version)
     else:
-        nums = [int(p) for p in version]
-    if not 1 <= len(nums) <= 3:
+        raise WrongTypeError("nccl_version must be a str, an int, a tuple of ints or None, "
+                             f"not {version!r}")
+    if not 1 <= len(nums) <= 3 or min(nums) < 0:
         raise UsageError(f"not an NCCL version: {version!r}")
     nums += [0] * (3 - len(nums))
     return (nums[0], nums[1], nums[2])
@@ -161,13 +166,43 @@ def _int_cast(value: int, bits: int) -> int:
     return value - (1 << bits) if value >> (bits - 1) else value
 
 
+def _encoded(text: str) -> bytes:
+    """The bytes NCCL sees for ``text``: UTF-8, with the undecodable bytes that
+    :func:`os.fsdecode` turned into ``\\udcXX`` given back."""
+    return text.encode("utf-8", "surrogateescape")
+
+
 def _cut(name: str) -> str:
-    """``snprintf(prefix, 64, "%s", tok)``: the name cut at 63 bytes (NCCL counts
-    bytes, so a cut may split a UTF-8 character)."""
-    raw = name.encode("utf-8", "surrogateescape")
-    if len(raw) <= NAME_MAX:
+    """``snprintf(prefix, 64, "%s", tok)``: the name cut at 63 bytes.
+
+    NCCL counts bytes, so its cut may end inside a UTF-8 character (``"é" * 40`` keeps
+    31 ``é`` and the first byte of the 32nd).  The str returned is the longest run of
+    whole characters within those 63 bytes (``"é" * 31``): a prefix of ``name`` that
+    encodes back to bytes NCCL keeps, never a lone surrogate made by the cut;
+    :meth:`HcaFilter.match_index` compares NCCL's 63 bytes themselves."""
+    if len(_encoded(name)) <= NAME_MAX:
         return name
-    return raw[:NAME_MAX].decode("utf-8", "surrogateescape")
+    size = 0
+    for i, c in enumerate(name):
+        size += len(_encoded(c))
+        if size > NAME_MAX:
+            return name[:i]
+    return name  # pragma: no cover (the whole name is over 63 bytes)
+
+
+def _text_arg(what: str, value: object) -> str:
+    """``value`` as the C string NCCL would read: a str without NUL bytes whose
+    surrogates, if any, are :func:`os.fsdecode`'s undecodable bytes."""
+    if not isinstance(value, str):
+        raise WrongTypeError(f"{what} must be a str, not {type(value).__name__}")
+    if "\0" in value:
+        raise UsageError(f"{what} contains a NUL byte (no environment variable can)")
+    try:
+        _encoded(value)
+    except UnicodeEncodeError:
+        raise UsageError(f"{what} is not text an environment variable can hold: "
+                         f"{value!r}") from None
+    return value
 
 
 class HcaEntry(NamedTuple):
@@ -254,9 +289,22 @@ class HcaFilter:
         """``matchIfList`` (src/misc/utils.cc): the index of the first entry that
         matches ``device`` (``matchIf``: the entry is a prefix of the name, or equal
         with ``=``) and ``port`` (``matchPort``: equal, or either is -1); -1 when none
-        does.  Ignores ``^``."""
+        does.  Ignores ``^``.  A name cut at 63 bytes (:func:`_cut`) is compared as
+        NCCL compares it: its first 63 bytes."""
+        if not isinstance(device, str):
+            raise WrongTypeError(f"device must be a str, not {type(device).__name__}")
+        raw: Optional[bytes] = None
         for i, e in enumerate(self.entries):
-            if self.exact:
+            name = e.text.split(":", 1)[0]
+            if name != e.prefix and _cut(name) == e.prefix:
+                if raw is None:
+                    try:
+                        raw = _encoded(device)
+                    except UnicodeEncodeError:  # no C string: no name NCCL sees
+                        raw = b"\0"
+                cut = _encoded(name)[:NAME_MAX]
+                ok = raw == cut if self.exact else raw.startswith(cut)
+            elif self.exact:
                 ok = device == e.prefix
             else:
                 ok = device.startswith(e.prefix)
@@ -287,11 +335,19 @@ def parse_hca(value: Optional[str], *, nccl_version: VersionArg = None,
     * an entry is ``name[:port[:rail[:plane]]]``, each number read by ``atoi``; since
       2.30.7 an empty field is -1 (any), before it ``mlx5_0:`` read port 0 and rail
       and plane did not exist;
-    * names are cut at 63 bytes; only the first ``max_entries`` entries are read
+    * names are cut at 63 bytes (a name cut inside a UTF-8 character keeps its whole
+      characters in ``prefix``; matching uses NCCL's 63 bytes, see :func:`_cut`); only
+      the first ``max_entries`` entries are read
       (default :func:`max_ib_devs`, 32 since 2.18.5, for NCCL_IB_HCA; pass
       :data:`MAX_IFS` = 16 for NCCL_SOCKET_IFNAME);
     * None (unset) and ``""`` mean every device.
 
+    A value that is not a str is a :class:`~sysverbs.errors.WrongTypeError`; one that
+    no environment variable can hold (a NUL byte, a surrogate :func:`os.fsdecode`
+    does not make) a :class:`~sysverbs.errors.UsageError`.
+
+    >>> parse_hca("é" * 40).entries[0].prefix == "é" * 31   # 62 of NCCL's 63 bytes
+    True
     >>> f = parse_hca("^=mlx5_0:1,mlx5_3")
     >>> f.negate, f.exact, [(e.prefix, e.port) for e in f.entries]
     (True, True, [('mlx5_0', 1), ('mlx5_3', -1)])
@@ -301,7 +357,9 @@ def parse_hca(value: Optional[str], *, nccl_version: VersionArg = None,
     version = parse_version(nccl_version)
     if max_entries is None:
         max_entries = max_ib_devs(version)
-    text = value or ""
+    elif not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries < 0:
+        raise UsageError(f"max_entries must be a non-negative int, not {max_entries!r}")
+    text = "" if value is None else _text_arg("the device list", value)
     negate = text.startswith("^")
     if negate:
         text = text[1:]
@@ -342,8 +400,15 @@ def socket_interface(interfaces: Iterable[str], value: Optional[str] = None, *,
     >>> socket_interface(["lo", "eth0"]), socket_interface(["lo", "eth0"], "^")
     ('eth0', 'eth0')
     """
+    if isinstance(interfaces, (str, bytes)) or not hasattr(interfaces, "__iter__"):
+        raise WrongTypeError("interfaces must be a list of names, not "
+                             f"{type(interfaces).__name__}")
     names = list(interfaces)
-    lists = (value,) if value is not None and len(value.encode()) > 1 else _DEFAULT_IFNAMES
+    for name in names:
+        _text_arg("an interface name", name)
+    if value is not None:
+        _text_arg("NCCL_SOCKET_IFNAME", value)
+    lists = (value,) if value is not None and len(_encoded(value)) > 1 else _DEFAULT_IFNAMES
     for text in lists:
         f = parse_hca(text, nccl_version=nccl_version, max_entries=MAX_IFS)
         for name in names:
@@ -370,6 +435,9 @@ def read_conf_file(data: bytes, *, nccl_version: VersionArg = None) -> list[tupl
     [('NCCL_DEBUG', 'WARN'), ('NCCL_SOCKET_IFNAME', '=ens1f0'), ('A ', ' b')]
     """
     version = parse_version(nccl_version)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise WrongTypeError(f"data must be bytes, not {type(data).__name__}")
+    data = bytes(data)
     fgets = version >= _V_CONF_FGETS
     pairs: list[tuple[str, str]] = []
     pos = 0
@@ -440,7 +508,11 @@ def nccl_environment(env: Optional[Mapping[str, str]] = None, *, root: Optional[
     ``(environment, sources)``: ``sources`` maps each variable a file set to its path.
     """
     version = parse_version(nccl_version)
-    base = dict(os.environ if env is None else env)
+    base = environ_arg(env)
+    if root is not None:
+        if not isinstance(root, (str, os.PathLike)):
+            raise WrongTypeError(f"root must be a path, not {type(root).__name__}")
+        root = _text_arg("root", os.fspath(root))
     result = dict(base)
     sources: dict[str, str] = {}
     user = base.get("NCCL_CONF_FILE") if version >= _V_CONF_FILE_ENV else None
@@ -452,6 +524,8 @@ def nccl_environment(env: Optional[Mapping[str, str]] = None, *, root: Optional[
         files.append(f"{home}/.nccl.conf"[:1023])
     files.append("/etc/nccl.conf")
     for path in files:
+        if "\0" in path:
+            continue  # only a caller's env holds a NUL; fopen() would see a shorter path
         try:
             with open(_reroot(root, path), "rb") as fh:
                 data = fh.read()
@@ -666,7 +740,12 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
     'NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>'
     """
     version = parse_version(nccl_version)
-    env = dict(os.environ if env is None else env)
+    env = environ_arg(env)
+    if isinstance(ports, (str, bytes)) or not hasattr(ports, "__iter__"):
+        raise WrongTypeError(f"ports must be a sequence of IbPort, not {type(ports).__name__}")
+    ports = list(ports)
+    if not all(isinstance(p, IbPort) for p in ports):
+        raise WrongTypeError("ports must be IbPort objects (see host_ports())")
     if _param(env, "NCCL_IB_DISABLE", 0):
         return IbSelection((), (), version, disabled=True)
     filt = parse_hca(env.get("NCCL_IB_HCA"), nccl_version=version)
@@ -925,8 +1004,8 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
     '=mlx5_1,mlx5_7'
     """
     version = parse_version(nccl_version)
-    text = value or ""
-    env2 = dict(os.environ if env is None else env)
+    text = "" if value is None else _text_arg("NCCL_IB_HCA", value)
+    env2 = environ_arg(env)
     env2["NCCL_IB_HCA"] = text
     sel = select_ib(ports, env2, nccl_version=version)
     filt = parse_hca(text, nccl_version=version)
@@ -970,7 +1049,7 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
                                      "drops it", rebuilt(x for x in raw_entries if x != e)))
         if len(name.encode("utf-8", "surrogateescape")) > NAME_MAX:
             warns.append(LintWarning("too-long", e, f"the name is cut at {NAME_MAX} "
-                                     f"characters to '{_cut(name)}'",
+                                     f"bytes to '{_cut(name)}'",
                                      replaced(e, _cut(name) + e[len(name):])))
     if filt.dropped:
         warns.append(LintWarning(

@@ -129,14 +129,34 @@ class Options(RecordTuple, tuple[str, str, str, str, str, str, int, str]):
 
 def path_arg(value: PathArg, what: str) -> bytes:
     """A path argument as bytes; :class:`~sysverbs.errors.WrongTypeError` for a
-    non-path, :class:`~sysverbs.errors.UsageError` for a NUL byte."""
+    non-path, :class:`~sysverbs.errors.UsageError` for a NUL byte or a str that no file
+    name decodes to (a surrogate outside :func:`os.fsdecode`'s ``\\udc80-\\udcff``)."""
     try:
         raw = os.fsencode(value)
     except TypeError:
         raise WrongTypeError(f"{what} must be a path, not {type(value).__name__}") from None
+    except UnicodeEncodeError:  # a surrogate that os.fsdecode() never makes
+        raise UsageError(f"{what} is not a file name: {value!r}") from None
     if b"\0" in raw:
         raise UsageError(f"{what} contains a NUL byte")
     return raw
+
+
+def environ_arg(env: object, what: str = "env") -> dict[str, str]:
+    """An environment argument (default ``os.environ`` for None) as a new dict;
+    :class:`~sysverbs.errors.WrongTypeError` unless it maps str to str."""
+    from collections.abc import Mapping
+
+    if env is None:
+        return dict(os.environ)
+    if not isinstance(env, Mapping):
+        raise WrongTypeError(f"{what} must be a mapping of str to str, not "
+                             f"{type(env).__name__}")
+    out = dict(env)
+    for key, value in out.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise WrongTypeError(f"{what} must map str to str, not {key!r} to {value!r}")
+    return out
 
 
 def env_sysfs_root() -> bytes:

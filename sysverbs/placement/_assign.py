@@ -6,9 +6,9 @@ for the optional *usable* filter and the environment for ranks).
 
 from __future__ import annotations
 
-import os
 import re
 
+from .._core.api import environ_arg
 from ..errors import UsageError, WrongTypeError
 from ._distance import Distance, smi_rank
 from ._model import Gpu, Host, Nic, Port, endpoints, smi_between
@@ -331,7 +331,7 @@ def assign(
 def local_rank(env: Optional[Mapping[str, str]] = None) -> tuple[Optional[int], str]:
     """The local rank from LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID
     (the first set); (None, why) when none is set or it is not a number."""
-    env = os.environ if env is None else env
+    env = environ_arg(env)
     for name in RANK_VARIABLES:
         value = env.get(name)
         if value is None:
@@ -378,7 +378,7 @@ def visible_gpus(host: Host, env: Optional[Mapping[str, str]] = None
     FASTEST_FIRST, is the same on a host whose GPUs are all one model, and is said to be
     undecidable otherwise.
     """
-    env = os.environ if env is None else env
+    env = environ_arg(env)
     notes: list[str] = []
     pool: list[Gpu] = list(host.gpus)
     said: list[str] = []
@@ -417,8 +417,14 @@ def assign_rank(
 
     The rank's GPU is ``visible[rank]`` (or the only visible GPU when the launcher
     gives each rank one); NICs are balanced over the visible GPUs (all GPUs when a
-    rank sees one), so every rank computes the same plan.
+    rank sees one), so every rank computes the same plan.  A ``rank`` that is not an int
+    is a :class:`~sysverbs.errors.WrongTypeError`, a negative one a
+    :class:`~sysverbs.errors.UsageError`; ``env`` must map str to str.
     """
+    if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool)):
+        raise WrongTypeError(f"rank must be an int or None, not {type(rank).__name__}")
+    if rank is not None and rank < 0:
+        raise UsageError(f"rank must not be negative, not {rank}")
     why_rank = f"rank {rank} (given)"
     if rank is None:
         rank, why_rank = local_rank(env)
