@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import sysverbs
 from sysverbs import environment, errors, nccl, placement
 from sysverbs.environment import rank_environment
+from sysverbs.monitor import monitor  # sysverbs.monitor is the module once imported
 from sysverbs.testing import FakeHost
 from tests.bad_input import BREAK, CORRUPTIONS, attribute_files, build_host, copy_host, corrupt
 from tests.fuzz.profiles import fuzz_settings
@@ -203,7 +204,7 @@ def test_path_arguments_bad(value: Any) -> None:
                  lambda: sysverbs.device_topology("mlx5_0", sysfs_path=value),
                  lambda: sysverbs.device_attributes(value),
                  lambda: placement.read_host(sysfs_path=value),
-                 lambda: sysverbs.monitor(sysfs_path=value, backend="poll")):
+                 lambda: monitor(sysfs_path=value, backend="poll")):
         _usage(func)
 
 
@@ -214,7 +215,7 @@ def test_path_arguments_bad(value: Any) -> None:
 def test_monitor_bad_values(tmp_path: Path, kw: dict[str, Any]) -> None:
     """Failed before: ``timeout=nan`` passed the check and select() raised ValueError
     (``sysverbs watch --timeout nan`` printed a traceback)."""
-    _usage(lambda: sysverbs.monitor(sysfs_path=str(tmp_path), **{"backend": "poll", **kw}))
+    _usage(lambda: monitor(sysfs_path=str(tmp_path), **{"backend": "poll", **kw}))
 
 
 # ----------------------------------------------------------------------------- placement

@@ -408,6 +408,13 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+    # Names and files from sysfs are bytes, decoded with surrogateescape: print them
+    # back as those bytes, as the C tools do, in any locale (a UTF-8 one makes the
+    # streams strict, and a junk file would end in a UnicodeEncodeError).
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="surrogateescape")
     # The top-level parser has no option but -h: a command line that starts with a
     # command's name parses as with that command's parser alone (anything else, such as
     # --help, no command or an unknown one, gets the whole parser and its help).

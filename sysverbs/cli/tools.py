@@ -109,7 +109,7 @@ def _event_json(e: Any) -> str:
 def watch(args: Any, opts: dict[str, Any]) -> int:
     from ..monitor import monitor
 
-    if args.timeout is not None and args.timeout < 0:
+    if args.timeout is not None and not args.timeout >= 0:  # NaN too
         raise UsageError("--timeout must not be negative")
     if args.interval is not None and not args.interval > 0:
         raise UsageError("--interval must be positive")
