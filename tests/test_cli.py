@@ -25,6 +25,7 @@ import pytest
 from sysverbs import recording, sources
 from sysverbs.cli.devinfo import inet_ntop6, parse_port
 from tests.conftest import fast_tmp, lists_by_name, same_lines
+from tests.pcitree import PciTree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -207,60 +208,72 @@ def test_parse_port_is_strtol_into_int() -> None:
 # ------------------------------------------------------------------------------ netdev
 
 
-def _expected_netdev(rec: recording.Recording) -> list[str]:
-    """What ibdev2netdev prints, derived from the recorded attributes themselves."""
-    by_path = {r.path: r for r in rec}
-    nets = [r for r in rec if r.subsystem == "net"]
-    out = []
-    for ib in sorted(rec.subsystem("infiniband"), key=lambda r: r.name):
-        parent = ib.path.rsplit("/infiniband/", 1)[0]
-        attrs = {a.name: a.text.rstrip("\n") for a in ib.attributes if not a.binary}
-        ports = sorted({int(m.group(1)) for k in attrs if (m := re.match(r"ports/(\d+)/", k))})
-        for port in ports:
-            base = f"ports/{port}/"
-            names: list[str] = []
-            if attrs.get(base + "link_layer") == "InfiniBand":
-                gid0 = attrs.get(base + "gids/0", "")
-                iid = gid0.replace(":", "")[16:]
-                for n in nets:
-                    addr = (n.value("address") or b"").decode().strip().replace(":", "")
-                    if n.path.startswith(parent + "/net/") and iid and addr.endswith(iid):
-                        names.append(n.name)
-            else:
-                idx = sorted((int(k.rsplit("/", 1)[1]), v) for k, v in attrs.items()
-                             if k.startswith(base + "gid_attrs/ndevs/"))
-                for _, v in idx:
-                    if v and v not in names:
-                        names.append(v)
-                if not names and attrs.get("parent"):
-                    names.append(attrs["parent"])
-                if not names:
-                    cands = [n for n in nets if n.path.startswith(parent + "/net/")]
-                    if len(ports) > 1:
-                        cands = [n for n in cands if (n.value("dev_port") or b"").strip()
-                                 == str(port - 1).encode()]
-                    names += [n.name for n in cands]
-            for name in names:
-                net = next((n for n in nets if n.name == name), None)
-                state = (net.value("operstate") or b"").strip() if net else b""
-                out.append(f"{ib.name} port {port} ==> {name} "
-                           f"({'Up' if state == b'up' else 'Down'})")
-    assert by_path is not None
-    return out
+IBDEV2NETDEV = ROOT / "tests/data/nvidia-smi-topo/hgx-h100-1numa-12nic.ibdev2netdev.txt"
+
+
+def _ibdev2netdev_host(root: Path) -> PciTree:
+    """The RDMA side of the host of ``hgx-h100-1numa-12nic.ibdev2netdev.txt`` (a real
+    ``ibdev2netdev``; see tests/data/nvidia-smi-topo/PROVENANCE.md): each mlx5_N an
+    Ethernet port on the PCI function its udev netdev name encodes (``enp83s0f1np1``:
+    bus 83 decimal, function 1), the netdev up or down as printed, the port ACTIVE
+    when up.  mlx5_3 and mlx5_9 print ``bond0``: the first ports of the dual-port
+    cards whose second ports are mlx5_4 and mlx5_10; their own netdevs (f0np0 on the
+    sibling's bus) are slaves of bond0 and their RoCE GID 0 is bond0's.  Each port has
+    GID 0 and its netdev in ``gid_attrs/ndevs/0``, as the kernel lays out RoCE ports."""
+    t = PciTree(root)
+    bond = t.netdev("bond0", None)
+    (bond / "bonding").mkdir()
+    lines = dict(line.split(" port 1 ==> ") for line in IBDEV2NETDEV.read_text().splitlines())
+    for dev, shown in lines.items():
+        ifname, state = shown.split()
+        if ifname == "bond0":
+            sibling = lines[f"mlx5_{int(dev[5:]) + 1}"].split()[0]
+            ifname = sibling.replace("f1np1", "f0np0")
+        m = re.fullmatch(r"enp(\d+)s0(?:f(\d))?np\d", ifname)
+        assert m, ifname
+        bus, fn = int(m.group(1)), int(m.group(2) or 0)
+        pf = f"pci0000:{bus - 1:02x}/0000:{bus - 1:02x}:01.0/0000:{bus:02x}:00.{fn}"
+        port = ("4: ACTIVE" if state == "(Up)" else "1: DOWN", "Ethernet", "100 Gb/sec (4X EDR)")
+        ib = t.rdma(dev, pf, ports=(port,), cls=0x020000, netdev=ifname, uverbs=int(dev[5:]))
+        net = t.sys / "devices" / pf / "net" / ifname
+        (net / "operstate").write_text("up\n" if state == "(Up)" else "down\n")
+        # RoCE GID 0 (link-local; the real interface ids are not in the capture)
+        (ib / "ports/1/gids").mkdir()
+        (ib / "ports/1/gids/0").write_text(f"fe80:0000:0000:0000:0000:0000:0000:{bus:04x}\n")
+        if shown.startswith("bond0"):
+            os.symlink(os.path.relpath(bond, net), net / "master")
+            (ib / "ports/1/gid_attrs/ndevs/0").write_text("bond0\n")
+    return t
+
+
+def test_netdev_prints_what_the_real_ibdev2netdev_printed(tmp_path: Path) -> None:
+    """``sysverbs netdev`` on that host prints the real capture byte for byte: the same
+    lines in the same order (ibdev2netdev sorts device names as strings: mlx5_10
+    before mlx5_2), bond0 for the bonded ports, Down for the down ones."""
+    t = _ibdev2netdev_host(tmp_path)
+    p = sv("netdev", "--sysfs-path", str(t.sys), "--dev-dir", str(t.dev),
+           "--providers", "builtin")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == IBDEV2NETDEV.read_text()
 
 
 @pytest.mark.parametrize("fixture", recording.fixture_names())
 def test_netdev_on_every_fixture(fixture: str, tmp_path: Path) -> None:
-    path = recording.fixture_path(fixture)
-    expected = _expected_netdev(recording.load(path))
+    """On every (generated) fixture: exit 0, one line per link in ibdev2netdev's
+    format, devices in string order, and the JSON says the same.  What the lines say
+    is checked against a real ibdev2netdev above, and against ``rdma link`` in the
+    kernel lab; no real ibdev2netdev output exists for these fixtures."""
     fast = {"TMPDIR": fast_tmp()}  # where --fixture materializes the host
     p = sv("netdev", "--fixture", fixture, **fast)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines() == expected
+    lines = p.stdout.splitlines()
+    assert all(re.fullmatch(r"\S+ port \d+ ==> \S+ \((Up|Down)\)", x) for x in lines), lines
+    devices = [x.split(" ", 1)[0] for x in lines]
+    assert devices == sorted(devices)
     doc = json.loads(sv("netdev", "--fixture", fixture, "--json", **fast).stdout)
     assert doc["schema"] == "sysverbs.netdev/1"
     assert [f"{x['device']} port {x['port']} ==> {x['netdev']} ({x['state']})"
-            for x in doc["links"]] == expected
+            for x in doc["links"]] == lines
 
 
 # ------------------------------------------------------------------------------ doctor
