@@ -589,17 +589,21 @@ def test_memlock_warning(otmp: Path, memlock: Optional[int]) -> None:
         assert real.stderr.count(b"RLIMIT_MEMLOCK is 32768 bytes") == 1
 
 
+#: Three devices, each with something unreadable (also tests/test_unprivileged.py's).
+UNREADABLE_TREE = host(rxe_dev("uverbs0", "rxe0"), rxe_dev("uverbs1", "rxe1"),
+                       rxe_dev("uverbs2", "rxe2"))
+_BASE = "sys/devices/pci0000:00/virtual-"
+UNREADABLE_STEPS = [
+    {"op": "chmod", "path": f"{_BASE}rxe0/infiniband_verbs/uverbs0/abi_version", "mode": "0"},
+    {"op": "chmod", "path": f"{_BASE}rxe1/infiniband/rxe1/node_guid", "mode": "0"},
+    {"op": "chmod", "path": f"{_BASE}rxe2/infiniband_verbs/uverbs2", "mode": "0"},
+]
+
+
 def test_unreadable_files_as_user(otmp: Path) -> None:
-    tree = host(rxe_dev("uverbs0", "rxe0"), rxe_dev("uverbs1", "rxe1"), rxe_dev("uverbs2", "rxe2"))
-    base = "sys/devices/pci0000:00/virtual-"
-    steps = [
-        {"op": "chmod", "path": f"{base}rxe0/infiniband_verbs/uverbs0/abi_version", "mode": "0"},
-        {"op": "chmod", "path": f"{base}rxe1/infiniband/rxe1/node_guid", "mode": "0"},
-        {"op": "chmod", "path": f"{base}rxe2/infiniband_verbs/uverbs2", "mode": "0"},
-    ]
     real, ours = harness.compare(
         otmp,
-        lambda r: _chmod_build(r, tree, steps),
+        lambda r: chmod_build(r, UNREADABLE_TREE, UNREADABLE_STEPS),
         LIST,
         env=SHOW,
         options=OPTS44,
@@ -608,7 +612,7 @@ def test_unreadable_files_as_user(otmp: Path) -> None:
     harness.assert_same(real, ours)
 
 
-def _chmod_build(root: Path, tree: trees.Tree, steps: list[dict[str, Any]]) -> None:
+def chmod_build(root: Path, tree: trees.Tree, steps: list[dict[str, Any]]) -> None:
     trees.build(root, tree)
     for s in steps:
         (root / s["path"]).chmod(int(s["mode"], 8))
