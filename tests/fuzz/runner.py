@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from tests import staging
 from tests.fuzz.model import Case, build_tree, relocate, sys_dir_for, sysfs_value
 from tests.oracle import harness
 
@@ -283,15 +284,20 @@ class Runner:
         root = str(self.dst)
         results: dict[str, harness.Run] = {}
 
+        setpriv = SETPRIV.get(case.user)
+        # another user may not enter this checkout: it runs the staged copy
+        python, code = ((staging.user_python(), staging.stage()) if setpriv
+                        else (sys.executable, REPO))
+
         def one(impl: str) -> None:
-            argv = [sys.executable, "-m", "tests.fuzz.probe", impl, str(plan_file)]
+            argv = [python, "-m", "tests.fuzz.probe", impl, str(plan_file)]
             results[impl] = harness.run_in_ns(
                 srcs[impl],
                 self.dst,
                 argv,
-                env={**case.env, "PYTHONPATH": str(REPO)},
+                env={**case.env, "PYTHONPATH": str(code)},
                 config_dir=conf,
-                setpriv=SETPRIV.get(case.user),
+                setpriv=setpriv,
                 memlock=case.memlock,
                 sysfs_path=sysfs_value(case, root),
             )

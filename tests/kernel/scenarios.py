@@ -26,6 +26,7 @@ the lockstep scenarios after them start from a kernel with no RDMA device.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -544,9 +545,9 @@ NO_DEVICES = "for d in $(ls /sys/class/infiniband); do rdma link del $d || exit 
 HOTPLUG = """
 PY=@PY@
 mkdir -p /run/sv
-$PY -m tests.kernel.vm_probes monitor udev > /run/sv/udev.jsonl 2> /run/sv/udev.err &
+"$PY" -m tests.kernel.vm_probes monitor udev > /run/sv/udev.jsonl 2> /run/sv/udev.err &
 U=$!
-$PY -m tests.kernel.vm_probes monitor poll > /run/sv/poll.jsonl 2> /run/sv/poll.err &
+"$PY" -m tests.kernel.vm_probes monitor poll > /run/sv/poll.jsonl 2> /run/sv/poll.err &
 P=$!
 start=$(date +%s)
 while [ ! -e /run/sv/ready-udev ] || [ ! -e /run/sv/ready-poll ]; do
@@ -556,7 +557,7 @@ while [ ! -e /run/sv/ready-udev ] || [ ! -e /run/sv/ready-poll ]; do
 done
 rdma link add rxe0 type rxe netdev dummy0
 sleep 1.5
-echo "===SOURCES"; $PY -m tests.kernel.vm_probes sources
+echo "===SOURCES"; "$PY" -m tests.kernel.vm_probes sources
 rdma dev set rxe0 name rxefoo
 sleep 1.5
 rdma link del rxefoo
@@ -564,7 +565,7 @@ wait $U $P
 echo "===UDEV"; cat /run/sv/udev.jsonl /run/sv/udev.err
 echo "===POLL"; cat /run/sv/poll.jsonl /run/sv/poll.err
 echo "===END"
-""".replace("@PY@", PYTHON)
+""".replace("@PY@", shlex.quote(PYTHON))
 
 #: rxe0 on dummy0 (up, IPv4 and IPv6 addresses: RoCE v2 GIDs; MAC ...:02) and rxe1 on
 #: v0 (MAC ...:01), whose veth peer v1 is down (port DOWN).
@@ -639,7 +640,7 @@ def cli(name: str, args: list[str]) -> Step:
 
 
 def _rdmacm_probe(name: str, impl: str, plan: dict[str, Any]) -> Step:
-    script = str(REPO / "tests/oracle/rdmacm_probe.py")
+    script = "tests/oracle/rdmacm_probe.py"  # the VM runs in the staged code (lab.stage_code)
     return cmd(name, [PYTHON, "-S", script, impl, json.dumps(plan)])
 
 
