@@ -58,7 +58,7 @@ PYPY_TESTS := --assert=plain --ignore=tests/kernel --ignore=tests/test_bench.py 
   --deselect tests/test_cli.py::test_docs_shell_examples
 
 .PHONY: demo test fuzz bench lint typecheck pytest pytest-cpython pytest-pypy oracle-deps \
-  nccl-oracle clean
+  nccl-oracle device-check clean
 
 # The virtualenvs are filled by uv (PyPI's `uv`, installed into the CPython virtualenv
 # first): the same packages as pip would install, in a few seconds where pip took about
@@ -175,6 +175,14 @@ fuzz: $(VENV)/.installed oracle-deps nccl-oracle
 bench: $(VENV)/.installed oracle-deps
 	$(PY) benchmarks/bench_list.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_placement.py $(BENCH_ARGS)
+
+# NCCL_IB_HCA's InfiniBand side against the real NCCL (tests/device/device_nccl_ib.py):
+# only on a machine with an NVIDIA GPU, where NCCL builds a communicator and starts its IB
+# transport; run with the interpreter that has libnccl (PyTorch's, or SYSVERBS_NCCL_LIB).
+# Not part of make test: no GPU there, and without one NCCL never reaches that code.
+device-check:
+	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -p no:cacheprovider -v \
+	  tests/device/device_nccl_ib.py
 
 clean:
 	rm -rf $(VENV) $(VENV_PYPY) build *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

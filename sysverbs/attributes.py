@@ -37,6 +37,7 @@ from ._core.api import path_arg
 from ._core.sysfs_read import read_sysfs_file, scan_hx4
 from ._text import rate_fields
 from .enums import NodeType, node_type_from_number
+from .errors import WrongTypeError
 
 if TYPE_CHECKING:
     from ._core.device import Device
@@ -454,7 +455,10 @@ def port_attributes(
 ) -> PortAttributes:
     """The attributes of one port (1-based) of a device (a :class:`~sysverbs.Device`,
     an IB device name or an IB device directory).  A port that does not exist gives
-    ``None`` values."""
+    ``None`` values; a ``port`` that is not an int a
+    :class:`~sysverbs.errors.WrongTypeError`."""
+    if not isinstance(port, int) or isinstance(port, bool):
+        raise WrongTypeError(f"port must be an int, not {type(port).__name__}")
     ibdev_path, _ = resolve_ibdev(device, sysfs_path)
     return _port(ibdev_path, port)
 

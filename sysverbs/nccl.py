@@ -524,13 +524,11 @@ def nccl_environment(env: Optional[Mapping[str, str]] = None, *, root: Optional[
         files.append(f"{home}/.nccl.conf"[:1023])
     files.append("/etc/nccl.conf")
     for path in files:
-        if "\0" in path:
-            continue  # only a caller's env holds a NUL; fopen() would see a shorter path
         try:
             with open(_reroot(root, path), "rb") as fh:
                 data = fh.read()
-        except OSError:
-            continue
+        except (OSError, ValueError):  # ValueError: a NUL or odd surrogate, only in a
+            continue                   # caller's env: no file NCCL could open either
         for name, value in read_conf_file(data, nccl_version=version):
             if not name or "=" in name or name in result:
                 continue  # setenv fails on "" (EINVAL); an existing value is kept

@@ -11,6 +11,7 @@ commands are in tests/test_bad_input_cli.py.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
@@ -36,8 +37,10 @@ UNREPRESENTABLE = st.one_of(
     st.builds(lambda a, b: a + "\0" + b, st.text(max_size=5), st.text(max_size=5)),
     st.builds(lambda a, c: a + chr(c), st.text(max_size=5),
               st.integers(0xD800, 0xDC7F)))
-#: Any text, surrogates and NUL included, sometimes past 63 bytes.
-ANY_TEXT = st.text(st.characters(codec=None), max_size=90)
+#: Any text, surrogates (which st.characters() never draws) and NUL included, sometimes
+#: past 63 bytes.
+ANY_TEXT = st.text(st.one_of(st.characters(codec=None), st.integers(0xD800, 0xDFFF).map(chr)),
+                   max_size=90)
 _LONG_NAMES = st.text(st.sampled_from("aé€𝄞\udcc3_0"), min_size=20, max_size=45)
 
 
@@ -365,3 +368,50 @@ def test_rank_environment_gid_files(host: FakeHost, tmp_path: Path, name: str,
     env = rank_environment(["rxe0"], environ={}, **_opts(h))
     if not name.endswith("ndevs/1"):  # NCCL's scan reads the GID and its type only
         assert env.exports().get("NCCL_IB_GID_INDEX") != "1"
+
+
+# ----------------------------------------------------------------------------- objects
+
+
+@pytest.mark.parametrize("value", [None, "mlx5_0", b"mlx5_0", 3, ["mlx5_0"], object()],
+                         ids=repr)
+def test_device_arguments_bad(value: Any) -> None:
+    """What is not a Device (libibverbs would dereference it).  Failed before: the
+    getters raised AttributeError, close_device(3) AttributeError."""
+    for func in (sysverbs.get_device_name, sysverbs.get_device_guid,
+                 sysverbs.get_device_index, sysverbs.open_device, sysverbs.close_device):
+        _usage(functools.partial(func, value))
+
+
+@pytest.mark.parametrize("port", ["1", 1.0, None, b"1", [1]], ids=repr)
+def test_port_attributes_port_bad(host: FakeHost, port: Any) -> None:
+    """Failed before: ``"1"`` raised TypeError (%d format), 1.0 gave a result."""
+    _usage(lambda: sysverbs.port_attributes("rxe0", port, sysfs_path=str(host.sysfs)))
+
+
+@pytest.mark.parametrize("value", [3, None, b"P: /devices/x\n", ["P: /devices/x"], object()],
+                         ids=repr)
+def test_recording_arguments_bad(tmp_path: Path, value: Any) -> None:
+    """Failed before: AttributeError/TypeError from each, and ``load(3)`` read (and
+    closed) file descriptor 3."""
+    from sysverbs import recording
+
+    for func in (recording.parse, recording.unescape, recording.fixture_path,
+                 recording.load, lambda v: recording.materialize(v, tmp_path / "m")):
+        _usage(functools.partial(func, value))
+
+
+@fuzz_settings(ci=100, deep=1000)
+@given(ANY_TEXT)
+def test_recording_any_text(text: str) -> None:
+    """An attribute value of any text: bytes, or a RecordingError naming why (a record
+    with it likewise).  Failed before: ``unescape("\\ud800")`` raised
+    UnicodeEncodeError."""
+    from sysverbs import recording
+
+    for func in (recording.unescape,
+                 lambda t: recording.parse(f"P: /devices/x\nE: SUBSYSTEM=net\nA: a={t}\n")):
+        try:
+            func(text)
+        except errors.RecordingError:
+            pass

@@ -16,7 +16,7 @@ from .. import sources
 from ..errors import UsageError, WrongTypeError
 from ..providers.table import installed_release, libibverbs_library, resolve_release
 from ..sources.base import LibraryKey
-from .device import Context, Device, hold_all, open_device, release_all
+from .device import Context, Device, device_arg, hold_all, open_device, release_all
 from .devlist import library_for
 from .messages import ForkWarning, MemlockWarning, emit
 from .records import RecordTuple
@@ -381,22 +381,25 @@ def free_device_list(devices: list[Device]) -> None:
 
 def get_device_name(device: Device) -> str:
     """``ibv_get_device_name()``."""
-    return device.name
+    return device_arg(device).name
 
 
 def get_device_guid(device: Device) -> int:
     """``ibv_get_device_guid()`` as a host-order integer: ``f"{guid:016x}"`` is what
     ``ibv_devices`` prints.  0 when ``node_guid`` is missing or unparsable."""
-    return device.guid
+    return device_arg(device).guid
 
 
 def get_device_index(device: Device) -> int:
     """``ibv_get_device_index()``: the kernel's index, -1 in sysfs mode."""
-    return device.index
+    return device_arg(device).index
 
 
 def close_device(context: Context) -> None:
     """``ibv_close_device()``."""
+    if not isinstance(context, Context):
+        raise WrongTypeError(f"context must be a Context from open_device(), not "
+                             f"{type(context).__name__}")
     context.close()
 
 

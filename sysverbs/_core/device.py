@@ -7,7 +7,7 @@ import os
 import stat
 from _thread import RLock
 
-from ..errors import DeviceFreedError
+from ..errors import DeviceFreedError, WrongTypeError
 from .sysfs_read import NODE_GUID_SIZE, read_sysfs_file, scan_hx4
 
 TYPE_CHECKING = False
@@ -315,6 +315,15 @@ def makedev(major: int, minor: int) -> int:
     )
 
 
+def device_arg(device: object) -> Device:
+    """``device`` if it is a :class:`Device`, else :class:`~sysverbs.errors.WrongTypeError`
+    (libibverbs would dereference whatever pointer it is given)."""
+    if not isinstance(device, Device):
+        raise WrongTypeError("device must be a Device from get_device_list(), not "
+                             f"{type(device).__name__}")
+    return device
+
+
 def open_device(device: Device) -> Context:
     """``ibv_open_device``: open ``<dev_dir>/<dev_name>`` (``O_RDWR|O_CLOEXEC``).
 
@@ -323,7 +332,7 @@ def open_device(device: Device) -> Context:
     is tried (libibverbs waits up to 5 s for it to appear; sysverbs does not
     wait).  Failure raises OSError (ENOENT when the node is not the right device).
     """
-    device._check()
+    device_arg(device)._check()
     major, minor = device._cdev
     cdev = makedev(major, minor) if (major or minor) else 0
     path = device._dev_dir + b"/" + device._dev_name

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from ..errors import UnknownFixtureError
+from ..errors import UnknownFixtureError, WrongTypeError
 from . import umockdev as recording
 from .umockdev import Recording, TreeEntry
 
@@ -90,6 +90,9 @@ def as_recording(source: Source) -> Recording:
     if isinstance(source, Recording):
         return source
     if not isinstance(source, (str, os.PathLike)):  # a HostBuilder
+        if not callable(getattr(source, "build", None)):
+            raise WrongTypeError("a host is a HostBuilder, a Recording, a fixture name or a "
+                                 f"recording file, not {type(source).__name__}")
         return source.build()
     text = os.fspath(source)
     if isinstance(source, str) and "/" not in text and not os.path.exists(text):
@@ -142,6 +145,8 @@ def fixture_names() -> list[str]:
 
 def fixture_path(name: str) -> Path:
     """Path of bundled fixture ``name`` (with or without the ``.umockdev`` suffix)."""
+    if not isinstance(name, str):
+        raise WrongTypeError(f"a fixture name is a str, not {type(name).__name__}")
     stem = name[: -len(FIXTURE_SUFFIX)] if name.endswith(FIXTURE_SUFFIX) else name
     if stem not in fixture_names():
         have = ", ".join(fixture_names())

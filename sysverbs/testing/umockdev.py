@@ -137,7 +137,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Union
 
-from ..errors import RecordingError
+from ..errors import RecordingError, WrongTypeError
 
 __all__ = [
     "Attribute",
@@ -347,9 +347,14 @@ def unescape(value: str) -> bytes:
     """Undo ``g_strescape`` the way umockdev does (``g_strcompress``), to bytes.
 
     Raises ValueError for a trailing backslash and for escapes that give a NUL byte
-    (umockdev would silently cut the value there).
+    (umockdev would silently cut the value there); WrongTypeError for a non-str.
     """
-    src = value.encode("utf-8", "surrogateescape")
+    if not isinstance(value, str):
+        raise WrongTypeError(f"a recorded value is a str, not {type(value).__name__}")
+    try:
+        src = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that decoding a file never makes
+        raise RecordingError(f"{value!r} is not text a recording file holds") from None
     if b"\\" not in src:
         return src
     out = bytearray()
@@ -438,8 +443,11 @@ def _raise(exc: ValueError) -> bytes:
 def parse(text: str) -> Recording:
     """Parse a recording (see the module docstring for the grammar).
 
-    Raises ValueError naming the (1-based) line for anything umockdev would reject.
+    Raises ValueError naming the (1-based) line for anything umockdev would reject
+    (WrongTypeError for a non-str: :func:`load` reads files).
     """
+    if not isinstance(text, str):
+        raise WrongTypeError(f"a recording is a str, not {type(text).__name__}")
     if "\0" in text:
         lineno = text.count("\n", 0, text.index("\0")) + 1
         raise _err(lineno, "NUL character in recording")
@@ -523,6 +531,8 @@ def parse(text: str) -> Recording:
 
 def load(path: str | os.PathLike[str]) -> Recording:
     """Read and parse a recording file (bytes that are not UTF-8 survive, escaped)."""
+    if not isinstance(path, (str, os.PathLike)):  # open(3) would read file descriptor 3
+        raise WrongTypeError(f"path must be a path, not {type(path).__name__}")
     with open(path, "rb") as f:
         data = f.read()
     return parse(data.decode("utf-8", "surrogateescape"))
