@@ -437,6 +437,7 @@ def _make(path: Path, kind: str, content: bytes) -> None:
         os.chmod(path, 0)
 
 
+@pytest.mark.timeout(60)  # FIFOs in the tree: a read of one would block, fail fast
 @fuzz_settings(ci=60, deep=600)
 @given(st.lists(st.tuples(st.sampled_from(_NAMES), _KIND, _CONTENT), max_size=12))
 def test_broken_trees_never_raise(entries: list[tuple[str, str, bytes]]) -> None:

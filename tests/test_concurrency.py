@@ -20,8 +20,12 @@ from pathlib import Path
 import sysverbs
 
 THREADS = 4
-SECONDS = 3.0
 DEVICES = 12
+# The run ends once the mutator has made CHANGES changes and the listers LISTS lists
+# between them, however long that takes (a loaded machine only takes longer): no
+# window of time, and no number of calls expected within one.
+CHANGES = 200
+LISTS = 400
 
 
 @dataclass(frozen=True)
@@ -163,8 +167,11 @@ def test_listing_while_devices_come_and_go(tmp_path: Path) -> None:
                     write_device(tmp_path, s)
                     present.add(s.uverbs)
                 stats["changes"] += 1
+                if stats["changes"] >= CHANGES and stats["lists"] >= LISTS:
+                    stop.set()
         except BaseException as e:  # pragma: no cover - reported below
             failures.append(e)
+            stop.set()
 
     def lister(seed: int) -> None:
         rng = random.Random(seed)
@@ -193,19 +200,21 @@ def test_listing_while_devices_come_and_go(tmp_path: Path) -> None:
                 sysverbs.free_device_list(devs)
         except BaseException as e:
             failures.append(e)
+            stop.set()
 
     threads = [threading.Thread(target=lister, args=(i,)) for i in range(THREADS)]
     threads.append(threading.Thread(target=mutator))
     for t in threads:
         t.start()
-    time.sleep(SECONDS)
+    finished = stop.wait(240)  # generous: only a thread that hangs gets near it
     stop.set()
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads)
     if failures:
         raise failures[0]
-    assert stats["lists"] > 20 and stats["changes"] > 20 and stats["devices"] > 0
+    assert finished, stats
+    assert stats["lists"] >= LISTS and stats["changes"] >= CHANGES and stats["devices"] > 0
     assert stats["complete"] > 0
     # The tree is quiet again: a last call lists exactly the devices present.
     final = sysverbs.get_device_list(**opts)  # type: ignore[arg-type]

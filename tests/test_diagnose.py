@@ -583,6 +583,7 @@ _IB_FILES = [
 ]
 
 
+@pytest.mark.timeout(60)  # FIFOs in the tree: a read of one would block, fail fast
 @fuzz_settings(ci=40, deep=400)
 @given(
     st.lists(

@@ -4,7 +4,6 @@ cycle, no private name used across modules, and a cheap ``import sysverbs``."""
 from __future__ import annotations
 
 import ast
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -170,33 +169,39 @@ def test_the_api_table_and_the_type_checkers_imports_agree() -> None:
         assert getattr(sysverbs, name) is not None
 
 
-HEAVY = ("typing", "re", "enum", "dataclasses", "json")
+# What ``import sysverbs`` may load: the modules of the public API's first call and
+# the few standard modules they need (``python -I -S``: nothing else imported first).
+# The rest (placement, the CLI, netlink, udev, typing, re, enum, dataclasses, json...)
+# is imported by the functions that need it.  The time the import takes is measured,
+# not tested: benchmarks/bench_list.py's target "import sysverbs adds <= 15 ms to
+# interpreter start" (make bench); a machine beside a VM can make any time bound fail.
+EAGER_SYSVERBS = {
+    "sysverbs", "sysverbs._core", "sysverbs._core.api", "sysverbs._core.device",
+    "sysverbs._core.devlist", "sysverbs._core.messages", "sysverbs._core.records",
+    "sysverbs._core.sysfs_read", "sysverbs.errors", "sysverbs.providers",
+    "sysverbs.providers.matching", "sysverbs.providers.table", "sysverbs.sources",
+    "sysverbs.sources.base", "sysverbs.sources.sysfs",
+}
+ALLOWED_STDLIB = {
+    "__future__", "_collections_abc", "_stat", "errno", "genericpath", "os", "os.path",
+    "posixpath", "stat", "warnings",
+}
 IMPORT_PROBE = f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
-from time import process_time
-start = process_time()
+before = set(sys.modules)
 import sysverbs
-took = process_time() - start
-heavy = [m for m in {HEAVY!r} if m in sys.modules]
-import json
-print(json.dumps({{"took": took, "heavy": heavy}}))
+print("\\n".join(sorted(set(sys.modules) - before)))
 """
 
 
-def test_import_sysverbs_loads_no_heavy_module_and_stays_within_15_ms() -> None:
-    """``python -I -S -c "import sysverbs"``: the import's own CPU time (a busy machine
-    delays the process, the CPU time stays the cost of the code), best of several runs."""
-    best = None
-    for _ in range(25):
-        out = subprocess.run([sys.executable, "-I", "-S", "-c", IMPORT_PROBE],
-                             capture_output=True, text=True, check=True).stdout
-        doc = json.loads(out)
-        assert doc["heavy"] == []
-        best = doc["took"] if best is None else min(best, doc["took"])
-        if best < 0.015:
-            break
-    assert best is not None and best < 0.015, f"import sysverbs took {best * 1000:.1f} ms"
+def test_import_sysverbs_loads_only_what_its_first_call_needs() -> None:
+    """``python -I -S -c "import sysverbs"``: which modules it loads, not how long."""
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", IMPORT_PROBE],
+                         capture_output=True, text=True, check=True).stdout
+    loaded = set(out.split())
+    assert {m for m in loaded if m.split(".")[0] == "sysverbs"} == EAGER_SYSVERBS
+    assert {m for m in loaded if m.split(".")[0] != "sysverbs"} <= ALLOWED_STDLIB
 
 
 def test_the_list_options_are_declared_once() -> None:

@@ -292,6 +292,7 @@ _LINKS = [
 ]
 
 
+@pytest.mark.timeout(60)  # FIFOs in the tree: a read of one would block, fail fast
 @fuzz_settings(ci=40, deep=400)
 @given(
     st.lists(

@@ -47,7 +47,10 @@ from tests.kernel.conftest import unavailable
 from tests.kernel.lab import LabResults
 from tests.kernel.scenarios import CLI_PAIRS
 
-pytestmark = pytest.mark.kernel
+# The first test waits for the lab's boot (minutes under TCG; at most SV_VM_TIMEOUT,
+# 1200 s by default, per boot, whose own limit ends a stuck VM): more than the 300 s
+# that pyproject.toml gives every other test.
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(3600)]
 
 
 def where(lab: LabResults) -> str:
