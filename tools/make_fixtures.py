@@ -596,7 +596,7 @@ def a100_nics(fx: Fixture, numa_of: dict[str, int] | None = None) -> None:
         index = 8 + fn
         path = f"/devices/pci0000:e0/0000:e0:03.1/0000:e1:00.{fn}"
         netdev = f"enp225s0f{fn}np{fn}"
-        mlx5_function(fx, path, 0x101B, 0x0009 if numa_of else 0x0007, index=index,
+        mlx5_function(fx, path, 0x101B, 0x0009, index=index,
                       uverbs=index, node_guid=mlx_guid("b8:ce:f6:cc:9e:dc"),
                       sys_image_guid=mlx_guid("b8:ce:f6:cc:9e:dc"),
                       port=roce_port(mac, netdev, "200 Gb/sec (4X HDR)"), numa=node(path, 7),
