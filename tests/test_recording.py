@@ -347,6 +347,7 @@ def test_materialize_combines_recordings(tmp_path: Path) -> None:
     assert read(tmp_path / "r/sys/class/infiniband_verbs/abi_version") == b"6\n"
 
 
+# "{out}": a directory of the test's own beside root (not /tmp, where anything may lie).
 ESCAPES = [
     ("P: /devices/../../etc\nE: SUBSYSTEM=a\n", "line 1: invalid device path"),
     ("P: /devices/x/../../..\nE: SUBSYSTEM=a\n", "line 1: invalid device path"),
@@ -354,19 +355,19 @@ ESCAPES = [
     ("P: /devices/x\nE: SUBSYSTEM=../../../tmp\n", "line 1: invalid SUBSYSTEM"),
     ("P: /devices/x\nE: SUBSYSTEM=a\nA: /etc/passwd=x\n", "line 3: invalid attribute name"),
     ("P: /devices/x\nE: SUBSYSTEM=a\nA: ../../../escape=x\n", "line 3:"),
-    ("P: /devices/x\nE: SUBSYSTEM=a\nA: ../../../../../../../../../../tmp/escape=x\n", "line 3:"),
+    ("P: /devices/x\nE: SUBSYSTEM=a\nA: " + "/".join([".."] * 16) + "{out}/escape=x\n", "line 3:"),
     ("P: /devices/x\nE: SUBSYSTEM=a\nA: ../../../dev/x=x\n", "line 3:"),  # root/dev, not sys
-    ("P: /devices/x\nE: SUBSYSTEM=a\nL: ../../../escape=/tmp\n", "line 3:"),
+    ("P: /devices/x\nE: SUBSYSTEM=a\nL: ../../../escape={out}\n", "line 3:"),
     # through symlinks made by an earlier record
-    ("P: /devices/x\nE: SUBSYSTEM=a\nL: out=/\n\nP: /devices/x/out/tmp\nE: SUBSYSTEM=a\n",
+    ("P: /devices/x\nE: SUBSYSTEM=a\nL: out=/\n\nP: /devices/x/out{out}\nE: SUBSYSTEM=a\n",
      "line 5:"),
     ("P: /devices/x\nE: SUBSYSTEM=a\nL: out=../../../..\n\n"
      "P: /devices/y\nE: SUBSYSTEM=a\nA: ../x/out/escape=x\n", "line 7:"),
-    ("P: /devices/x\nE: SUBSYSTEM=a\nL: d=/tmp\n\n"
+    ("P: /devices/x\nE: SUBSYSTEM=a\nL: d={out}\n\n"
      "P: /devices/y\nE: SUBSYSTEM=a\nA: ../x/d/sub/escape=x\n", "line 7:"),
-    ("P: /devices/x\nE: SUBSYSTEM=a\nL: d=/tmp\n\n"
+    ("P: /devices/x\nE: SUBSYSTEM=a\nL: d={out}\n\n"
      "P: /devices/y\nE: SUBSYSTEM=a\nA: ../x/d/escape=x\n", "line 7:"),
-    ("P: /devices/x\nE: SUBSYSTEM=a\nL: d=/tmp\n\n"
+    ("P: /devices/x\nE: SUBSYSTEM=a\nL: d={out}\n\n"
      "P: /devices/y\nE: SUBSYSTEM=a\nL: ../x/d/escape=/\n", "line 7:"),
     ("P: /devices/x\nN: ../../escape\nE: SUBSYSTEM=a\n", "line 1: invalid device node"),
     ("P: /devices/x\nN: /abs\nE: SUBSYSTEM=a\n", "line 1: invalid device node"),
@@ -378,15 +379,17 @@ ESCAPES = [
 @pytest.mark.parametrize(("text", "msg"), ESCAPES)
 def test_materialize_never_writes_outside_root(tmp_path: Path, text: str, msg: str) -> None:
     root = tmp_path / "a" / "b" / "root"
+    out = tmp_path / "out"
+    out.mkdir()
     before = _snapshot(tmp_path)
     with pytest.raises(ValueError) as info:
-        rec.materialize(rec.parse(text), root)
+        rec.materialize(rec.parse(text.replace("{out}", str(out))), root)
     assert str(info.value).startswith(msg), str(info.value)
     after = _snapshot(tmp_path)
     outside = {p for p in set(after) - set(before)
                if not p.startswith("a/b/root") and p not in ("a", "a/b")}
     assert outside == set()
-    assert not Path("/tmp/escape").exists()
+    assert list(out.iterdir()) == []
 
 
 def test_materialize_dotdot_inside_sys_is_allowed(tmp_path: Path) -> None:
