@@ -159,14 +159,16 @@ test: $(VENV)/.installed oracle-deps
 	if [ $$status != 0 ]; then kill -- -$$vm 2>/dev/null; fi; wait $$vm; \
 	echo "make test: $$(( $$(date +%s) - start )) s"; exit $$status
 
-# Differential fuzzing against the real libibverbs, deep profile (root, like the oracle tests):
-# 5,000 + 1,500 unprivileged examples and the concurrency test, and the deep counts of the
-# matching and C-parsing properties (5,000-10,000 each), ~8 min on 2 CPUs.
-# Repeat a run with SYSVERBS_FUZZ_SEED=<the printed seed>.
+# Every property test at its deep count (SYSVERBS_FUZZ_PROFILE=deep, tests/fuzz/profiles.py):
+# every test file with a Hypothesis @given, whose counts come from fuzz_settings()
+# (tests/test_docs.py checks it), the differential fuzzing against the real libibverbs
+# (5,000 + 1,500 unprivileged examples) among them; root, like the oracle tests.
+# docs/reliability.md lists the counts.  A test may take longer than make test's
+# 300 s here.  The seed is printed at the start and the end: repeat a run with
+# SYSVERBS_FUZZ_SEED=<seed> make fuzz.
 fuzz: $(VENV)/.installed oracle-deps nccl-oracle
 	SYSVERBS_FUZZ_PROFILE=deep $(NCCL_ENV) $(VENV)/bin/pytest -ra -p no:cacheprovider -s \
-	  tests/test_fuzz_differential.py tests/test_fuzz_unprivileged.py tests/test_concurrency.py \
-	  tests/test_matching.py tests/test_cparse.py tests/test_nccl_oracle.py
+	  --timeout 3600 $$(grep -rlE --include='test_*.py' '^ *@given\(' tests | sort)
 
 # sysverbs against the real libibverbs on generated hosts of 1, 64, 1024 and 4096 devices
 # (root; a few minutes on 2 CPUs): prints a table and the issue-8 targets, writes

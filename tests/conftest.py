@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 import pytest
 
+from tests.fuzz import profiles
 from tests.oracle import harness
 
 REPO = Path(__file__).resolve().parents[1]
@@ -148,6 +149,26 @@ def _outside_report() -> Optional[str]:
     seen, OUTSIDE.seen[:] = list(OUTSIDE.seen), []
     return ("read outside the repository (tests may read only what the repository "
             f"holds; put the data in tests/data): {sorted(set(seen))[:10]}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Every Hypothesis test draws from the run's seed (tests/fuzz/profiles.py), the
+    same in every pytest-xdist worker (they inherit ``SYSVERBS_FUZZ_SEED``)."""
+    given = config.getoption("hypothesis_seed", None)
+    if given is not None and given != str(profiles.SEED):
+        raise pytest.UsageError("repeat a run's examples with SYSVERBS_FUZZ_SEED=<seed>, "
+                                "not --hypothesis-seed")
+    config.option.hypothesis_seed = str(profiles.SEED)
+
+
+def pytest_report_header() -> str:
+    return profiles.seed_line()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The seed again at the end (``-q`` prints no header)."""
+    terminalreporter.write_line(profiles.seed_line())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

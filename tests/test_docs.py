@@ -3,6 +3,7 @@ document, and print exactly what the text after them ("prints") shows."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import io
@@ -51,3 +52,40 @@ def test_docs_cite_only_the_repository() -> None:
     texts = [p.read_text() for p in [*DOCS, *(ROOT / "sysverbs").rglob("*.py")]]
     for text in texts:
         assert not re.search(r"\bspec [0-9]|\.\./shared|\bissue [0-9]", text)
+
+
+def _property_test_counts() -> dict[str, tuple[int, int]]:
+    """``file::test`` -> (ci, deep) for every property test in tests/: the ``ci=`` and
+    ``deep=`` numbers of the :func:`tests.fuzz.profiles.fuzz_settings` call (or of a
+    helper's call with those two keywords) in the test or around its ``@given``."""
+    counts: dict[str, tuple[int, int]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for top in tree.body:
+            if not isinstance(top, ast.FunctionDef):
+                continue
+            key = f"{path.relative_to(ROOT)}::{top.name}"
+            nodes = list(ast.walk(top))
+            calls = [n for n in nodes if isinstance(n, ast.Call)
+                     and sorted(k.arg or "" for k in n.keywords) == ["ci", "deep"]]
+            given = any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "given"
+                        for n in nodes if isinstance(n, ast.FunctionDef)
+                        for d in n.decorator_list)
+            assert len(calls) <= 1, f"{key}: two example counts"
+            assert not given or calls, f"{key}: a @given without fuzz_settings(ci=, deep=)"
+            if calls:
+                kw = {k.arg: k.value for k in calls[0].keywords}
+                assert all(isinstance(v, ast.Constant) for v in kw.values()), key
+                counts[key] = (kw["ci"].value, kw["deep"].value)  # type: ignore[attr-defined]
+    return counts
+
+
+def test_reliability_md_lists_every_property_tests_counts() -> None:
+    """docs/reliability.md's table of example counts is the code's, row for row."""
+    text = (ROOT / "docs/reliability.md").read_text()
+    rows = re.findall(r"^\| `(tests/[\w/]+\.py::\w+)` \| ([\d,]+) \| ([\d,]+) \|$", text, re.M)
+    documented = {k: (int(ci.replace(",", "")), int(deep.replace(",", ""))) for k, ci, deep in rows}
+    code = _property_test_counts()
+    assert len(code) >= 20
+    assert documented == code, "rows the docs should have:\n" + "\n".join(
+        f"| `{k}` | {ci:,} | {deep:,} |" for k, (ci, deep) in sorted(code.items()))
