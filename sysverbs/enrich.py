@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Optional
 
-from ._core.device import Device
+from ._core.device import Device, device_arg
 from ._core.sysfs_read import MODALIAS_SIZE, cstr, read_sysfs_file
 from .errors import UsageError
 from .sources import udev as udev_source
@@ -64,7 +64,7 @@ def udev_properties(dev: Device, *, of: str = "uverbs") -> Mapping[str, str]:
     """
     if of not in _WHICH:
         raise UsageError(f"of must be one of {', '.join(_WHICH)}, not {of!r}")
-    path = dev.dev_path if of == "uverbs" else dev.ibdev_path
+    path = device_arg(dev).dev_path if of == "uverbs" else dev.ibdev_path
     real = _live_path(path)
     if real is None:
         return _EMPTY
@@ -131,7 +131,7 @@ def vendor_model(dev: Device) -> tuple[Optional[str], Optional[str]]:
     does for PCI and USB devices.  rxe and siw devices have no hardware: ``(None,
     None)``.
     """
-    vendor, model = _from_udev_db(dev)
+    vendor, model = _from_udev_db(device_arg(dev))
     if vendor is not None and model is not None:
         return vendor, model
     for modalias in _modaliases(dev):

@@ -294,6 +294,10 @@ def _has_v2(table: Optional[GidTable], family: str) -> bool:
 
 def predict(nics: Sequence[Nic], environ: Mapping[str, str]) -> RankEnvironment:
     """The environment for these NICs (pure: everything is in ``nics``)."""
+    if isinstance(nics, (str, bytes)) or not hasattr(nics, "__iter__") or not all(
+            isinstance(n, Nic) for n in nics):
+        raise WrongTypeError("nics must be a sequence of Nic (see read_nics())")
+    environ = environ_arg(environ, "environ")
     warnings: list[str] = []
     notes: list[str] = []
     for n in nics:

@@ -415,3 +415,25 @@ def test_recording_any_text(text: str) -> None:
             func(text)
         except errors.RecordingError:
             pass
+
+
+@pytest.mark.parametrize("value", [3, "x", None, [1], b"x"], ids=repr)
+def test_models_of_the_wrong_type(host: FakeHost, value: Any) -> None:
+    """What is not a Host, a Gpu, a Nic or a Device where one is taken.  Failed before:
+    AttributeError or TypeError from each."""
+    from sysverbs import enrich
+    from sysverbs.testing import record_host
+
+    h = placement.read_host(**_opts(host))
+    calls: list[Callable[[], Any]] = [
+        lambda: placement.host_json(value), lambda: placement.render_matrix(value),
+        lambda: placement.visible_gpus(value, {}), lambda: placement.assign(value),
+        lambda: environment.predict(value, {}), lambda: enrich.vendor_model(value),
+        lambda: enrich.udev_properties(value),
+    ]
+    if value is not None:
+        calls += [lambda: placement.assign(h, value), lambda: environment.predict([value], {})]
+    if not isinstance(value, (str, bytes)):  # those are paths
+        calls.append(lambda: record_host(value))
+    for func in calls:
+        _usage(func)

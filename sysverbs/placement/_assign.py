@@ -11,7 +11,7 @@ import re
 from .._core.api import environ_arg
 from ..errors import UsageError, WrongTypeError
 from ._distance import Distance, smi_rank
-from ._model import Gpu, Host, Nic, Port, endpoints, smi_between
+from ._model import Gpu, Host, Nic, Port, endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
 from ._record import FrozenRecord, init
 
@@ -250,7 +250,12 @@ def assign(
     are shared evenly, the nearest GPUs choosing first.  The order of ports is by PCI
     address, so the answer does not depend on readdir order.
     """
+    host_arg(host)
+    if gpus is not None and not hasattr(gpus, "__iter__"):
+        raise WrongTypeError(f"gpus must be a sequence of Gpu, not {type(gpus).__name__}")
     gpu_list = list(host.gpus if gpus is None else gpus)
+    if not all(isinstance(g, Gpu) for g in gpu_list):
+        raise WrongTypeError("gpus must be the host's Gpu objects")
     keep, filtered = candidates(host, **filters)
     ftuple = tuple(filtered)
     if not gpu_list:
@@ -380,7 +385,7 @@ def visible_gpus(host: Host, env: Optional[Mapping[str, str]] = None
     """
     env = environ_arg(env)
     notes: list[str] = []
-    pool: list[Gpu] = list(host.gpus)
+    pool: list[Gpu] = list(host_arg(host).gpus)
     said: list[str] = []
     nvidia = env.get("NVIDIA_VISIBLE_DEVICES")
     if nvidia is not None:

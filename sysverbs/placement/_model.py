@@ -469,6 +469,15 @@ class Host(FrozenRecord):
         return self.distance(a, b).nccl
 
 
+def host_arg(host: object) -> Host:
+    """``host`` if it is a :class:`Host`, else :class:`~sysverbs.errors.WrongTypeError`."""
+    if not isinstance(host, Host):
+        from ..errors import WrongTypeError
+
+        raise WrongTypeError(f"host must be a Host from read_host(), not {type(host).__name__}")
+    return host
+
+
 def smi_hops(host: Host, a: Endpoint, b: Endpoint) -> tuple[
         Optional[str], Optional[int], str,
         Optional[tuple[tuple[PciDevice, bool], tuple[PciDevice, bool]]]]:

@@ -13,7 +13,7 @@ classes: NVLink is not visible in sysfs, so no cell is ever ``NV#``.
 from __future__ import annotations
 
 from ..errors import UsageError
-from ._model import endpoints, smi_between
+from ._model import endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
 
 TYPE_CHECKING = False
@@ -75,6 +75,7 @@ def render_matrix(host: Host, fmt: str = "535", underline: bool = False,
     """The matrix in ``nvidia-smi topo -mp``'s exact layout (``legend="m"``: with
     ``topo -m``'s legend; ``fmt``: see :data:`FORMATS`; ``underline``: the
     ESC[4m..ESC[0m header R580 writes)."""
+    host_arg(host)
     if fmt not in FORMATS:
         raise UsageError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if legend not in LEGENDS:
@@ -110,7 +111,7 @@ def render_matrix(host: Host, fmt: str = "535", underline: bool = False,
 
 def host_json(host: Host) -> dict[str, Any]:
     """The model as JSON-ready data (schema ``sysverbs.topo/1``, docs/placement.md)."""
-    nics = matrix_nics(host)
+    nics = matrix_nics(host_arg(host))
     ends: list[Any] = [*host.gpus, *nics]
     names = [g.name for g in host.gpus] + [f"NIC{i}" for i in range(len(nics))]
     pairs = []

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Optional, Union
 
+from .._core.api import path_arg
 from ..errors import RecordLimitError, UsageError
 from . import umockdev as recording
 from .layout import LO_PATH
@@ -366,14 +367,14 @@ def record_host(
     """
     if devices not in ("rdma", "all"):
         raise UsageError("devices must be 'rdma' or 'all'")
-    root = os.path.realpath(os.fspath(sysfs_root))
+    root = os.path.realpath(os.fsdecode(path_arg(sysfs_root, "sysfs_root")))
     if not os.path.isdir(os.path.join(root, "devices")):
         raise FileNotFoundError(f"{root}/devices: not a sysfs tree")
     if dev_root is None:
         guess = "/dev" if root == "/sys" else os.path.join(os.path.dirname(root), "dev")
         dev = guess if os.path.isdir(guess) else None
     else:
-        dev = os.fspath(dev_root)
+        dev = os.fsdecode(path_arg(dev_root, "dev_root"))
     rec = _Recorder(root, dev, limits)
     chosen = rec.rdma_devices() if devices == "rdma" else rec.all_devices()
     lo = os.path.join(root, LO_PATH.lstrip("/"))
@@ -397,7 +398,7 @@ def record_host(
         guess = "/proc" if root == "/sys" else os.path.join(os.path.dirname(root), "proc")
         proc = guess if os.path.isdir(guess) else None
     else:
-        proc = os.fspath(proc_root)
+        proc = os.fsdecode(path_arg(proc_root, "proc_root"))
     if proc is not None:
         for i, attr in rec.proc_files(proc, records):
             records[i] = replace(records[i], attributes=records[i].attributes + (attr,))
