@@ -35,8 +35,9 @@ UV := $(VENV)/bin/uv
 #   command-line tests that do run here (every command's --help, devices, devinfo,
 #   doctor, watch, snapshot, in a pypy3 child);
 # - the benchmark (benchmarks/ and tools/ may need 3.10+);
-# - tests/test_layout.py: checks of the source's layout (its syntax trees) and of
-#   CPython's import budget, whose answers do not depend on the interpreter running them;
+# - tests/test_layout.py: checks of the source's layout (its syntax trees) and of the
+#   modules `import sysverbs` loads under CPython, whose answers do not depend on the
+#   interpreter running them;
 # - tests/test_self_contained.py (it runs data tests from a copy of the checkout: the
 #   same tests that this run runs directly);
 # - the umockdev testbed test of the monitor (its child drives the testbed through

@@ -7,12 +7,9 @@ identity across calls, errno, the exit status and the stderr bytes must match.
 
 Profiles (``SYSVERBS_FUZZ_PROFILE``, tests/fuzz/profiles.py):
 
-* ``ci`` (default): 200 examples, ``derandomize=True``: the examples are a pure
-  function of the test, so CI is reproducible and a failure reproduces by
-  re-running it (no example database is read or written);
-* ``deep`` (``make fuzz``): 5,000 examples with a seed from
-  ``SYSVERBS_FUZZ_SEED`` (a random one when unset), printed at the start and in
-  every failure, so a run can be repeated exactly.
+* ``ci`` (default): 200 examples; ``deep`` (``make fuzz``): 5,000.  Both draw the
+  seed from ``SYSVERBS_FUZZ_SEED`` (a fresh one per run when unset), printed in
+  pytest's header and summary, so a failure can be repeated exactly.
 
 ``SYSVERBS_FUZZ_EXAMPLES`` overrides the number of examples.  Progress goes to the
 terminal every 100 examples.
