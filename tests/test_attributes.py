@@ -394,7 +394,9 @@ _CONTENT = st.one_of(
         ]
     ),
 )
-_KIND = st.sampled_from(["file", "dir", "dangling", "loop", "fifo", "missing", "unreadable"])
+#: "mode0": a file of mode 0, which denies nothing to root (the suite's user); what an
+#: unreadable file means is tested as uid 65534 in tests/test_unprivileged.py.
+_KIND = st.sampled_from(["file", "dir", "dangling", "loop", "fifo", "missing", "mode0"])
 _NAMES = [
     "node_type",
     "node_guid",
@@ -432,7 +434,7 @@ def _make(path: Path, kind: str, content: bytes) -> None:
         os.symlink(path.name, path)
     elif kind == "fifo":
         os.mkfifo(path)
-    elif kind == "unreadable":
+    elif kind == "mode0":
         path.write_bytes(content)
         os.chmod(path, 0)
 
