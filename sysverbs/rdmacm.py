@@ -51,6 +51,7 @@ from ._core.api import (
     get_device_guid,
     get_device_index,
     get_device_list,
+    path_arg,
     resolve,
 )
 from ._core.device import Context, Device, open_device
@@ -113,7 +114,7 @@ def rdma_cm_abi(sysfs_root: PathArg) -> tuple[int, Optional[str]]:
     ``None``.  The value is ``(int)strtol(text, NULL, 10)``; an empty file (undefined
     behaviour in librdmacm) is 0 here.
     """
-    root = os.fsencode(sysfs_root)
+    root = path_arg(sysfs_root, "sysfs_root")
     for rel in (b"/class/misc/rdma_cm/abi_version", b"/class/infiniband_ucma/abi_version"):
         value = read_sysfs_file(root + rel, RDMA_CM_ABI_SIZE)
         if value is not None:

@@ -437,3 +437,24 @@ def test_models_of_the_wrong_type(host: FakeHost, value: Any) -> None:
         calls.append(lambda: record_host(value))
     for func in calls:
         _usage(func)
+
+
+@pytest.mark.parametrize("value", [3, "x", b"x", ["x"]], ids=repr)
+def test_set_stderr_bad(value: Any) -> None:
+    """Failed before: accepted, and the first libibverbs message then raised
+    AttributeError (``int`` has no ``flush``) out of get_device_list()."""
+    from sysverbs._core import messages
+
+    saved = messages._stream  # "stderr": whatever sys.stderr is when a message comes
+    try:
+        _usage(lambda: sysverbs.set_stderr(value))
+    finally:
+        messages._stream = saved
+
+
+@pytest.mark.parametrize("value", [3, None, 1.5, ["x"], "\ud800", "x\0y"], ids=repr)
+def test_rdma_cm_abi_bad(value: Any) -> None:
+    """Failed before: ``rdma_cm_abi(3)`` TypeError from os.fsencode."""
+    from sysverbs import rdmacm
+
+    _usage(lambda: rdmacm.rdma_cm_abi(value))
