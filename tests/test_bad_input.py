@@ -129,9 +129,17 @@ def test_parse_hca_any_text(value: str) -> None:
             (w.message + w.fix + w.entry).encode("utf-8")
 
 
+class _Opaque:
+    """An object of no relevant type, with a repr that names it the same in every
+    process (pytest-xdist's workers must collect the same test ids)."""
+
+    def __repr__(self) -> str:
+        return "<opaque>"
+
+
 @pytest.mark.parametrize("version", [
     "x", "", "2.x", b"2.30", [2, "a"], (2, 30, 4, 1), 2.5, (2, -1, 9), ["2"], True and (True,),
-    object(), "1.0.0", 2000,
+    _Opaque(), "1.0.0", 2000,
 ])
 def test_nccl_version_bad(version: Any) -> None:
     _usage(lambda: nccl.parse_version(version))
@@ -373,7 +381,7 @@ def test_rank_environment_gid_files(host: FakeHost, tmp_path: Path, name: str,
 # ----------------------------------------------------------------------------- objects
 
 
-@pytest.mark.parametrize("value", [None, "mlx5_0", b"mlx5_0", 3, ["mlx5_0"], object()],
+@pytest.mark.parametrize("value", [None, "mlx5_0", b"mlx5_0", 3, ["mlx5_0"], _Opaque()],
                          ids=repr)
 def test_device_arguments_bad(value: Any) -> None:
     """What is not a Device (libibverbs would dereference it).  Failed before: the
@@ -389,7 +397,7 @@ def test_port_attributes_port_bad(host: FakeHost, port: Any) -> None:
     _usage(lambda: sysverbs.port_attributes("rxe0", port, sysfs_path=str(host.sysfs)))
 
 
-@pytest.mark.parametrize("value", [3, None, b"P: /devices/x\n", ["P: /devices/x"], object()],
+@pytest.mark.parametrize("value", [3, None, b"P: /devices/x\n", ["P: /devices/x"], _Opaque()],
                          ids=repr)
 def test_recording_arguments_bad(tmp_path: Path, value: Any) -> None:
     """Failed before: AttributeError/TypeError from each, and ``load(3)`` read (and
