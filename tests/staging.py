@@ -30,6 +30,10 @@ from typing import Optional
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
+#: ``setpriv``'s options that make uid/gid 65534 with no groups (harness.run_in_ns's
+#: ``setpriv``), and the command that runs ``argv`` so.
+SETPRIV_NOBODY = f"--reuid={NOBODY} --regid={NOBODY} --clear-groups"
+AS_NOBODY = ["setpriv", *SETPRIV_NOBODY.split()]
 #: What a staged copy holds: the package (with its data) and the tests' Python files.
 _PACKAGE = "sysverbs"
 
@@ -62,25 +66,19 @@ def _base_dir() -> Path:
     )
 
 
-def _copy_readable(src: Path, dst: Path) -> None:
-    shutil.copyfile(src, dst)
-    os.chmod(dst, 0o644)
-
-
 def stage_into(dest: Path) -> Path:
-    """Copy the code into ``dest`` (created, mode 0755), with bytecode; returns ``dest``."""
+    """Copy the code into ``dest`` (created), with bytecode, every directory 0755 and
+    every file 0644; returns ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     os.chmod(dest, 0o755)
     for top, only_py in ((_PACKAGE, False), ("tests", True)):
         for dirpath, dirnames, filenames in os.walk(REPO / top):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
             rel = Path(dirpath).relative_to(REPO)
             (dest / rel).mkdir(exist_ok=True)
-            os.chmod(dest / rel, 0o755)
             for name in filenames:
-                if only_py and not name.endswith(".py"):
-                    continue
-                _copy_readable(Path(dirpath) / name, dest / rel / name)
+                if not only_py or name.endswith(".py"):
+                    shutil.copyfile(Path(dirpath) / name, dest / rel / name)
     compileall.compile_dir(str(dest), quiet=1)
     for dirpath, dirnames, filenames in os.walk(dest):
         for name in dirnames:
@@ -102,8 +100,7 @@ def stage() -> Path:
 def _runs_as_nobody(python: str) -> bool:
     try:
         proc = subprocess.run(
-            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-             python, "-S", "-c", "import ctypes, json, socket"],
+            [*AS_NOBODY, python, "-S", "-c", "import ctypes, json, socket"],
             capture_output=True, timeout=60, cwd="/",
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -126,6 +123,14 @@ def user_python() -> str:
         f"uid {NOBODY} cannot start any of these interpreters: {', '.join(tried)} "
         "(the unprivileged tests need one outside a directory only root can enter)"
     )
+
+
+def python_and_code(unprivileged: bool) -> tuple[str, Path]:
+    """The interpreter and the code root (for PYTHONPATH) a child runs: this one and
+    the checkout for root, :func:`user_python` and :func:`stage` for uid 65534."""
+    if unprivileged:
+        return user_python(), stage()
+    return sys.executable, REPO
 
 
 def user_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:

@@ -300,8 +300,7 @@ def test_commands_unprivileged(host: FakeHost, what: str) -> None:
         for command in _AS_USER:
             words = argv(COMMANDS[command], h)
             r = subprocess.run(
-                ["setpriv", f"--reuid={staging.NOBODY}", f"--regid={staging.NOBODY}",
-                 "--clear-groups", python, "-m", "sysverbs", *words],
+                [*staging.AS_NOBODY, python, "-m", "sysverbs", *words],
                 cwd="/", stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
                 env=code_env)
             check(words, r.returncode, r.stderr.decode("utf-8", "replace"))

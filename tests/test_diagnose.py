@@ -111,7 +111,7 @@ def run_as_nobody(root: Path, memlock: Optional[int] = None) -> Seen:
         "--dev-dir",
         str(root / "dev/infiniband"),
     ]
-    cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    cmd = [*staging.AS_NOBODY, *cmd]
     if memlock is not None:  # set by root, inherited by the unprivileged process
         cmd = ["prlimit", f"--memlock={memlock}:{memlock}", *cmd]
     proc = subprocess.run(cmd, capture_output=True, env=staging.user_env(), timeout=120, cwd="/")

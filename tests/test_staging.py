@@ -38,7 +38,7 @@ print(json.dumps({"file": sysverbs.__file__, "names": names, "failed": failed}))
 def _as_nobody(*argv: str) -> subprocess.CompletedProcess[str]:
     require(None if os.geteuid() == 0 else "needs root (setpriv)", "root")
     return subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
+        [*staging.AS_NOBODY, *argv],
         capture_output=True, text=True, env=staging.user_env(), cwd="/", timeout=120,
     )
 

@@ -33,8 +33,8 @@ from tests import staging
 from tests.conftest import fast_tmpdir, require
 from tests.oracle import harness
 
-AS_USER = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-SETPRIV = " ".join(AS_USER[1:])
+AS_USER = staging.AS_NOBODY
+SETPRIV = staging.SETPRIV_NOBODY
 
 
 @pytest.fixture(scope="module")
@@ -43,16 +43,11 @@ def root_only() -> None:
 
 
 def _probe(request: dict[str, Any], user: bool) -> dict[str, Any]:
-    if user:
-        code = staging.stage()
-        argv = [*AS_USER, staging.user_python(), str(code / "tests/unprivileged_probe.py")]
-        env = staging.user_env()
-    else:
-        code = staging.REPO
-        argv = [staging.user_python(), str(code / "tests/unprivileged_probe.py")]
-        env = staging.user_env({"PYTHONPATH": str(code)})
+    python, code = staging.python_and_code(user)
+    argv = [*(AS_USER if user else []), python, str(code / "tests/unprivileged_probe.py")]
     proc = subprocess.run([*argv, json.dumps(request)], capture_output=True, text=True,
-                          env=env, cwd="/", timeout=120)
+                          env=staging.user_env({"PYTHONPATH": str(code)}), cwd="/",
+                          timeout=120)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     out: dict[str, Any] = json.loads(proc.stdout)
     return out

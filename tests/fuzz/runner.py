@@ -48,7 +48,7 @@ PROBE_TIMEOUT = 60.0
 #: Keys of Case.modes under this prefix apply to the config directory.
 CONF = "etc/libibverbs.d"
 SETPRIV = {
-    "nobody": "--reuid=65534 --regid=65534 --clear-groups",
+    "nobody": staging.SETPRIV_NOBODY,
     "setuid": "--ruid=65534",
 }
 
@@ -286,8 +286,7 @@ class Runner:
 
         setpriv = SETPRIV.get(case.user)
         # another user may not enter this checkout: it runs the staged copy
-        python, code = ((staging.user_python(), staging.stage()) if setpriv
-                        else (sys.executable, REPO))
+        python, code = staging.python_and_code(bool(setpriv))
 
         def one(impl: str) -> None:
             argv = [python, "-m", "tests.fuzz.probe", impl, str(plan_file)]

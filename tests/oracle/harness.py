@@ -14,7 +14,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,15 +133,11 @@ def run_impl(
 ) -> Run:
     """Run a probe plan with one implementation ("libibverbs" or "sysverbs")."""
     plan = {"root": str(dst), "steps": list(steps), "options": dict(options or {})}
-    if kw.get("setpriv"):
-        # Another user may not enter this checkout (a clone under a 0700 directory):
-        # that user runs a staged copy of the code (tests/staging.py).
-        code = staging.stage()
-        argv = [staging.user_python(), str(code / PROBE.relative_to(REPO)), impl,
-                json.dumps(plan)]
-        kw["env"] = {"PYTHONPATH": str(code), **(kw.get("env") or {})}
-    else:
-        argv = [sys.executable, str(PROBE), impl, json.dumps(plan)]
+    # Another user may not enter this checkout (a clone under a 0700 directory): that
+    # user runs a staged copy of the code (tests/staging.py).
+    python, code = staging.python_and_code(bool(kw.get("setpriv")))
+    argv = [python, str(code / PROBE.relative_to(REPO)), impl, json.dumps(plan)]
+    kw["env"] = {"PYTHONPATH": str(code), **(kw.get("env") or {})}
     return run_in_ns(src, dst, argv, **kw)
 
 
