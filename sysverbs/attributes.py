@@ -33,11 +33,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Union
 
-from ._core.api import path_arg
+from ._core.api import int_arg, path_arg
 from ._core.sysfs_read import read_sysfs_file, scan_hx4
 from ._text import rate_fields
 from .enums import NodeType, node_type_from_number
-from .errors import WrongTypeError
 
 if TYPE_CHECKING:
     from ._core.device import Device
@@ -457,10 +456,8 @@ def port_attributes(
     an IB device name or an IB device directory).  A port that does not exist gives
     ``None`` values; a ``port`` that is not an int a
     :class:`~sysverbs.errors.WrongTypeError`."""
-    if not isinstance(port, int) or isinstance(port, bool):
-        raise WrongTypeError(f"port must be an int, not {type(port).__name__}")
     ibdev_path, _ = resolve_ibdev(device, sysfs_path)
-    return _port(ibdev_path, port)
+    return _port(ibdev_path, int_arg(port, "port"))
 
 
 def device_attributes(

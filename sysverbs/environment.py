@@ -47,7 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from ._core.api import environ_arg
+from ._core.api import environ_arg, index_arg, int_arg, items_arg
 from ._nccl_gid import (
     AF_INET6,
     GidChoice,
@@ -294,8 +294,8 @@ def _has_v2(table: Optional[GidTable], family: str) -> bool:
 
 def predict(nics: Sequence[Nic], environ: Mapping[str, str]) -> RankEnvironment:
     """The environment for these NICs (pure: everything is in ``nics``)."""
-    if isinstance(nics, (str, bytes)) or not hasattr(nics, "__iter__") or not all(
-            isinstance(n, Nic) for n in nics):
+    nics = items_arg(nics, "nics")
+    if not all(isinstance(n, Nic) for n in nics):
         raise WrongTypeError("nics must be a sequence of Nic (see read_nics())")
     environ = environ_arg(environ, "environ")
     warnings: list[str] = []
@@ -354,9 +354,7 @@ def _split(arg: NicArg) -> tuple[str, Optional[int]]:
         raise WrongTypeError(f"a NIC is a name or a (device, port) tuple, not {arg!r}")
     if len(arg) < 2 or arg[1] is None:
         return arg[0], None
-    if not isinstance(arg[1], int) or isinstance(arg[1], bool):
-        raise WrongTypeError(f"a NIC's port is an int or None, not {arg[1]!r}")
-    return arg[0], arg[1]
+    return arg[0], int_arg(arg[1], "a NIC's port")
 
 
 def _net_state(root: bytes, name: str) -> Optional[bool]:
@@ -392,8 +390,8 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     from .attributes import numbered_entries, read_text, resolve_ibdev
     from .topology import device_topology
 
-    if nics is not None and (isinstance(nics, (str, bytes)) or not hasattr(nics, "__iter__")):
-        raise WrongTypeError(f"nics must be a list of NICs, not {type(nics).__name__}")
+    if nics is not None:
+        nics = items_arg(nics, "nics")
     live = sysfs_path is None
     root = env_sysfs_root() if sysfs_path is None else os.fsencode(sysfs_path).rstrip(b"/")
     if live and root != b"/sys":
@@ -498,11 +496,8 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     (GPU UUIDs for CUDA_VISIBLE_DEVICES).
     """
     env = environ_arg(environ, "environ")
-    if local_rank is not None and (not isinstance(local_rank, int)
-                                   or isinstance(local_rank, bool)):
-        raise WrongTypeError(f"local_rank must be an int or None, not {local_rank!r}")
-    if local_rank is not None and local_rank < 0:
-        raise UsageError(f"local_rank must not be negative, not {local_rank}")
+    if local_rank is not None:
+        index_arg(local_rank, "local_rank")
     extra: list[str] = []
     if conf_root is not None or sysfs_path is None:
         from .nccl import nccl_environment

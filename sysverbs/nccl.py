@@ -38,7 +38,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
-from ._core.api import environ_arg
+from ._core.api import environ_arg, index_arg, items_arg
 from .errors import UsageError, WrongTypeError
 
 if TYPE_CHECKING:
@@ -357,8 +357,8 @@ def parse_hca(value: Optional[str], *, nccl_version: VersionArg = None,
     version = parse_version(nccl_version)
     if max_entries is None:
         max_entries = max_ib_devs(version)
-    elif not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries < 0:
-        raise UsageError(f"max_entries must be a non-negative int, not {max_entries!r}")
+    else:
+        max_entries = index_arg(max_entries, "max_entries")
     text = "" if value is None else _text_arg("the device list", value)
     negate = text.startswith("^")
     if negate:
@@ -400,10 +400,7 @@ def socket_interface(interfaces: Iterable[str], value: Optional[str] = None, *,
     >>> socket_interface(["lo", "eth0"]), socket_interface(["lo", "eth0"], "^")
     ('eth0', 'eth0')
     """
-    if isinstance(interfaces, (str, bytes)) or not hasattr(interfaces, "__iter__"):
-        raise WrongTypeError("interfaces must be a list of names, not "
-                             f"{type(interfaces).__name__}")
-    names = list(interfaces)
+    names: list[str] = items_arg(interfaces, "interfaces")
     for name in names:
         _text_arg("an interface name", name)
     if value is not None:
@@ -739,9 +736,7 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
     """
     version = parse_version(nccl_version)
     env = environ_arg(env)
-    if isinstance(ports, (str, bytes)) or not hasattr(ports, "__iter__"):
-        raise WrongTypeError(f"ports must be a sequence of IbPort, not {type(ports).__name__}")
-    ports = list(ports)
+    ports = items_arg(ports, "ports")
     if not all(isinstance(p, IbPort) for p in ports):
         raise WrongTypeError("ports must be IbPort objects (see host_ports())")
     if _param(env, "NCCL_IB_DISABLE", 0):

@@ -23,7 +23,7 @@ from .records import RecordTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional, TypedDict, Union
+    from typing import Any, Optional, TypedDict, Union
 
     from typing_extensions import Unpack
 
@@ -157,6 +157,33 @@ def environ_arg(env: object, what: str = "env") -> dict[str, str]:
         if not isinstance(key, str) or not isinstance(value, str):
             raise WrongTypeError(f"{what} must map str to str, not {key!r} to {value!r}")
     return out
+
+
+def int_arg(value: object, what: str) -> int:
+    """``value`` if it is an int (not a bool), else
+    :class:`~sysverbs.errors.WrongTypeError`."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise WrongTypeError(f"{what} must be an int, not {type(value).__name__}")
+    return value
+
+
+def index_arg(value: object, what: str) -> int:
+    """``value`` if it is an int not below 0 (a rank, a count);
+    :class:`~sysverbs.errors.WrongTypeError` for another type,
+    :class:`~sysverbs.errors.UsageError` for a negative int."""
+    number = int_arg(value, what)
+    if number < 0:
+        raise UsageError(f"{what} must not be negative, not {number}")
+    return number
+
+
+def items_arg(value: object, what: str) -> list[Any]:
+    """The items of a collection argument as a new list;
+    :class:`~sysverbs.errors.WrongTypeError` for a str, bytes or a non-iterable (a
+    single name where a list of them is taken)."""
+    if isinstance(value, (str, bytes, bytearray)) or not hasattr(value, "__iter__"):
+        raise WrongTypeError(f"{what} must be a list, not {type(value).__name__}")
+    return list(value)
 
 
 def env_sysfs_root() -> bytes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .._core.api import environ_arg
+from .._core.api import environ_arg, index_arg, items_arg
 from ..errors import UsageError, WrongTypeError
 from ._distance import Distance, smi_rank
 from ._model import Gpu, Host, Nic, Port, endpoints, host_arg, smi_between
@@ -251,9 +251,7 @@ def assign(
     address, so the answer does not depend on readdir order.
     """
     host_arg(host)
-    if gpus is not None and not hasattr(gpus, "__iter__"):
-        raise WrongTypeError(f"gpus must be a sequence of Gpu, not {type(gpus).__name__}")
-    gpu_list = list(host.gpus if gpus is None else gpus)
+    gpu_list = list(host.gpus) if gpus is None else items_arg(gpus, "gpus")
     if not all(isinstance(g, Gpu) for g in gpu_list):
         raise WrongTypeError("gpus must be the host's Gpu objects")
     keep, filtered = candidates(host, **filters)
@@ -426,10 +424,8 @@ def assign_rank(
     is a :class:`~sysverbs.errors.WrongTypeError`, a negative one a
     :class:`~sysverbs.errors.UsageError`; ``env`` must map str to str.
     """
-    if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool)):
-        raise WrongTypeError(f"rank must be an int or None, not {type(rank).__name__}")
-    if rank is not None and rank < 0:
-        raise UsageError(f"rank must not be negative, not {rank}")
+    if rank is not None:
+        index_arg(rank, "rank")
     why_rank = f"rank {rank} (given)"
     if rank is None:
         rank, why_rank = local_rank(env)
