@@ -51,6 +51,7 @@ from ._core.api import environ_arg, index_arg, int_arg, items_arg
 from ._nccl_gid import (
     AF_INET6,
     GidChoice,
+    GidEntry,
     GidTable,
     gid_family,
     gid_text,
@@ -70,6 +71,13 @@ __all__ = [
     "read_nics",
     "interface_addresses",
     "FORMATS",
+    # NCCL's GID index choice, as a pure function over a port's GID table
+    # (docs/environment.md, "The GID index, as NCCL picks it").
+    "GidEntry",
+    "GidTable",
+    "GidChoice",
+    "nccl_gid_index",
+    "read_gid_table",
 ]
 
 FORMATS = ("sh", "dotenv", "json")

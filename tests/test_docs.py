@@ -38,6 +38,28 @@ def test_examples_run(doc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             assert buf.getvalue() == expected, f"{doc.name}: example output differs"
 
 
+def test_examples_use_only_public_modules() -> None:
+    """A docs example imports what a user may import: no ``sysverbs._x`` module (an
+    internal can move at any release; environment.md once imported ``sysverbs._nccl_gid``)."""
+    private = re.compile(r"\bsysverbs(?:\.[a-z]\w*)*\._\w+")
+    for doc in DOCS:
+        for m in BLOCK.finditer(doc.read_text()):
+            assert not private.search(m.group(1)), f"{doc.name}: {private.search(m.group(1))}"
+        assert not private.search(doc.read_text()), f"{doc.name} names a private module"
+
+
+def test_top_level_fixtures_are_the_bundled_ones() -> None:
+    """``fixtures/`` at the top (docs/development.md) shows the fixtures the package ships
+    (it once linked to a directory that did not exist)."""
+    from sysverbs.testing import fixture_names
+    from sysverbs.testing.host import FIXTURE_DIR
+
+    top = ROOT / "fixtures"
+    assert top.resolve() == FIXTURE_DIR.resolve()
+    assert sorted(p.stem for p in top.glob("*.umockdev")) == sorted(fixture_names())
+    assert len(fixture_names()) > 20
+
+
 def test_readme_is_short_and_keeps_its_sections() -> None:
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 150
