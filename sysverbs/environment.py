@@ -59,7 +59,7 @@ from ._nccl_gid import (
     read_gid_table,
     valid_gid,
 )
-from .errors import UsageError, WrongTypeError
+from .errors import NotFoundError, UsageError, WrongTypeError
 
 __all__ = [
     "Nic",
@@ -391,7 +391,8 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     Ethernet port of every device ``get_device_list`` gives (``list_options`` are
     its options).  ``addresses``: netdev -> IP addresses; default: the kernel's,
     through rtnetlink, when ``sysfs_path`` is None (the live host), else unknown.
-    A named device or port that the tree does not have is a ``LookupError``; a NIC that
+    A named device or port that the tree does not have is a
+    :class:`~sysverbs.errors.NotFoundError` (a ``LookupError``); a NIC that
     is neither a name nor a tuple a :class:`~sysverbs.errors.WrongTypeError`.
     """
     from ._core.api import env_sysfs_root
@@ -426,7 +427,8 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     for name, port, auto in wanted:
         ibdev, _ = resolve_ibdev(name, root)
         if not os.path.isdir(ibdev):
-            raise LookupError(f"no RDMA device {name!r} in {os.fsdecode(root)}/class/infiniband")
+            raise NotFoundError(
+                f"no RDMA device {name!r} in {os.fsdecode(root)}/class/infiniband")
         ports = [port] if port is not None else numbered_entries(ibdev + b"/ports")
         states = {p: _state(read_text(ibdev + b"/ports/%d/state" % p, 64)) for p in ports}
         links = {p: read_text(ibdev + b"/ports/%d/link_layer" % p, 64) for p in ports}
@@ -443,7 +445,7 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
         parent = read_text(ibdev + b"/parent", 64)
         for p in ports:
             if not os.path.isdir(ibdev + b"/ports/%d" % p):
-                raise LookupError(f"{name} has no port {p}")
+                raise NotFoundError(f"{name} has no port {p}")
             gids = read_gid_table(name, p, sysfs_path=os.fsdecode(root), link_layer=links[p])
             # RoCE: the GIDs' netdevs and a software device's parent, as topology finds
             # them; otherwise (IPoIB, no GIDs yet) the topology's answer

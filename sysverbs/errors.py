@@ -30,6 +30,7 @@ __all__ = [
     "UsageError",
     "WrongTypeError",
     "UnknownFixtureError",
+    "NotFoundError",
     "RecordingError",
     "RecordLimitError",
     "DeviceFreedError",
@@ -72,6 +73,11 @@ class UnknownFixtureError(UsageError, KeyError):
 
     def __str__(self) -> str:  # KeyError's str() would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class NotFoundError(SysverbsError, LookupError):
+    """The host has no such thing: a named device or port, a GPU for a local rank.  Not a
+    usage error: the same words can be right on another host (the command line exits 1)."""
 
 
 class RecordingError(UsageError):
