@@ -20,7 +20,21 @@ from a second implementation; nothing is printed and no process-wide state chang
 >>> [r.code for r in found[1].reasons]
 ['dev_node_wrong', 'port_down']
 
-(The fixture's ``/dev`` nodes are plain files, so no device can be opened.)
+The fixture's ``/dev`` nodes are plain files, so no device can be opened.  With
+``recorded=True`` the tree is taken for what it is, a recording of another host: each
+plain file stands for the node the recording has, which is reported instead
+(``node``), and nothing is opened:
+
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     host = recording.materialize(recording.fixture_path("mlx5-cx6"), tmp)
+...     found = diagnose(sysfs_path=host.sysfs, dev_dir=host.dev, providers="builtin",
+...                      rdma_core="44", recorded=True)
+>>> [(d.name, d.usable, [r.code for r in d.reasons]) for d in found][:2]
+[('mlx5_0', True, []), ('mlx5_1', True, ['port_down'])]
+>>> print(found[0].summary())
+mlx5_0: usable (provider mlx5, uverbs0: recorded char device 231:192)
+>>> [r.code for r in found.host]
+['recorded_host']
 
 Codes, errors (the device cannot be used) first, then warnings; :data:`CODES` has
 the list.  ``sysverbs doctor`` prints the report for this machine (docs/cli.md).
@@ -42,7 +56,7 @@ from ._core.devlist import MAX_ABI, MIN_ABI
 from ._core.records import DeviceRecord
 from ._core.sysfs_read import cstr
 from .attributes import LinkLayer, PortState, device_attributes
-from .errors import SourceUnavailable
+from .errors import SourceUnavailable, WrongTypeError
 from .providers.drivers import load_for_mode
 from .providers.matching import DEV_PATH_TOO_LONG, PROVIDER_ABI, explain_match, modalias_of
 from .providers.table import Provider, latest_release, pabi_for, provider_dir, provider_table
@@ -55,10 +69,11 @@ if TYPE_CHECKING:
 
     from ._core.api import ListOptions
 
-__all__ = ["CODES", "Diagnosis", "DiagnosisList", "Reason", "diagnose"]
+__all__ = ["CODES", "DeviceNode", "Diagnosis", "DiagnosisList", "Reason", "diagnose"]
 
 ERROR = "error"
 WARNING = "warning"
+NOTE = "note"
 
 #: Every reason code, its severity and what it means.
 CODES: dict[str, tuple[str, str]] = {
@@ -82,13 +97,15 @@ CODES: dict[str, tuple[str, str]] = {
     "memlock": (WARNING, "RLIMIT_MEMLOCK is too small for memory registration"),
     "no_rdma_cm": (WARNING, "librdmacm's rdma_cm char device is missing"),
     "rdma_cm_abi": (WARNING, "the rdma_cm ABI is not 3..4: rdma_get_devices fails (EPERM)"),
+    "recorded_host": (NOTE, "a recording: its /dev nodes are stand-ins for the recorded ones"),
 }
 
 
 @dataclass(frozen=True)
 class Reason:
     """One finding: a stable ``code`` (see :data:`CODES`), a sentence that says what to
-    do, ``"error"`` or ``"warning"``, and the port it is about (or None)."""
+    do, ``"error"``, ``"warning"`` or ``"note"`` (information only), and the port it is
+    about (or None)."""
 
     code: str
     message: str
@@ -100,13 +117,33 @@ class Reason:
 
 
 @dataclass(frozen=True)
+class DeviceNode:
+    """A listed device's ``/dev/infiniband`` node as :func:`diagnose` found it.
+
+    ``kind``: ``"char"``, ``"block"``, ``"file"``, ``"directory"`` or ``"other"``;
+    ``major`` and ``minor``: a char or block device's numbers, else None.
+    ``stand_in``: the node is a recording's plain-file stand-in (``recorded=True``);
+    ``path``, ``kind`` and the numbers are then the recorded host's node: umockdev
+    replays a recorded uverbs node as the char device of the uverbs entry's sysfs
+    ``dev`` numbers.
+    """
+
+    path: str
+    kind: str
+    major: Optional[int]
+    minor: Optional[int]
+    stand_in: bool = False
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     """One RDMA device the kernel shows.
 
     ``listed``: ``ibv_get_device_list()`` would return it.  ``usable``: listed, and
     its char device can be opened (no error among ``reasons``).  ``provider``: the
     provider that matches it (also when that provider is not installed), or None.
-    ``uverbs``: its uverbs char device name, if any.
+    ``uverbs``: its uverbs char device name, if any.  ``node``: its ``/dev`` node, when
+    it is listed and the node exists (a :class:`DeviceNode`), else None.
     """
 
     name: str
@@ -115,18 +152,30 @@ class Diagnosis:
     reasons: tuple[Reason, ...]
     listed: bool
     uverbs: Optional[str]
+    node: Optional[DeviceNode] = None
 
     @property
     def errors(self) -> tuple[Reason, ...]:
         return tuple(r for r in self.reasons if r.severity == ERROR)
 
-    def __str__(self) -> str:
+    def summary(self) -> str:
+        """``name: state (provider P, uverbsN)``: the first line of ``str(self)``; a
+        recording's stand-in node adds the recorded node (``uverbs0: recorded char
+        device 231:192``)."""
         state = "usable" if self.usable else "listed, not usable" if self.listed else "MISSING"
         head = f"{self.name}: {state}"
         if self.provider:
             head += f" (provider {self.provider}"
-            head += f", {self.uverbs})" if self.uverbs else ")"
-        return "\n".join([head] + [f"  {r}" for r in self.reasons])
+            if self.uverbs:
+                head += f", {self.uverbs}"
+                node = self.node
+                if node is not None and node.stand_in:
+                    head += f": recorded {node.kind} device {node.major}:{node.minor}"
+            head += ")"
+        return head
+
+    def __str__(self) -> str:
+        return "\n".join([self.summary()] + [f"  {r}" for r in self.reasons])
 
 
 class DiagnosisList(list):  # type: ignore[type-arg]
@@ -198,8 +247,28 @@ _SKIP_TEXT = {
 }
 
 
-def _no_dev_node(key: LibraryKey, dev_name: bytes) -> Reason:
-    node = _fs(key.dev_dir + b"/" + dev_name)
+#: Where a recording's device nodes were on the recorded host (materialize() writes
+#: the recording's /dev/infiniband/NAME at <dev_dir>/NAME).
+RECORDED_DEV_DIR = "/dev/infiniband"
+
+
+def _node_path(key: LibraryKey, name: bytes, recorded: bool) -> str:
+    """The node as messages name it: the recorded host's path for a recording."""
+    if recorded:
+        return f"{RECORDED_DEV_DIR}/{_fs(name)}"
+    return _fs(key.dev_dir + b"/" + name)
+
+
+def _no_dev_node(key: LibraryKey, dev_name: bytes, recorded: bool) -> Reason:
+    node = _node_path(key, dev_name, recorded)
+    if recorded:
+        return _reason(
+            "no_dev_node",
+            f"The recording has no {node} (no N: line), so libibverbs on the recorded "
+            "host drops the device: there, check that udev created the node (udevadm "
+            "trigger --subsystem-match=infiniband_verbs) or, in a container, that the "
+            f"device was passed in (docker run --device={node}).",
+        )
     return _reason(
         "no_dev_node",
         f"{node} does not exist, so libibverbs drops the device. In a container, pass "
@@ -211,13 +280,18 @@ def _no_dev_node(key: LibraryKey, dev_name: bytes) -> Reason:
 
 def _provider_hint(rec: DeviceRecord, key: LibraryKey) -> str:
     name = os.fsdecode(rec.ibdev_name)
+    no_netlink = ("over RDMA netlink, which sysfs mode (SYSFS_PATH, or a kernel without "
+                  "RDMA netlink) does not have.")
     for prov in provider_table(latest_release()):
-        if prov.driver_ids and not prov.pci_prefixes and not prov.patterns and (
-            name.startswith(prov.name)
-        ):
+        if not prov.driver_ids or not name.startswith(prov.name):
+            continue
+        if not prov.pci_prefixes and not prov.patterns:
             return (f" The {prov.name} provider recognises devices only by the kernel's "
-                    "driver id over RDMA netlink, which sysfs mode (SYSFS_PATH, or a kernel "
-                    "without RDMA netlink) does not have.")
+                    f"driver id {no_netlink}")
+        if not modalias_of(rec):  # a sub-function's parent is an auxiliary device
+            return (" Its parent device has no modalias (it is no PCI function: a "
+                    f"sub-function or another auxiliary device), so the {prov.name} "
+                    f"provider can recognise it only by the kernel's driver id {no_netlink}")
     for release in range(key.release + 1, latest_release() + 1):
         later, _ = explain_match(rec, provider_table(release))
         if later is not None:
@@ -274,42 +348,61 @@ def _match(rec: DeviceRecord, key: LibraryKey, installed: tuple[Provider, ...],
         f"libibverbs drops it.{_provider_hint(rec, key)}")]
 
 
-def _node_reasons(key: LibraryKey, rec: DeviceRecord, probe_open: bool) -> list[Reason]:
+def _found_node(node: str, st: os.stat_result) -> DeviceNode:
+    mode = st.st_mode
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        kind = "char" if stat.S_ISCHR(mode) else "block"
+        return DeviceNode(node, kind, os.major(st.st_rdev), os.minor(st.st_rdev))
+    kind = "file" if stat.S_ISREG(mode) else "directory" if stat.S_ISDIR(mode) else "other"
+    return DeviceNode(node, kind, None, None)
+
+
+def _node_reasons(key: LibraryKey, rec: DeviceRecord, probe_open: bool, recorded: bool
+                  ) -> tuple[list[Reason], Optional[DeviceNode]]:
     path = key.dev_dir + b"/" + rec.dev_name
     node = _fs(path)
     major, minor = rec.cdev
     try:
         st = os.stat(path)
     except (OSError, ValueError):
-        return [_no_dev_node(key, rec.dev_name)]
+        return [_no_dev_node(key, rec.dev_name, recorded)], None
+    if recorded and stat.S_ISREG(st.st_mode):
+        # materialize()'s stand-in for a recorded node (an N: line).  umockdev replays
+        # it as a char device (a uverbs entry is no block device) with the numbers of
+        # the entry's sysfs dev file, which are the ones libibverbs expects: the
+        # recorded node is right, and there is nothing here to check or open.
+        recorded_node = _node_path(key, rec.dev_name, True)
+        return [], DeviceNode(recorded_node, "char", major, minor, stand_in=True)
+    found = _found_node(node, st)
     if not stat.S_ISCHR(st.st_mode):
         return [_reason(
             "dev_node_wrong",
             f"{node} is not a character device, so opening the device fails: it must be the "
             f"uverbs char device {major}:{minor} (bind-mount the host's /dev/infiniband, "
-            "do not copy it).")]
+            "do not copy it).")], found
     if (major or minor) and st.st_rdev != makedev(major, minor):
         return [_reason(
             "dev_node_wrong",
             f"{node} is char device {os.major(st.st_rdev)}:{os.minor(st.st_rdev)}, but sysfs "
             f"says {major}:{minor}, so opening the device fails: recreate the node "
-            f"(mknod {node} c {major} {minor}) or pass the host's node in.")]
+            f"(mknod {node} c {major} {minor}) or pass the host's node in.")], found
     effective = os.access in os.supports_effective_ids
     if not os.access(path, os.R_OK | os.W_OK, effective_ids=effective):
-        return [_access_reason(node, st)]
+        return [_access_reason(node, st)], found
     if probe_open:
         try:
             fd = open_cdev(path, makedev(major, minor) if (major or minor) else 0)
         except OSError as e:
             if e.errno == errno.EACCES:
-                return [_access_reason(node, st)]
+                return [_access_reason(node, st)], found
             hint = (" In a container the device cgroup must allow it (docker "
                     "--device-cgroup-rule='c 231:* rwm', or --device for each node)."
                     if e.errno == errno.EPERM else "")
             return [_reason("dev_node_open_failed",
-                            f"Opening {node} failed: {os.strerror(e.errno or 0)}.{hint}")]
+                            f"Opening {node} failed: {os.strerror(e.errno or 0)}.{hint}")
+                    ], found
         os.close(fd)
-    return []
+    return [], found
 
 
 def _access_reason(node: str, st: os.stat_result) -> Reason:
@@ -352,9 +445,19 @@ def _port_reasons(ibdev_path: bytes) -> list[Reason]:
     return out
 
 
-def _host_reasons(key: LibraryKey, any_device: bool) -> list[Reason]:
+def _recorded_note(key: LibraryKey) -> Reason:
+    text = ("A recorded host, not this machine: its /dev/infiniband nodes are stand-ins "
+            "(plain files), so each listed device shows the node the recording has, and "
+            "none is opened. This process's RLIMIT_MEMLOCK is not the recorded host's: "
+            "not checked.")
+    if not os.path.isdir(key.sysfs_root + b"/class/misc"):
+        text += " The recording has no class/misc: librdmacm's rdma_cm not checked."
+    return _reason("recorded_host", text)
+
+
+def _host_reasons(key: LibraryKey, any_device: bool, recorded: bool) -> list[Reason]:
     out: list[Reason] = []
-    soft = memlock_too_small()
+    soft = None if recorded else memlock_too_small()
     if soft is not None and soft >= 0:
         out.append(_reason(
             "memlock",
@@ -373,21 +476,25 @@ def _host_reasons(key: LibraryKey, any_device: bool) -> list[Reason]:
             f"{RDMA_USER_CM_MIN_ABI_VERSION} to {RDMA_USER_CM_MAX_ABI_VERSION}, so "
             "rdma_get_devices() fails with EPERM: use a matching rdma-core."))
     misc = key.sysfs_root + b"/class/misc/rdma_cm"
-    node = key.dev_dir + b"/rdma_cm"
+    if recorded and not os.path.isdir(key.sysfs_root + b"/class/misc"):
+        return out  # the recording does not cover misc devices (the recorded_host note)
+    node = _node_path(key, b"rdma_cm", recorded)
     if not os.path.isdir(misc):
         out.append(_reason(
             "no_rdma_cm",
             "The rdma_ucm module is not loaded (no class/misc/rdma_cm): librdmacm "
             "(rdma_cm, RDMA connections) needs it: modprobe rdma_ucm."))
-    elif not os.path.exists(node):
+    elif not os.path.exists(key.dev_dir + b"/rdma_cm"):
+        said = f"The recording has no {node}" if recorded else f"{node} does not exist"
         out.append(_reason(
             "no_rdma_cm",
-            f"{_fs(node)} does not exist: librdmacm needs it; in a container pass it in "
-            f"(docker run --device={_fs(node)})."))
+            f"{said}: librdmacm needs it; in a container pass it in "
+            f"(docker run --device={node})."))
     return out
 
 
-def diagnose(*, probe_open: bool = True, **options: Unpack[ListOptions]) -> DiagnosisList:
+def diagnose(*, probe_open: bool = True, recorded: bool = False,
+             **options: Unpack[ListOptions]) -> DiagnosisList:
     """One :class:`Diagnosis` per RDMA device the kernel shows, sorted by name.
 
     The options are those of :func:`sysverbs.get_device_list`.  ``probe_open``: try
@@ -395,7 +502,19 @@ def diagnose(*, probe_open: bool = True, **options: Unpack[ListOptions]) -> Diag
     permission and container problems; nothing else is changed.  The result is what
     a fresh process would see: the caching of a rejected kernel ABI value by an
     earlier call in this process is not taken into account.
+
+    ``recorded``: the tree is a recording of another host written by
+    :func:`sysverbs.recording.materialize` (a bundled fixture: ``sysverbs doctor
+    --fixture``), not this machine.  A plain file at a device's node is then the
+    stand-in for the node the recording has: the device's ``node`` is the recorded
+    one (a char device with the sysfs ``dev`` numbers, as umockdev replays it) and
+    nothing is opened; a missing node is one the recorded host lacked.  This
+    process's RLIMIT_MEMLOCK is not checked, nor rdma_cm when the recording has no
+    ``class/misc``; the ``recorded_host`` note says so.  Leave it False for a live
+    host or a ``/dev`` you were given, where a plain file is the error it is.
     """
+    if not isinstance(recorded, bool):
+        raise WrongTypeError(f"recorded is a bool, not {type(recorded).__name__}")
     opts = resolve(**options)
     key = opts.key()
     root = key.sysfs_root
@@ -410,6 +529,9 @@ def diagnose(*, probe_open: bool = True, **options: Unpack[ListOptions]) -> Diag
         kernel_names = []
         host.append(_reason(
             "no_kernel_support",
+            "The recording shows no RDMA devices: it has no class/infiniband, so the "
+            "recorded host had no RDMA driver loaded (mlx5_ib, irdma, efa, bnxt_re..., or "
+            "rdma_rxe for soft-RoCE)." if recorded else
             f"The kernel shows no RDMA devices: {_fs(ib_dir)} does not exist. Load the RDMA "
             "driver of the adapter (mlx5_ib, irdma, efa, bnxt_re..., or rdma_rxe for "
             "soft-RoCE); in a container, make sure /sys is the host's sysfs."))
@@ -482,12 +604,13 @@ def diagnose(*, probe_open: bool = True, **options: Unpack[ListOptions]) -> Diag
         provider: Optional[str] = None
         listed = False
         uverbs: Optional[str] = None
+        node: Optional[DeviceNode] = None
         recs = [e for e in entries if isinstance(e, DeviceRecord)]
         # a broken second uverbs entry does not matter when libibverbs takes another one
         skips = [] if recs else [e for e in entries if isinstance(e, Skipped)]
         for skip in skips:
             if skip.reason == "no_dev_node":
-                reasons.append(_no_dev_node(key, skip.dev_name))
+                reasons.append(_no_dev_node(key, skip.dev_name, recorded))
             else:
                 reasons.append(_reason(
                     "bad_uverbs_entry",
@@ -508,18 +631,22 @@ def diagnose(*, probe_open: bool = True, **options: Unpack[ListOptions]) -> Diag
             reasons.extend(why)
             if not why and not device_wide:
                 listed = True
-                reasons.extend(_node_reasons(key, rec, probe_open))
+                why, node = _node_reasons(key, rec, probe_open, recorded)
+                reasons.extend(why)
         ibdev_path = ib_dir + b"/" + name
         if name and b"/" not in name and os.path.isdir(ibdev_path):
             reasons.extend(_port_reasons(ibdev_path))
         reasons.sort(key=lambda r: (r.severity != ERROR, list(CODES).index(r.code)))
         usable = listed and not any(r.severity == ERROR for r in reasons)
-        out.append(Diagnosis(_fs(name), usable, provider, tuple(reasons), listed, uverbs))
+        out.append(Diagnosis(_fs(name), usable, provider, tuple(reasons), listed, uverbs,
+                             node))
     out.sort(key=lambda d: _natural(d.name))
     if not out and os.path.isdir(ib_dir):
         host.insert(0, _reason(
             "no_kernel_support",
             f"The kernel shows no RDMA devices ({_fs(ib_dir)} is empty): no adapter has an "
             "RDMA driver loaded (mlx5_ib, irdma, efa, bnxt_re..., or rdma_rxe for soft-RoCE)."))
-    host.extend(_host_reasons(key, bool(out)))
+    host.extend(_host_reasons(key, bool(out), recorded))
+    if recorded:
+        host.append(_recorded_note(key))
     return DiagnosisList(out, tuple(host))

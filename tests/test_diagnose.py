@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -452,6 +453,50 @@ def _(s: Seen) -> None:
     assert "modprobe rdma_ucm" in s.host["no_rdma_cm"] and "rdma_cm_abi" not in s.host
 
 
+def _recorded(root: Path) -> Seen:
+    """A bundled fixture taken for the recording it is (``doctor --fixture``)."""
+    fixture("rxe")(root)
+    return run(root, recorded=True)
+
+
+@scenario(_recorded)
+def _(s: Seen) -> None:
+    # Failed before (no recorded=): both devices "listed, not usable", dev_node_wrong
+    # with "bind-mount the host's /dev/infiniband", and a no_rdma_cm warning that the
+    # recording cannot support (the recorder does not record class/misc).
+    assert list(s.host) == ["recorded_host"] and CODES["recorded_host"][0] == "note"
+    assert "stand-ins" in s.host["recorded_host"] and "class/misc" in s.host["recorded_host"]
+    for name in ("rxe0", "rxe1"):
+        assert s.devices[name]["usable"] and s.devices[name]["codes"] == []
+
+
+def _recorded_without_a_node(root: Path) -> Seen:
+    """A recording whose host had no /dev node for one device (no N: line)."""
+    rec = _without_node(recording.load(recording.fixture_path("rxe")), "uverbs0")
+    recording.materialize(rec, root)
+    return run(root, recorded=True)
+
+
+@scenario(_recorded_without_a_node)
+def _(s: Seen) -> None:
+    msg = s.devices["rxe0"]["messages"]["no_dev_node"]
+    assert s.devices["rxe0"]["codes"] == ["no_dev_node"] and not s.devices["rxe0"]["listed"]
+    assert msg.startswith("The recording has no /dev/infiniband/uverbs0 (no N: line)")
+    assert str(Path(tempfile.gettempdir())) not in msg  # the recorded host's path
+    assert s.devices["rxe1"]["usable"]
+
+
+def _without_node(rec: recording.Recording, uverbs: str) -> recording.Recording:
+    """``rec`` without the N: (and S:) lines of uverbs device ``uverbs``."""
+    import dataclasses
+
+    out = [dataclasses.replace(r, node=None, links=())
+           if r.subsystem == "infiniband_verbs" and r.path.endswith("/" + uverbs) else r
+           for r in rec]
+    assert out != list(rec)
+    return recording.Recording(tuple(out))
+
+
 @pytest.mark.parametrize(
     "build, check, needs_root", [pytest.param(b, c, r, id=i) for i, b, c, r in SCENARIOS]
 )
@@ -542,15 +587,176 @@ def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
     """``sysverbs doctor`` is the command line of diagnose()."""
     from sysverbs.cli import main
 
-    assert main(["doctor", "--fixture", "rxe", "--json", "--no-open"]) == 1
+    assert main(["doctor", "--fixture", "rxe", "--json", "--no-open"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema"] == "sysverbs.doctor/1"
+    assert doc["schema"] == "sysverbs.doctor/1" and doc["usable"] is True
     assert [d["name"] for d in doc["devices"]] == ["rxe0", "rxe1"]
-    assert doc["devices"][0]["reasons"][0]["code"] == "dev_node_wrong"
+    assert doc["devices"][0]["reasons"] == []
+    assert doc["devices"][0]["node"] == {"path": "/dev/infiniband/uverbs0", "kind": "char",
+                                         "major": 231, "minor": 192, "stand_in": True}
+    assert [r["code"] for r in doc["host"]] == ["recorded_host"]
     assert main(["doctor", "--fixture", "usnic"]) == 1
     assert "usnic_0: MISSING" in capsys.readouterr().out
     assert main(["doctor", "--fixture", "nosuch"]) == 2
     assert not hasattr(diagnose_module, "main")  # one command line: the CLI's
+
+
+def _uverbs_numbers(sysfs: Path, uverbs: str) -> tuple[int, int]:
+    major, minor = (sysfs / "class/infiniband_verbs" / uverbs / "dev").read_text().split(":")
+    return int(major), int(minor)
+
+
+def test_doctor_on_the_readme_demo_fixture(
+        capsys: pytest.CaptureFixture[str], fast_fixture_tmp: None) -> None:
+    """``doctor --fixture dgx-demo`` (the README's demo host): every device the recording
+    has is usable there, so exit 0; each line shows the recorded node, with the
+    numbers of the fixture's own sysfs ``dev`` files, and no advice for this machine.
+    Failed before: 19 devices "listed, not usable ... is not a character device ...
+    bind-mount the host's /dev/infiniband", exit 1."""
+    from sysverbs.cli import main
+
+    assert main(["doctor", "--fixture", "dgx-demo"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    host = recording.materialize(recording.fixture_path("dgx-demo"), tempfile.mkdtemp())
+    try:
+        kernel = sorted(os.listdir(host.sysfs / "class/infiniband"))
+        verbs = host.sysfs / "class/infiniband_verbs"
+        entries = {(verbs / e / "ibdev").read_text().strip(): e
+                   for e in os.listdir(verbs) if e.startswith("uverbs")}
+        devices = [x for x in lines if not x.startswith("host: ")]
+        assert len(devices) == len(kernel) == len(entries) == 19
+        for line in devices:
+            name = line.split(":", 1)[0]
+            entry = entries[name]
+            major, minor = _uverbs_numbers(host.sysfs, entry)
+            assert line.startswith(f"{name}: usable (provider "), line
+            assert f", {entry}: recorded char device {major}:{minor})" in line, line
+        assert lines[0].startswith("host: note: A recorded host, not this machine")
+        assert "[recorded_host]" in lines[0]
+        text = "\n".join(lines)
+        for live_only in ("bind-mount", "not a character device", "modprobe rdma_ucm",
+                          "ulimit", tempfile.gettempdir() + "/"):
+            assert live_only not in text
+        # The same tree given as --sysfs-path/--dev-dir is not a recording: a plain file
+        # at /dev/infiniband/uverbsN stays the error it is, with the live host's fix.
+        assert main(["doctor", "--sysfs-path", str(host.sysfs), "--dev-dir", str(host.dev),
+                     "--providers", "builtin", "--no-open"]) == 1
+        out = capsys.readouterr().out
+        assert out.count("listed, not usable") == 19 and "recorded" not in out
+        assert out.count("bind-mount the host's /dev/infiniband") == 19
+    finally:
+        shutil.rmtree(host.root, ignore_errors=True)
+
+
+def test_recorded_is_a_bool(tmp_path: Path) -> None:
+    with pytest.raises(sysverbs.errors.WrongTypeError):
+        diagnose(sysfs_path=tmp_path, recorded="yes")  # type: ignore[arg-type]
+
+
+def test_recorded_trusts_only_plain_file_stand_ins(tmp_path: Path) -> None:
+    """``recorded=True`` takes a plain file for a recording's stand-in and nothing
+    else: a directory, or a real char device with the wrong numbers, is the error it
+    is; without ``recorded`` the stand-in is the error a copied /dev is."""
+    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    node = host.dev / "uverbs0"
+    live = diagnose(**host.options())
+    assert [r.code for r in live[0].reasons] == ["dev_node_wrong"]
+    assert live[0].node is not None and live[0].node.kind == "file"
+    assert not live[0].node.stand_in and live[0].node.path == str(node)
+    node.unlink()
+    node.mkdir()
+    (found,) = [d for d in diagnose(recorded=True, **host.options()) if d.name == "rxe0"]
+    assert [r.code for r in found.reasons] == ["dev_node_wrong"] and not found.usable
+    assert found.node is not None and found.node.kind == "directory"
+    if not ROOT:
+        pytest.skip("mknod needs root")
+    node.rmdir()
+    null_node(node)  # 1:3, sysfs says 231:192
+    (found,) = [d for d in diagnose(recorded=True, **host.options()) if d.name == "rxe0"]
+    assert "1:3" in found.reasons[0].message and found.reasons[0].code == "dev_node_wrong"
+    assert found.node == diagnose_module.DeviceNode(str(node), "char", 1, 3, False)
+
+
+_STAT_NODES = r"""
+import json, os, stat, sys
+out = {}
+for name in sys.argv[1:]:
+    path = "/dev/infiniband/" + name
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        out[path] = None
+        continue
+    kind = "char" if stat.S_ISCHR(st.st_mode) else "block" if stat.S_ISBLK(st.st_mode) else "?"
+    out[path] = [kind, os.major(st.st_rdev), os.minor(st.st_rdev)]
+print(json.dumps(out))
+"""
+
+
+def _umockdev_nodes(recording_file: Path, names: list[str]) -> dict[str, Any]:
+    umockdev_run = shutil.which("umockdev-run")
+    if umockdev_run is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("umockdev-run is not installed (required when CI=true)")
+        pytest.skip("umockdev-run is not installed")
+    from tests.conftest import fast_tmp
+
+    cmd = recording.umockdev_run_command(
+        recording_file, [sys.executable, "-c", _STAT_NODES, *names], umockdev_run=umockdev_run)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, TMPDIR=fast_tmp()))
+    assert proc.returncode == 0, proc.stderr
+    nodes: dict[str, Any] = json.loads(proc.stdout)
+    return nodes
+
+
+def _recorded_nodes_match_umockdev(host: recording.Host, recording_file: Path) -> int:
+    found = diagnose(recorded=True, **host.options(rdma_core="44"))
+    names = sorted(os.listdir(host.sysfs / "class/infiniband_verbs"))
+    names = [n for n in names if n.startswith("uverbs")]
+    theirs = _umockdev_nodes(recording_file, names)
+    checked = 0
+    for d in found:
+        if d.node is not None:
+            assert d.node.stand_in and d.usable == (not d.errors), d
+            assert theirs[d.node.path] == [d.node.kind, d.node.major, d.node.minor], d
+            # the recording's udev properties (the uevent file) say the same numbers
+            uevent = (host.sysfs / "class/infiniband_verbs" / str(d.uverbs) / "uevent")
+            props = dict(x.split("=", 1) for x in uevent.read_text().splitlines())
+            assert (int(props["MAJOR"]), int(props["MINOR"])) == (d.node.major, d.node.minor)
+            assert props["DEVNAME"] == d.node.path[len("/dev/"):]
+            checked += 1
+        elif "no_dev_node" in [r.code for r in d.reasons]:
+            path = f"/dev/infiniband/{d.uverbs}"
+            if not os.path.lexists(path):  # umockdev shows the real /dev's paths through
+                assert theirs[path] is None, d
+            checked += 1
+        else:
+            assert not d.listed, d  # every listed device has its node compared
+    return checked
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", recording.fixture_names())
+def test_recorded_nodes_are_what_umockdev_replays(ftmp: Path, name: str) -> None:
+    """The node ``recorded=True`` reports for each device (its type and numbers) is the
+    node umockdev-run shows a program for the same recording (``stat`` of
+    /dev/infiniband/uverbsN): umockdev is the format's own reader."""
+    host = listing_hosts.materialize(name, ftmp)
+    _recorded_nodes_match_umockdev(host, listing_hosts.listing_file(name))
+
+
+@pytest.mark.oracle
+def test_a_recorded_missing_node_is_missing_under_umockdev(ftmp: Path) -> None:
+    """A recording without the N: line of a device: diagnose(recorded=True) says the
+    recorded host had no node (no_dev_node), and umockdev-run has none either."""
+    rec = _without_node(listing_hosts.listing_recording("dgx-demo"), "uverbs18")
+    (ftmp / "r.umockdev").write_text(recording.dumps(rec), encoding="utf-8",
+                                     errors="surrogateescape")
+    host = recording.materialize(rec, ftmp / "root")
+    assert _recorded_nodes_match_umockdev(host, ftmp / "r.umockdev") == 19
+    (rxe0,) = [d for d in diagnose(recorded=True, **host.options()) if d.name == "rxe0"]
+    assert [r.code for r in rxe0.reasons] == ["no_dev_node"] and rxe0.node is None
 
 
 def test_probe_open_false_skips_the_open(tmp_path: Path) -> None:

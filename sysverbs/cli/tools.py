@@ -62,11 +62,9 @@ def netdev(args: Any, opts: dict[str, Any]) -> int:
 
 
 def _line(d: Any) -> str:
-    """One line per device: its state, then the first error (or warning) and its fix."""
-    state = "usable" if d.usable else "listed, not usable" if d.listed else "MISSING"
-    head = f"{d.name}: {state}"
-    if d.provider:
-        head += f" (provider {d.provider}" + (f", {d.uverbs})" if d.uverbs else ")")
+    """One line per device: its state (and a recording's node), then the first error
+    (or warning) and its fix."""
+    head: str = d.summary()
     if not d.reasons:
         return head
     first = d.reasons[0]
@@ -80,7 +78,10 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
 
     from ..diagnosis import diagnose
 
-    found = diagnose(probe_open=not args.no_open, **opts)
+    # --fixture: the tree is a recording, its /dev nodes are stand-ins (a --dev-dir the
+    # user gives is not: a plain file there is the error it is).
+    recorded = getattr(args, "fixture", None) is not None
+    found = diagnose(probe_open=not args.no_open, recorded=recorded, **opts)
     ok = bool(found) and all(d.usable for d in found)
     if args.json:
         doc = {"schema": "sysverbs.doctor/1", "usable": ok,
