@@ -546,22 +546,20 @@ def test_benchmark_runs() -> None:
 
 
 #: NCCL_IB_HCA for each local rank, derived by hand from each fixture's PCI tree and
-#: docs/placement.md's rule (nearest class, then fewest hops; all ports at the best
-#: distance; GPUs with the same nearest ports split them; fewer ports than GPUs: shared,
-#: the nearest GPUs first, ports by PCI address).  Every NIC has one port.
+#: docs/placement.md's rule (the ports at the nearest class; GPUs whose ports overlap
+#: share them out, as many each, by PCI address; fewer ports than GPUs: round-robin).
+#: Every NIC has one port.
 #: * gpu-dgx-a100 (the real DGX A100's DEVPATHs): each pair of GPUs and pair of NICs
-#:   hangs below one two-level switch.  The even GPU (07:00.0) sits four bridges
-#:   below the top switch's port 02:00.0: PXB and 9 hops to both NICs of its pair
-#:   (0c:00.0 below 02:04.0, 12:00.0 below 02:08.0), so it gets both; the odd GPU
-#:   (0f:00.0) shares the inner switch 0a:00.0 with the first NIC: 5 hops, that one.
+#:   hangs below one two-level switch, every GPU-NIC pair of it PXB (the even GPU 9
+#:   hops from both NICs, the odd one 5 from the first): one rail each, GPU2k mlx5_2k
+#:   and GPU2k+1 mlx5_2k+1, as NCCL's ncclTopoGetLocalNet chooses.
 #:   mlx5_8/9 (the storage card) are SYS to every GPU.
 #: * gpu-hgx-h100: GPUi and mlx5_i below one switch, PIX (as in sgl-project/sglang#30401).
 #: * gpu-pcie-2socket: one dual-port card (mlx5_0 21:00.0, mlx5_1 21:00.1) on NUMA 0;
 #:   GPU0/1 are NODE to both, GPU2/3 SYS: two ports for four GPUs, GPU0 and GPU1 take
 #:   one each by address, then GPU2 and GPU3 in the same turn.
 PLACED_HCA = {
-    "gpu-dgx-a100": ["=mlx5_0:1,mlx5_1:1", "=mlx5_0:1", "=mlx5_2:1,mlx5_3:1", "=mlx5_2:1",
-                     "=mlx5_4:1,mlx5_5:1", "=mlx5_4:1", "=mlx5_6:1,mlx5_7:1", "=mlx5_6:1"],
+    "gpu-dgx-a100": [f"=mlx5_{i}:1" for i in range(8)],
     "gpu-hgx-h100": [f"=mlx5_{i}:1" for i in range(8)],
     "gpu-pcie-2socket": ["=mlx5_0:1", "=mlx5_1:1", "=mlx5_0:1", "=mlx5_1:1"],
 }

@@ -5,13 +5,17 @@ assignment and bad input."""
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import doctest
+import itertools
 import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Optional
 
 import pytest
 from hypothesis import assume, given
@@ -19,6 +23,7 @@ from hypothesis import strategies as st
 
 import sysverbs.placement as placement
 from sysverbs import cli
+from sysverbs.errors import NotFoundError, UsageError
 from sysverbs.placement import assign, assign_rank, local_rank, read_host, visible_gpus
 from tests.fuzz.profiles import fuzz_settings
 
@@ -148,27 +153,31 @@ def test_two_socket_model(tmp_path: Path) -> None:
 # ------------------------------------------------------------ rebuilt from lspci -tv
 
 
-def from_lspci(tmp: Path, lspci: str, nodes: dict[int, str], numa: int) -> PciTree:
+def from_lspci(tmp: Path, lspci: str, nodes: dict[int, str], numa: int,
+               written: Optional[int] = None) -> PciTree:
     """Write the tree of an ``lspci -tv`` listing: NVIDIA display functions are GPUs,
     Mellanox functions RDMA devices (named mlx5_N in PCI order), everything with
-    children a bridge."""
+    children a bridge; every function on node ``numa``, its ``numa_node`` file saying
+    ``written`` (default ``numa``; -1: unknown)."""
+    cpus = nodes[numa]
+    numa = numa if written is None else written
     t = PciTree(tmp)
-    for n, cpus in nodes.items():
-        t.node(n, cpus)
+    for n, node_cpus in nodes.items():
+        t.node(n, node_cpus)
     entries = parse_lspci_tv(lspci)
     parents = {"/".join(p[:-1]) for p, _ in entries}
     nic = 0
     for path, desc in sorted(entries, key=lambda e: e[0][-1]):
         p = "/".join(path)
         if p in parents or not desc:
-            t.pci(p, numa=numa, cpus=nodes[numa])
+            t.pci(p, numa=numa, cpus=cpus)
         elif desc.startswith("NVIDIA") and "Audio" not in desc:
-            t.gpu(p, numa=numa, cpus=nodes[numa])
+            t.gpu(p, numa=numa, cpus=cpus)
         elif desc.startswith("Mellanox"):
-            t.rdma(f"mlx5_{nic}", p, ports=(ETH,), numa=numa, cpus=nodes[numa], cls=0x020000)
+            t.rdma(f"mlx5_{nic}", p, ports=(ETH,), numa=numa, cpus=cpus, cls=0x020000)
             nic += 1
         else:
-            t.pci(p, cls=0x010802, vendor=0x1022, numa=numa, cpus=nodes[numa])
+            t.pci(p, cls=0x010802, vendor=0x1022, numa=numa, cpus=cpus)
     return t
 
 
@@ -315,8 +324,10 @@ def test_visible_gpus(tmp_path: Path) -> None:
     assert (a.nics[0].port, a.nics[0].link_layer) == (1, "InfiniBand")
     one = assign_rank(host, env={"LOCAL_RANK": "6", "CUDA_VISIBLE_DEVICES": "2"})
     assert one.gpu is not None and one.gpu.index == 2
-    bad = assign_rank(host, env={"LOCAL_RANK": "6", "CUDA_VISIBLE_DEVICES": "0,1"})
-    assert bad.gpu is None and "undecidable" in bad.reason
+    with pytest.raises(NotFoundError, match=r"local rank 6 has no GPU: LOCAL_RANK=6, "
+                       r"but only 2 GPUs are visible \(CUDA_VISIBLE_DEVICES=0,1\), "
+                       r"ranks 0 to 1"):
+        assign_rank(host, env={"LOCAL_RANK": "6", "CUDA_VISIBLE_DEVICES": "0,1"})
     assert host.gpu("GPU-00000003") is not None and host.gpus[3].minor == 3
 
 
@@ -852,9 +863,252 @@ def test_oci_a100_18_nics_cells_and_multi_rail(tmp_path: Path) -> None:
     plan = assign(host)
     assert [[n.device for n in a.nics] for a in plan[:2]] == [["mlx5_5", "mlx5_6"],
                                                              ["mlx5_7", "mlx5_8"]]
-    assert "split" in plan[0].reason
+    assert "shared out among 2 GPUs (GPU0, GPU1), 2 each" in plan[0].reason
     every = assign(host, split_ties=False)
     assert [n.device for n in every[0].nics] == ["mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8"]
+
+
+# ------------------------------------------------- ties: NICs shared out evenly
+
+
+GPU_FIXTURES = ("gpu-dgx-a100", "gpu-dgx-b200", "gpu-hgx-h100", "gpu-mi300x",
+                "gpu-pcie-2socket", "gpu-cloud-vm", "gpu-sriov-sf")
+
+
+def _fixture_host(name: str, tmp: Path) -> placement.Host:
+    from sysverbs import recording
+
+    fake = recording.materialize(recording.fixture_path(name), tmp)
+    return read_host(fake.sysfs, fake.proc, fake.dev)
+
+
+def _mirror_bits(val: int, pow2: int) -> int:
+    """NCCL's mirrorBits (src/graph/topo.cc): ``val``'s low log2(pow2) bits reversed."""
+    out, b, mb = 0, 1, pow2 >> 1
+    while b < pow2:
+        if val & b:
+            out |= mb
+        b, mb = b << 1, mb >> 1
+    return out
+
+
+def nccl_local_net(host: placement.Host, gpu: placement.Gpu,
+                   nics: list[placement.Nic]) -> tuple[list[str], str]:
+    """NCCL's ncclTopoGetLocalNet for channel 0 (NVIDIA/nccl src/graph/topo.cc, 2.19 and
+    later; bandwidths taken equal): the GPU's local nets are the NICs at its best path
+    type, in NCCL's net-device order (libibverbs' order); the local GPUs those of the
+    first local net's best type; net = dev % localGpuCount (dev: the GPU's NVML index,
+    PCI bus order), mirrorBits'd when the local nets are a power of two."""
+    order = ["LOC", "PIX", "PXB", "PXN", "PHB", "SYS"]
+
+    def best(items: list[Any], dist: Any) -> list[Any]:
+        top = min(order.index(dist(x)) for x in items)
+        return [x for x in items if order.index(dist(x)) == top]
+
+    local = best(nics, lambda n: host.distance(gpu, n).nccl)
+    gpus = best(list(host.gpus), lambda g: host.distance(local[0], g).nccl)
+    net = gpu.index % len(gpus)
+    if len(local) & (len(local) - 1) == 0:
+        net = _mirror_bits(net, len(local))
+    return [n.name for n in local], local[net % len(local)].name
+
+
+@pytest.mark.parametrize("name", GPU_FIXTURES)
+def test_tied_gpus_share_their_nics_evenly(tmp_path: Path, name: str) -> None:
+    """On every GPU fixture: GPUs whose NICs overlap have as many NICs each (never one
+    GPU both NICs and the other one of them); each GPU's first NIC is one of NCCL's
+    local nets for it, and the NICs are used as many times each as NCCL's channel-0
+    choice uses them (NCCL's rule, ncclTopoGetLocalNet)."""
+    from sysverbs.placement._smi import matrix_nics
+
+    host = _fixture_host(name, tmp_path)
+    plan = assign(host)
+    nics = [n for n in matrix_nics(host) if n.kind not in ("vf", "sf")
+            and any(p.state == "ACTIVE" for p in n.ports) and not n.bond_slave]
+    mine = {a.gpu.name: [n.device for n in a.nics] for a in plan if a.gpu}
+    for a, b in itertools.combinations(mine.values(), 2):
+        if set(a) & set(b):
+            assert len(a) == len(b), mine
+    nccl = {g.name: nccl_local_net(host, g, nics) for g in host.gpus}
+    for g, (local, _) in nccl.items():
+        assert mine[g][0] in local, (g, mine[g], local)
+    used = sorted(collections.Counter(m[0] for m in mine.values()).values())
+    assert used == sorted(collections.Counter(c for _, c in nccl.values()).values())
+
+
+def test_dgx_a100_one_rail_per_gpu(tmp_path: Path) -> None:
+    """The DGX A100 (the fixture holds the real machine's DEVPATHs): the odd GPU shares
+    an inner switch with the pair's first NIC (5 hops) and the even GPU is 9 hops from
+    both, all PXB.  The pair gets one rail each, GPU2k mlx5_2k and GPU2k+1 mlx5_2k+1:
+    NCCL's channel-0 choice for each GPU (ncclTopoGetLocalNet) and NVIDIA's one-NIC-per-
+    GPU rail layout.  Before: GPU0 got mlx5_0 and mlx5_1, GPU1 mlx5_0 alone."""
+    from sysverbs.placement._smi import matrix_nics
+
+    host = _fixture_host("gpu-dgx-a100", tmp_path / "fixture")
+    plan = assign(host)
+    assert [[n.device for n in a.nics] for a in plan] == [[f"mlx5_{i}"] for i in range(8)]
+    assert all(a.nics[0].smi == "PXB" for a in plan)
+    assert "shared out among 2 GPUs (GPU0, GPU1), 1 each" in plan[1].reason
+    rails = matrix_nics(host)[:8]
+    assert [nccl_local_net(host, g, rails)[1] for g in host.gpus] == [
+        f"mlx5_{i}" for i in range(8)]
+    # the tree rebuilt from the real nvidia-smi matrix (equal hops): the same rails
+    real = assign(read_host(dgx_a100(tmp_path / "real").sys))
+    assert [[n.device for n in a.nics] for a in real] == [[f"mlx5_{i}"] for i in range(8)]
+
+
+def _switch_host(tmp: Path, layout: list[list[str]]) -> PciTree:
+    """One host bridge, a root port and a switch whose downstream ports each hold a
+    sub-switch with the given devices ("gpu" or "nic", PCI order = list order)."""
+    t = PciTree(tmp)
+    t.node(0, "0-31")
+    rp = "pci0000:00/0000:00:01.0"
+    usp = f"{rp}/0000:01:00.0"
+    t.bridges(rp, usp)
+    bus = 0x10
+    n_nic = 0
+    for j, devices in enumerate(layout):
+        dsp = f"{usp}/0000:02:{j:02x}.0"
+        sub = f"{dsp}/0000:{bus:02x}:00.0"
+        t.bridges(dsp, sub)
+        for e, kind in enumerate(devices):
+            sdsp = f"{sub}/0000:{bus + 1:02x}:{e:02x}.0"
+            t.pci(sdsp)
+            end = f"{sdsp}/0000:{bus + 2 + e:02x}:00.0"
+            if kind == "gpu":
+                t.gpu(end, cpus="0-31")
+            else:
+                t.rdma(f"mlx5_{n_nic}", end, cpus="0-31")
+                n_nic += 1
+        bus += 0x10
+    return t
+
+
+def test_leftover_ports_are_shared_one_more_each(tmp_path: Path) -> None:
+    """Two GPUs and three NICs at one class: each GPU its own NIC and the third one,
+    shared, named in both reasons (before: GPU0 got one NIC, GPU1 two)."""
+    t = _switch_host(tmp_path, [["gpu", "gpu", "nic", "nic", "nic"]])
+    plan = assign(read_host(t.sys))
+    assert [[n.device for n in a.nics] for a in plan] == [["mlx5_0", "mlx5_2"],
+                                                         ["mlx5_1", "mlx5_2"]]
+    assert "shares a port with GPU1" in plan[0].reason
+    assert "2 each" in plan[1].reason
+
+
+def test_the_gpu_with_fewer_candidates_chooses_first(tmp_path: Path) -> None:
+    """GPU1 shares a sub-switch with mlx5_1 (PIX: its only candidate); GPU0, on its own
+    sub-switch, is PXB to both NICs.  GPU1 keeps mlx5_1 and GPU0 takes mlx5_0: one rail
+    each, where GPU0 used to get both and GPU1 a shared one."""
+    t = _switch_host(tmp_path, [["gpu"], ["nic"], ["gpu", "nic"]])
+    host = read_host(t.sys)
+    plan = assign(host)
+    assert [[(n.device, n.smi) for n in a.nics] for a in plan] == [
+        [("mlx5_0", "PXB")], [("mlx5_1", "PIX")]]
+
+
+def test_fewer_ports_than_gpus_round_robin(tmp_path: Path) -> None:
+    """gpu-cloud-vm: eight GPUs and four NICs, all PHB: round-robin by PCI order, said
+    in the reason with the GPU it shares with."""
+    plan = assign(_fixture_host("gpu-cloud-vm", tmp_path))
+    assert [a.nics[0].device for a in plan] == [f"mlx5_{i % 4}" for i in range(8)]
+    assert "shared round-robin; shares a port with GPU5" in plan[1].reason
+
+
+def test_a_rank_without_a_gpu_is_an_error(tmp_path: Path) -> None:
+    """``topo --assign --rank 99`` on an 8-GPU host printed "undecided" and exited 0:
+    assign_rank raises NotFoundError (a LookupError) for a rank past the visible GPUs
+    or with none visible, UsageError for a negative rank; assign refuses a GPU of
+    another host."""
+    host = _fixture_host("gpu-dgx-a100", tmp_path / "a")
+    for rank in (8, 99):
+        with pytest.raises(NotFoundError, match=rf"^local rank {rank} has no GPU: rank "
+                           rf"{rank} \(given\), but only 8 GPUs are visible \(all GPUs"):
+            assign_rank(host, rank)
+    with pytest.raises(LookupError, match="no GPU is visible"):
+        assign_rank(host, 0, env={"CUDA_VISIBLE_DEVICES": ""})
+    with pytest.raises(UsageError):
+        assign_rank(host, -1)
+    assert assign_rank(host, 7).gpu == host.gpus[7]
+    other = _fixture_host("gpu-hgx-h100", tmp_path / "b")
+    with pytest.raises(NotFoundError, match="is not a GPU of this host"):
+        assign(host, [other.gpus[0]])
+
+
+# --------------------------------------------- NUMA Affinity when numa_node is -1
+
+
+def test_threadripper_numa_affinity_from_local_cpus(tmp_path: Path) -> None:
+    """The Threadripper PRO workstation: one NUMA node and ``numa_node`` -1 on every PCI
+    device; real nvidia-smi printed NUMA Affinity 0 (the one node whose CPUs hold the
+    GPU's local CPUs); sysverbs printed N/A before."""
+    stem = "ws-threadripper-2xrtx6000ada-2nic"
+    t = from_lspci(tmp_path, (DATA / f"{stem}.lspci.txt").read_text(), {0: "0-23"}, 0,
+                   written=-1)
+    host = read_host(t.sys, t.proc)
+    from sysverbs.placement import host_json, render_matrix
+
+    assert all(d.numa_node is None and d.numa_raw == "-1" for d in host.pci.values())
+    assert parse_matrix(render_matrix(host)) == parse_matrix((DATA / f"{stem}.txt").read_text())
+    doc = host_json(host)
+    assert [(g["numa_node"], g["numa_affinity"], g["numa_affinity_source"])
+            for g in doc["gpus"]] == [(None, 0, "local_cpulist")] * 2
+    assert host.numa_affinity("mlx5_0") == (0, "local_cpulist")
+
+
+def test_one_node_hosts_with_unknown_numa_say_node_0(tmp_path: Path) -> None:
+    """The KVM guest and the two-GPU desktop (one NUMA node each; real outputs: NUMA
+    Affinity 0) written with ``numa_node`` -1, as a guest without ACPI proximity
+    domains has it: node 0 from the local CPUs."""
+    t = PciTree(tmp_path / "kvm")
+    t.node(0, "0-251")
+    t.pci("pci0000:00/0000:00:02.0", numa=-1)
+    t.pci("pci0000:00/0000:00:02.1", numa=-1)
+    t.gpu("pci0000:00/0000:00:02.0/0000:01:00.0", numa=-1, cpus="0-251", device=0x2331)
+    t.rdma("mlx5_0", "pci0000:00/0000:00:02.1/0000:02:00.0", numa=-1, cpus="0-251")
+    from sysverbs.placement import render_matrix as render
+
+    real = (DATA / "vm-kvm-h100pcie-1nic.txt").read_text()
+    assert parse_matrix(render(read_host(t.sys))) == parse_matrix(real)
+    d = PciTree(tmp_path / "desktop")
+    d.node(0, "0-63")
+    for i in (1, 3):
+        d.pci(f"pci0000:00/0000:00:0{i}.1", numa=-1)
+        d.gpu(f"pci0000:00/0000:00:0{i}.1/0000:0{i}:00.0", numa=-1, cpus="0-63",
+              device=0x2B85)
+    assert render(read_host(d.sys), legend="m") == (
+        DATA / "consumer-2x5090-nonic.txt").read_text()
+
+
+def test_two_socket_fixtures_without_numa_node(tmp_path: Path) -> None:
+    """The 2-socket fixtures with every ``numa_node`` removed: each GPU's node comes
+    from its local CPUs (they lie within one node); a device whose local CPUs are every
+    CPU (the kernel's answer for an unknown node) has none on a host of two nodes."""
+    from sysverbs import recording
+    from sysverbs.placement import host_json, render_matrix
+
+    for name in ("gpu-pcie-2socket", "gpu-hgx-h100", "gpu-dgx-b200"):
+        fake = recording.materialize(recording.fixture_path(name), tmp_path / name)
+        before = read_host(fake.sysfs, fake.proc)
+        want = [g.pci.numa_node for g in before.gpus]
+        for f in (fake.sysfs / "devices").rglob("numa_node"):
+            f.unlink()
+        host = read_host(fake.sysfs, fake.proc)
+        assert all(g.pci.numa_node is None for g in host.gpus)
+        assert [host.numa_affinity(g) for g in host.gpus] == [
+            (n, "local_cpulist") for n in want]
+        assert [row[1] for row in parse_matrix(render_matrix(host))[2].values()
+                if row] == [str(n) for n in want]
+        assert {g["numa_affinity_source"] for g in host_json(host)["gpus"]} == {
+            "local_cpulist"}
+        assert {g["numa_affinity_source"] for g in host_json(before)["gpus"]} == {
+            "numa_node"}
+    every = ",".join(host_json(host)["numa_nodes"].values())  # the last fixture's CPUs
+    (fake.sysfs / "devices" / host.gpus[0].pci.path / "local_cpulist").write_text(every)
+    wide = read_host(fake.sysfs, fake.proc)
+    assert wide.gpus[0].pci.local_cpus == frozenset(
+        c for cpus in wide.numa_nodes.values() for c in cpus)
+    assert wide.numa_affinity(wide.gpus[0]) == (None, "unknown")
+    assert parse_matrix(render_matrix(wide))[2]["GPU0"][1] == "N/A"
 
 
 def test_distance_is_symmetric_and_order_free(tmp_path: Path) -> None:
@@ -917,7 +1171,8 @@ def test_garbage_values_never_raise(tmp_path_factory: pytest.TempPathFactory,
     plan = assign(host, min_rate_gbps=10, link_layer="Ethernet")
     for a in plan:
         json.dumps(a.as_dict())
-    assign_rank(host, env={"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "GPU-1,0"})
+    with contextlib.suppress(NotFoundError):  # a rank without a GPU: said, not a crash
+        assign_rank(host, env={"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "GPU-1,0"})
     # 08:00.0's uevent (PCI_CLASS) and class file both hold junk in every example, so
     # nothing says it is a display controller; 85:00.0's files are untouched.
     assert [g.address for g in host.gpus] == ["0000:85:00.0"]

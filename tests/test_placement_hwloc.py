@@ -173,12 +173,26 @@ def compare(host: Any, topo: hwloc.HwlocTopology) -> None:
         assert host.smi_class(a, b) == hwloc.smi_class(topo, a, b), (a, b)
 
 
+def compare_numa_affinity(host: Any, topo: hwloc.HwlocTopology) -> None:
+    """``Host.numa_affinity`` (nvidia-smi's NUMA Affinity column) of every GPU and NIC
+    is the one node of the object hwloc hangs it below, and None where that object
+    spans several nodes (the Machine of a multi-node host)."""
+    for busid in _endpoints(topo):
+        dev = topo.devices[busid]
+        node, source = host.numa_affinity(busid)
+        if len(dev.nodeset) == 1:
+            assert {node} == dev.nodeset, (busid, dev.nodeset, source)
+        else:
+            assert (node, source) == (None, "unknown"), (busid, dev.nodeset)
+
+
 @pytest.mark.parametrize("name", GPU_FIXTURES)
 def test_model_matches_hwloc(name: str, hosts: Any) -> None:
     placement = _placement()
     host_dir, topo = hosts[name]
     host = placement.read_host(host_dir.sysfs, proc_path=host_dir.proc, dev_dir=host_dir.dev)
     compare(host, topo)
+    compare_numa_affinity(host, topo)
     # the driver's /proc file was read under the proc root
     nvidia = [g for g in host.gpus if g.vendor == "nvidia"]
     assert all(g.uuid and g.uuid.startswith("GPU-") for g in nvidia)
@@ -264,3 +278,43 @@ def test_unknown_numa_across_host_bridges_is_undecided(hwloc_ready: None,
     assert hwloc.smi_class(topo, "0000:01:00.0", "0000:05:00.0") is None
     host = placement.read_host(fake.sysfs, proc_path=fake.proc, dev_dir=fake.dev)
     compare(host, topo)
+    compare_numa_affinity(host, topo)
+    assert host.numa_affinity("0000:01:00.0") == (None, "unknown")
+
+
+@pytest.mark.parametrize("name", ["gpu-pcie-2socket", "gpu-hgx-h100", "gpu-dgx-b200",
+                                  "gpu-dgx-a100", "gpu-cloud-vm"])
+def test_numa_affinity_without_numa_node_is_hwlocs(hwloc_ready: None, scratch: Path,
+                                                   name: str) -> None:
+    """Every ``numa_node`` of a fixture removed (as on hosts whose firmware gives PCI
+    devices no proximity domain): hwloc places each GPU and NIC by its local CPUs, and
+    so does the NUMA Affinity: the same node, or none where hwloc hangs the device
+    below a Machine of several nodes; on a host of one node, that node."""
+    placement = _placement()
+    fake = recording.materialize(recording.fixture_path(name), scratch / name)
+    for f in (fake.sysfs / "devices").rglob("numa_node"):
+        f.unlink()
+    topo = hwloc.topology(fake.root)
+    host = placement.read_host(fake.sysfs, proc_path=fake.proc, dev_dir=fake.dev)
+    compare_numa_affinity(host, topo)
+    assert {host.numa_affinity(g)[1] for g in host.gpus} == {"local_cpulist"}
+
+
+def test_numa_affinity_on_one_node_with_numa_node_minus_one(hwloc_ready: None,
+                                                            scratch: Path) -> None:
+    """One NUMA node, ``numa_node`` -1 everywhere (the Threadripper PRO workstation of
+    tests/data/nvidia-smi-topo, whose nvidia-smi said NUMA Affinity 0): hwloc hangs the
+    GPUs below the Machine, whose one node is 0; so does the model."""
+    from tests.pcitree import PciTree
+
+    placement = _placement()
+    t = PciTree(scratch / "one-node")
+    t.node(0, "0-23")
+    for i in (1, 2):
+        t.pci(f"pci0000:c0/0000:c0:0{i}.1", numa=-1, cpus="0-23")
+        t.gpu(f"pci0000:c0/0000:c0:0{i}.1/0000:c{i}:00.0", numa=-1, cpus="0-23")
+    topo = hwloc.topology(t.sys.parent)
+    host = placement.read_host(t.sys, t.proc)
+    assert [topo.devices[g.address].nodeset for g in host.gpus] == [{0}, {0}]
+    compare_numa_affinity(host, topo)
+    assert [host.numa_affinity(g) for g in host.gpus] == [(0, "local_cpulist")] * 2

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .._core.api import environ_arg, index_arg, items_arg
-from ..errors import UsageError, WrongTypeError
+from ..errors import NotFoundError, UsageError, WrongTypeError
 from ._distance import Distance, smi_rank
 from ._model import Gpu, Host, Nic, Port, endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
@@ -227,6 +227,82 @@ def _cls(d: Distance) -> str:
     return d.smi or "undecidable"
 
 
+def _groups(gpus: Sequence[Gpu], best: Mapping[str, list[int]]) -> list[list[Gpu]]:
+    """The GPUs whose candidate ports overlap, transitively (in GPU order)."""
+    groups: list[tuple[set[int], list[Gpu]]] = []
+    for g in gpus:
+        ports = set(best[g.address])
+        joined = [grp for grp in groups if grp[0] & ports]
+        for grp in joined:
+            groups.remove(grp)
+            ports |= grp[0]
+        members = sorted([g, *(m for grp in joined for m in grp[1])], key=lambda x: x.index)
+        groups.append((ports, members))
+    return sorted((grp[1] for grp in groups), key=lambda m: m[0].index)
+
+
+def _names(gpus: Sequence[Gpu]) -> str:
+    return ", ".join(g.name for g in gpus)
+
+
+def _share(group: Sequence[Gpu], best: Mapping[str, list[int]], split_ties: bool
+           ) -> tuple[dict[str, list[int]], dict[str, str]]:
+    """Each GPU of ``group`` its ports (indices) and the reason's note.
+
+    One GPU: all its candidates (multi-rail).  Several (``split_ties``): each the same
+    number of ports -- m ports for k GPUs, m // k each, in PCI address order (the GPU
+    with the fewest candidates first, then by index), the m % k left over shared, one
+    more each; fewer ports than GPUs: one each, round-robin.  ``split_ties=False``:
+    each GPU all its candidates."""
+    k = len(group)
+    ports = sorted({i for g in group for i in best[g.address]})
+    m = len(ports)
+    if k == 1 or not split_ties:
+        shared = f" (shared by {k} GPUs: {_names(group)})" if k > 1 else ""
+        return ({g.address: list(best[g.address]) for g in group},
+                {g.address: ("the one port" if len(best[g.address]) == 1 else
+                             f"all {len(best[g.address])} ports")
+                 + f" at its nearest class{shared}" for g in group})
+    order = sorted(group, key=lambda g: (len(best[g.address]), g.index))
+    load = {i: 0 for i in ports}
+    primary: set[int] = set()
+    mine: dict[str, list[int]] = {g.address: [] for g in group}
+    each = max(1, m // k)
+
+    def take(g: Gpu, prefer_unshared: bool) -> None:
+        free = [i for i in best[g.address] if i not in mine[g.address]]
+        if not free:
+            return
+        i = min(free, key=lambda i: (load[i], prefer_unshared and i in primary, i))
+        mine[g.address].append(i)
+        load[i] += 1
+
+    for g in order:
+        for _ in range(each):
+            take(g, False)
+        primary.update(mine[g.address])
+    if m > k and m % k:
+        for g in order:
+            take(g, True)
+    users: dict[int, list[Gpu]] = {i: [] for i in ports}
+    for g in group:
+        for i in mine[g.address]:
+            users[i].append(g)
+    notes: dict[str, str] = {}
+    for g in group:
+        peers = sorted({o.index: o for i in mine[g.address] for o in users[i]
+                        if o.address != g.address}.values(), key=lambda o: o.index)
+        also = f"; shares a port with {_names(peers)}" if peers else ""
+        if m < k:
+            notes[g.address] = (f"fewer NIC ports ({m}) than GPUs ({k}: {_names(group)}) "
+                                f"at the nearest class: shared round-robin{also}")
+        else:
+            notes[g.address] = (f"{m} ports at the nearest class shared out among {k} "
+                                f"GPUs ({_names(group)}), {len(mine[g.address])} each, "
+                                f"in PCI address order{also}")
+    return mine, notes
+
+
 def assign(
     host: Host,
     gpus: Optional[Sequence[Gpu]] = None,
@@ -243,17 +319,25 @@ def assign(
     :func:`sysverbs.diagnose` says), ``include_vfs`` (False: SR-IOV VFs and
     sub-functions are left out), ``include_bond_slaves`` (False).
 
-    Nearest class first (``PIX`` < ``PXB`` < ``PHB`` < ``NODE`` < ``SYS``), then the
-    fewest bridge hops.  With at least as many NIC ports as GPUs every GPU gets all the
-    ports at its best distance (multi-rail); GPUs with the same nearest ports split them
-    evenly (``split_ties=False``: each gets them all).  With fewer ports than GPUs they
-    are shared evenly, the nearest GPUs choosing first.  The order of ports is by PCI
-    address, so the answer does not depend on readdir order.
+    Each GPU's candidates are the ports at its nearest class (``PIX`` < ``PXB`` <
+    ``PHB`` < ``NODE`` < ``SYS``; bridge hops do not split a class, as NCCL's path
+    types do not).  A GPU whose candidates no other GPU has gets them all (multi-rail).
+    GPUs whose candidates overlap share them out: m ports for k GPUs, each GPU m // k
+    of them in PCI address order (one rail each when m == k), the m % k left over
+    shared, one more each; with fewer ports than GPUs, one each, round-robin, and the
+    reason says so (``split_ties=False``: each gets all its candidates).  Within a GPU,
+    ports are listed nearest first (fewest hops), then by PCI address, so the answer
+    does not depend on readdir order.  A GPU that is not one of the host's is a
+    :class:`~sysverbs.errors.NotFoundError`.
     """
     host_arg(host)
     gpu_list = list(host.gpus) if gpus is None else items_arg(gpus, "gpus")
     if not all(isinstance(g, Gpu) for g in gpu_list):
         raise WrongTypeError("gpus must be the host's Gpu objects")
+    known = {g.address for g in host.gpus}
+    for g in gpu_list:
+        if g.address not in known:
+            raise NotFoundError(f"{g.name} ({g.address}) is not a GPU of this host")
     keep, filtered = candidates(host, **filters)
     ftuple = tuple(filtered)
     if not gpu_list:
@@ -276,55 +360,29 @@ def assign(
             d = full[g.address, i] = host.distance(g, keep[i].nic)
         return d
 
+    # Each GPU's candidates: the ports at its nearest class (hops do not split a class:
+    # NCCL's ncclTopoGetLocal ranks by path type and bandwidth only).  GPUs whose
+    # candidates overlap share them out (_share); the ports of each GPU nearest first.
     best: dict[str, list[int]] = {}
-    best_cls: dict[str, list[int]] = {}
     for g in gpu_list:
-        ranks = [(r, i) for i, r in enumerate(rank[g.address])]
-        top = min(r for r, _ in ranks)
-        best[g.address] = [i for r, i in ranks if r == top]
-        best_cls[g.address] = [i for r, i in ranks if r[0] == top[0]]
+        ranks = rank[g.address]
+        top = min(r[0] for r in ranks)
+        best[g.address] = sorted((i for i, r in enumerate(ranks) if r[0] == top),
+                                 key=lambda i: keep[i].key)
     out: dict[str, Assignment] = {}
-    n_ports = len(keep)
-    if n_ports >= len(gpu_list):
-        groups: dict[tuple[int, ...], list[Gpu]] = {}
-        for g in gpu_list:
-            groups.setdefault(tuple(best[g.address]), []).append(g)
-        for members, group in groups.items():
-            k, m = len(group), len(members)
-            for j, g in enumerate(group):
-                if not split_ties or k == 1:
-                    mine = list(members)
-                    note = "all ports at its best distance" + (
-                        f" (shared by {k} GPUs)" if k > 1 else "")
-                elif m >= k:
-                    mine = list(members[j * m // k:(j + 1) * m // k])
-                    note = (f"{m} ports at the best distance split among the {k} GPUs "
-                            "nearest to them")
-                else:
-                    mine = [members[j * m // k]]
-                    note = f"{m} ports at the best distance shared by {k} GPUs"
-                choices = []
-                for i in mine:
-                    d = dist_of(g, i)
-                    choices.append(_choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}"))
-                first = dist_of(g, mine[0])
-                out[g.address] = Assignment(
-                    g, None, tuple(choices),
-                    f"nearest class {_cls(first)}, {_hops(first.hops)}; {note}", ftuple)
-    else:
-        load = [0] * n_ports
-        order = sorted(gpu_list, key=lambda g: (rank[g.address][best[g.address][0]],
-                                                g.index))
-        for g in order:
-            pool = best_cls[g.address]
-            i = min(pool, key=lambda i: (load[i], rank[g.address][i], keep[i].key))
-            load[i] += 1
-            d = dist_of(g, i)
-            choice = _choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}")
+    for group in _groups(gpu_list, best):
+        mine, notes = _share(group, best, split_ties)
+        for g in group:
+            picked = sorted(mine[g.address], key=lambda i: rank[g.address][i])
+            choices = []
+            for i in picked:
+                d = dist_of(g, i)
+                choices.append(_choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}"))
+            first = dist_of(g, picked[0])
             out[g.address] = Assignment(
-                g, None, (choice,),
-                f"fewer NIC ports ({n_ports}) than GPUs ({len(gpu_list)}): the least "
-                f"used of the {len(pool)} ports at class {_cls(d)}", ftuple)
+                g, None, tuple(choices),
+                f"nearest class {_cls(first)}, {_hops(first.hops)}; {notes[g.address]}",
+                ftuple)
     return tuple(out[g.address] for g in gpu_list)
 
 
@@ -422,7 +480,11 @@ def assign_rank(
     gives each rank one); NICs are balanced over the visible GPUs (all GPUs when a
     rank sees one), so every rank computes the same plan.  A ``rank`` that is not an int
     is a :class:`~sysverbs.errors.WrongTypeError`, a negative one a
-    :class:`~sysverbs.errors.UsageError`; ``env`` must map str to str.
+    :class:`~sysverbs.errors.UsageError`; a rank that has no GPU (no visible GPU, or
+    ``rank`` >= the number of visible GPUs when more than one is visible) a
+    :class:`~sysverbs.errors.NotFoundError`.  No rank at all (none given, none in
+    ``env``) gives an :class:`Assignment` with ``gpu`` None and the reason.  ``env``
+    must map str to str.
     """
     if rank is not None:
         index_arg(rank, "rank")
@@ -433,14 +495,16 @@ def assign_rank(
     if rank is None:
         return Assignment(None, None, (), f"no local rank: {why_rank}")
     if not visible:
-        return Assignment(None, rank, (), f"no visible GPU: {why_vis}")
+        raise NotFoundError(f"local rank {rank} has no GPU: {why_rank}, but no GPU is "
+                            f"visible ({why_vis})")
     if len(visible) == 1:
         gpu, pool = visible[0], host.gpus
     elif rank < len(visible):
         gpu, pool = visible[rank], visible
     else:
-        return Assignment(None, rank, (), f"{why_rank} but only {len(visible)} visible "
-                          f"GPUs ({why_vis}): which GPU is undecidable")
+        raise NotFoundError(f"local rank {rank} has no GPU: {why_rank}, but only "
+                            f"{len(visible)} GPUs are visible ({why_vis}), ranks 0 to "
+                            f"{len(visible) - 1}")
     plan = assign(host, pool, **filters)
     for a in plan:
         if a.gpu is not None and a.gpu.address == gpu.address:

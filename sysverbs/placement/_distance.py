@@ -83,6 +83,23 @@ def _node_of(dev: PciDevice, nodes: Mapping[int, frozenset[int]]) -> Optional[in
     return found[0] if len(found) == 1 else None
 
 
+#: Where :func:`numa_affinity` took a device's NUMA node from.
+NUMA_SOURCES = ("numa_node", "local_cpulist", "unknown")
+
+
+def numa_affinity(dev: PciDevice, nodes: Mapping[int, frozenset[int]]
+                  ) -> tuple[Optional[int], str]:
+    """The NUMA node nvidia-smi's ``NUMA Affinity`` column names for a device, and where
+    it came from (:data:`NUMA_SOURCES`): its ``numa_node``; else (-1, missing) the one
+    node whose CPUs hold all its ``local_cpulist`` -- on a host of one NUMA node, that
+    node (the kernel gives a device of unknown node every CPU); else ``(None,
+    "unknown")``: machine-wide local CPUs on a host of several nodes name none."""
+    if dev.numa_node is not None:
+        return dev.numa_node, "numa_node"
+    node = _node_of(dev, nodes)
+    return (node, "local_cpulist") if node is not None else (None, "unknown")
+
+
 def _same_numa(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
                ) -> tuple[Optional[bool], str]:
     na, nb = a.numa_node, b.numa_node

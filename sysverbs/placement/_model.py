@@ -16,7 +16,7 @@ from stat import S_ISDIR, S_ISLNK
 from .._core.api import path_arg
 from .._core.sysfs_read import read_sysfs_file
 from .._text import parse_cpulist, rate_fields
-from ._distance import Distance, nccl_distance, smi_distance
+from ._distance import Distance, nccl_distance, numa_affinity, smi_distance
 from ._names import bdf_key, is_bdf, is_host_bridge, name_kind, natural_key
 from ._record import FrozenRecord, init
 
@@ -463,6 +463,17 @@ class Host(FrozenRecord):
     def smi_class(self, a: Endpoint, b: Endpoint) -> Optional[str]:
         """nvidia-smi's class (X, PIX, PXB, PHB, NODE, SYS) or None when undecidable."""
         return smi_hops(self, a, b)[0]
+
+    def numa_affinity(self, x: Endpoint) -> tuple[Optional[int], str]:
+        """The NUMA node of a device (a BDF, an RDMA device name, a :class:`Gpu` or a
+        :class:`Nic`) as nvidia-smi's ``NUMA Affinity`` column names it, and its source:
+        ``"numa_node"``; ``"local_cpulist"`` (``numa_node`` -1 or missing: the one node
+        whose CPUs hold the device's local CPUs, as on a host of one node); or
+        ``"unknown"`` (None)."""
+        dev = self._endpoint(x)[0]
+        if dev is None:
+            return None, "unknown"
+        return numa_affinity(dev, self.numa_nodes)
 
     def nccl_path(self, a: Endpoint, b: Endpoint) -> Optional[str]:
         """NCCL's path type (LOC, PIX, PXB, PHB, SYS)."""

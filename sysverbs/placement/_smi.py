@@ -13,6 +13,7 @@ classes: NVLink is not visible in sysfs, so no cell is ever ``NV#``.
 from __future__ import annotations
 
 from ..errors import UsageError
+from ._distance import numa_affinity
 from ._model import endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
 
@@ -97,7 +98,8 @@ def render_matrix(host: Host, fmt: str = "535", underline: bool = False,
         cells = cell[i]
         if i < len(gpus):
             pci = gpus[i].pci
-            numa = str(pci.numa_node) if pci.numa_node is not None else UNDECIDED
+            node = numa_affinity(pci, host.numa_nodes)[0]
+            numa = str(node) if node is not None else UNDECIDED
             tail = [cpulist(pci.local_cpus), numa] + (["", "N/A"] if fmt == "535" else [])
         else:
             tail = ["", "", "", ""] if fmt == "535" else ["", ""]
@@ -128,13 +130,18 @@ def host_json(host: Host) -> dict[str, Any]:
         "host_bridges": list(host.host_bridges),
         "gpus": [{"name": g.name, "index": g.index, "address": g.address,
                   "vendor": g.vendor, "uuid": g.uuid, "minor": g.minor, "model": g.model,
-                  "numa_node": g.pci.numa_node, "cpus": cpulist(g.pci.local_cpus),
+                  "numa_node": g.pci.numa_node,
+                  "numa_affinity": numa_affinity(g.pci, host.numa_nodes)[0],
+                  "numa_affinity_source": numa_affinity(g.pci, host.numa_nodes)[1],
+                  "cpus": cpulist(g.pci.local_cpus),
                   "bridges": list(g.pci.bridges), "host_bridge": g.pci.host_bridge}
                  for g in host.gpus],
         "nics": [{"name": f"NIC{nics.index(n)}" if n in nics else None, "device": n.name,
                   "address": n.address, "kind": n.kind, "placement": n.placement,
                   "bond_slave": n.bond_slave,
                   "numa_node": host.pci[n.address].numa_node if n.address else None,
+                  "numa_affinity": host.numa_affinity(n)[0],
+                  "numa_affinity_source": host.numa_affinity(n)[1],
                   "bridges": list(host.pci[n.address].bridges) if n.address else [],
                   "host_bridge": host.pci[n.address].host_bridge if n.address else None,
                   "ports": [{"port": p.port, "state": p.state, "link_layer": p.link_layer,
