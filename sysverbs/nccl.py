@@ -10,7 +10,9 @@
 * :func:`select_ib` / :func:`predict_ib` are the (device, port, link layer) list
   NCCL's IB transport builds, and :meth:`IbSelection.using_line` its
   ``NET/IB : Using ...`` line.
-* :func:`lint_hca` finds the mistakes that make a value mean something else.
+* :func:`lint_hca` finds the mistakes that make a value mean something else, and what
+  NCCL then does that fails or degrades (no device, link layers mixed, merges that
+  fail, plane IDs it refuses, a full table); it gives at most one fix per value.
 
 Everything is taken from NCCL's source (NVIDIA/nccl); each function cites the file
 and function it follows.  ``nccl_version`` selects the rules of a release (default:
@@ -35,6 +37,7 @@ False
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_IB_DEVS",
     "MAX_IFS",
+    "PLANE_MAX_INDEX",
     "HcaEntry",
     "HcaFilter",
     "IbPort",
@@ -95,6 +99,19 @@ _V_OLDEST = (2, 5, 6)  # "=" exists and the device table is capped: the oldest m
 _V_32_DEVS = (2, 18, 5)  # MAX_IB_DEVS 16 -> 32
 _V_RO = (2, 12, 7)  # "NET/IB : Using%s %s; OOB" ([RO]); before: "Using%s ; OOB"
 _V_LINE_2048 = (2, 20, 0)  # the Using line's buffer: 1024 -> 2048 bytes
+# A merge of ports of different link layers: before 2.26.2 it fails the topology, and so
+# ncclCommInitRank (src/graph/topo.cc ncclTopoMakeVnic: NCCLCHECK(ret), v2.24.3-1 line
+# 966, v2.25.1-1 line 966); since 2.26.2 ncclTopoAutoMerge keeps the ports apart and
+# restarts (v2.26.2-1 topo.cc line 1095, v2.30.7-1 line 1423), and ncclIbConnect and
+# ncclIbAccept refuse a connection between link layers (v2.30.7-1
+# src/transport/net_ib/connect.cc lines 985 and 1033: "Attempted to connect incompatible
+# devices", "Remote %s device is incompatible with the local ...", ncclInternalError).
+_V_MERGE_RETRY = (2, 26, 2)
+# ncclIbGetPlaneIndex's warning names the 12 user-defined plane IDs (NVIDIA/nccl dev
+# branch, 2.31.0, commit 8e4996ba; the text is in 2.32.3's libnccl.so.2)
+_V_PLANE_TEXT = (2, 31, 0)
+#: ``NCCL_IB_PLANE_MAX_INDEX`` (src/transport/net_ib/init.cc, v2.30.7-1 line 95).
+PLANE_MAX_INDEX = 14
 
 _C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
 
@@ -617,6 +634,16 @@ class IbSelection:
     version: Version
     disabled: bool = False
     notes: tuple[str, ...] = ()
+    #: Merges of ports of different link layers NCCL attempts (indexes into ``devices``).
+    incompatible: tuple[tuple[int, int], ...] = ()
+    #: The devices NCCL does not read because its table is full (``MAX_IB_DEVS``), and
+    #: whether the last one read overflows the table (its ports go past the end).
+    unread: tuple[str, ...] = ()
+    overflow: bool = False
+    #: The warning with which ``ncclIbInitDevices`` fails after building the table (a
+    #: plane ID NCCL cannot use, since 2.30.7): the IB transport then does not start and
+    #: NCCL falls back to its next network, sockets.  "" when it does not fail.
+    failure: str = ""
 
     def using_line(self, oob: Optional[str] = None, relaxed_ordering: bool = True) -> str:
         """NCCL's ``NET/IB : Using ...`` INFO line (``ncclIbInitDevices``,
@@ -664,6 +691,8 @@ class IbSelection:
         if self.disabled:
             return ["(NCCL_IB_DISABLE is set: NCCL does not start its IB transport, which "
                     "prints nothing)"]
+        if self.failure:  # before the Using line; then ncclNetPluginInit's INFO line
+            return [self.failure, "Failed to initialize NET plugin IB"]
         if not self.devices:
             out = ["NET/IB : No device found."]
             if self.version >= _V_NO_DEVICE_USING:
@@ -752,21 +781,24 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
             by_device[p.device] = []
         by_device[p.device].append(p)
     cap = max_ib_devs(version)
+    unread: list[str] = []
     for dev in seen_devices:
+        dev_ports = sorted(by_device[dev], key=lambda q: q.port)
+        usable = [q for q in dev_ports
+                  if q.active and q.link_layer in ("InfiniBand", "Ethernet")
+                  and filt.matches(q.device, q.port)]
         if len(rows) >= cap:
             notes.append(f"{dev}: not read, NCCL keeps at most {cap} device ports")
+            if usable and all(q.opens for q in dev_ports):
+                unread.append(dev)
             continue
-        dev_ports = sorted(by_device[dev], key=lambda q: q.port)
         if not all(q.opens for q in dev_ports):
             notes.append(f"NET/IB : Unable to open device {dev}")
             continue
-        for q in dev_ports:
-            if not q.active or q.link_layer not in ("InfiniBand", "Ethernet"):
-                continue
-            if not filt.matches(q.device, q.port):
-                continue
+        for q in usable:
             rows.append((q, filt.match_index(q.device, q.port) if not filt.negate else -1))
-    if len(rows) > cap:
+    overflow = len(rows) > cap
+    if overflow:
         notes.append(f"the last device's ports go past NCCL's {cap}-entry table "
                      "(ncclIbDevs overflows)")
         rows = rows[:cap]
@@ -780,10 +812,12 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
         devices.append(IbDevice(i, q.device, q.port,
                                 "IB" if q.link_layer == "InfiniBand" else "RoCE",
                                 q.full_pci_path, rail, plane))
+    failure = _plane_failure(devices, version) if new_fields else ""
     merge_vfs = bool(_param(env, "NCCL_IB_MERGE_VFS", 1))
     merge = bool(_param(env, "NCCL_IB_MERGE_NICS", 1)) and version >= _V_MERGED_IN_INIT[0]
     in_init = version < _V_MERGED_IN_INIT[1]
     groups: list[list[int]] = []
+    incompatible: list[tuple[int, int]] = []
     if in_init:
         # ncclIbFindMatchingDev: the first merged device with the same PCI path,
         # sys_image_guid and link layer, and room (NCCL_IB_MAX_DEVS_PER_NIC = 2)
@@ -814,21 +848,53 @@ def select_ib(ports: Sequence[IbPort], env: Optional[Mapping[str, str]] = None, 
                     continue
                 d0, d1 = devices[cand[0]], next(devices[j] for j in cand
                                                  if devices[j].link != devices[cand[0]].link)
-                notes.append(f"NET/IB : Attempted to merge incompatible devices: "
-                             f"[{d0.slot}]{d0.device}:{d0.port}/{d0.link} and "
-                             f"[{d1.slot}]{d1.device}:{d1.port}/{d1.link}. Try selecting "
-                             "NICs of only one link type using NCCL_IB_HCA")
+                if version >= _V_MERGE_RETRY:
+                    notes.append(f"NET/IB : Attempted to merge incompatible devices: "
+                                 f"[{d0.slot}]{d0.device}:{d0.port}/{d0.link} and "
+                                 f"[{d1.slot}]{d1.device}:{d1.port}/{d1.link}. Try selecting "
+                                 "NICs of only one link type using NCCL_IB_HCA")
+                elif not incompatible:  # the first failure ends ncclTopoGetSystem
+                    ll = {"IB": 1, "RoCE": 2}  # IBV_LINK_LAYER_INFINIBAND, _ETHERNET
+                    notes.append(
+                        "NET/IB : Trying to merge multiple devices together with different "
+                        f"link_layer properties {d0.device} -> {ll[d0.link]}, {d1.device} -> "
+                        f"{ll[d1.link]}. Try only selecting NICs with one type of link using "
+                        "NCCL_IB_HCA")
+                    notes.append("TOPO/NET : Tried merging multiple devices together and "
+                                 "failed. Try setting NCCL_NET_MERGE_LEVEL=LOC")
+                incompatible.append((d0.slot, d1.slot))
                 groups.append([cand[0]])
                 rest = rest[1:]
         groups.sort(key=lambda g: g[0])
     return IbSelection(tuple(devices), tuple(tuple(g) for g in groups), version,
-                       notes=tuple(notes))
+                       notes=tuple(notes), incompatible=tuple(incompatible),
+                       unread=tuple(unread), overflow=overflow, failure=failure)
+
+
+def _plane_failure(devices: Sequence[IbDevice], version: Version) -> str:
+    """``ncclIbGetPlaneIndex`` (src/transport/net_ib/init.cc, v2.30.7-1 lines 98-114),
+    called for each device in table order: the warning with which it fails, or "".
+
+    The distinct plane IDs start as ``{-1}`` (none given); a new one when there are
+    already ``PLANE_MAX_INDEX - 1`` (13) fails, as does a new one other than -1 with
+    bit 14 (``NCCL_IB_PLANE_VIRT_BIT``) set."""
+    planes = [-1]
+    for d in devices:
+        if d.plane in planes:
+            continue
+        if len(planes) == PLANE_MAX_INDEX - 1:
+            if version >= _V_PLANE_TEXT:
+                return (f"NCCL cannot use more than {PLANE_MAX_INDEX - 2} user-defined "
+                        "plane IDs.")
+            return f"NCCL cannot use more than {PLANE_MAX_INDEX} plane IDs."
+        if d.plane != -1 and d.plane & (1 << PLANE_MAX_INDEX):
+            return f"NCCL cannot use a plane ID that is {d.plane}."
+        planes.append(d.plane)
+    return ""
 
 
 def _state_number(text: str) -> Optional[int]:
     """``"4: ACTIVE"`` -> 4 (the kernel's ``%d: %s`` format of a port's ``state``)."""
-    import re
-
     m = re.fullmatch(r"(\d{1,10}): (\S.*)", text)
     return int(m.group(1)) if m else None
 
@@ -919,7 +985,8 @@ def no_device_list_note(err: OSError) -> str:
 
 class LintWarning(NamedTuple):
     """One problem: a short ``code``, the ``entry`` it is about, what NCCL does
-    (``message``) and what to write instead (``fix``)."""
+    (``message``) and what to write instead (``fix``: the whole value, "" when this
+    warning carries none; see :func:`lint_hca`)."""
 
     code: str
     entry: str
@@ -929,25 +996,130 @@ class LintWarning(NamedTuple):
 
 @dataclass(frozen=True)
 class LintResult:
-    """What :func:`lint_hca` found: the value, the selection it gives and the warnings."""
+    """What :func:`lint_hca` found: the value, the selection it gives and the warnings.
+
+    ``meant``: the ``(device, port)`` pairs of this host the value was meant to select
+    (see :func:`lint_hca`), in NCCL's table order; None when that is not clear.
+    ``fix``: the one value that selects exactly ``meant`` without the warnings (the
+    ``fix`` of the first warning it answers), "" when there is none."""
 
     value: str
     selection: IbSelection
     warnings: tuple[LintWarning, ...]
+    meant: Optional[tuple[tuple[str, int], ...]] = None
+    fix: str = ""
 
 
-def _exact_entries(filt: HcaFilter, names: Sequence[str]) -> list[str]:
-    """The entries for an exact (``=``) list meaning what ``filt`` selects among
-    ``names``: a prefix that names no device becomes the names it matches."""
-    out: list[str] = []
-    for e in filt.entries:
-        suffix = e.text[len(e.text.split(":", 1)[0]):]
-        if e.prefix in names or filt.exact:
-            out.append(e.prefix + suffix)
+#: Warnings about the devices meant, which no other spelling of the value removes.
+_ABOUT_DEVICES = frozenset({"mixed-link-layer", "merge-incompatible", "table-full"})
+_SEPARATORS = re.compile(f"[,{_C_SPACE}]+")
+_AROUND_COLON = re.compile("[ \t]*:[ \t]*")
+_PORT_TEXT = re.compile(r"\+?[0-9]{1,9}")
+
+
+class _Meant(NamedTuple):
+    """One entry as its writer meant it (:func:`_meant_entries`)."""
+
+    exclude: bool
+    exact: bool  # a "=" applies: the list's, or one written before the entry
+    marked_exact: bool  # a "=" written before the entry (not the list's)
+    name: str
+    port: Optional[int]  # -1: any port; None: not clear
+    text: str  # the entry as it should be written: name[:port[:rail[:plane]]]
+    fields: bool  # it has a rail or plane field (2.30.7 and later)
+    written: str  # the entry as written (whitespace around ":" dropped)
+
+
+def _meant_entries(body: str, negate: bool, exact: bool, version: Version) -> list[_Meant]:
+    """The entries of a list (after its leading ``^``/``=``) as meant: whitespace and
+    commas separate entries (spaces and tabs around ``:`` are dropped), a ``^`` or ``=`` before
+    an entry is that entry's (an exclusion, an exact name), an empty port is any port
+    (as since 2.30.7), and a port that is not a plain number, or a missing name, makes
+    the entry's meaning unclear (``port`` None)."""
+    out: list[_Meant] = []
+    for tok in _SEPARATORS.split(_AROUND_COLON.sub(":", body)):
+        core = tok.lstrip("^=")
+        if not tok:
             continue
-        matched = [n for n in dict.fromkeys(names) if n.startswith(e.prefix)]
-        out.extend(n + suffix for n in matched) if matched else out.append(e.text)
-    return list(dict.fromkeys(out))
+        mods = tok[:len(tok) - len(core)]
+        fields = core.split(":")
+        name = fields[0]
+        port: Optional[int] = -1
+        rest: list[str] = []
+        if len(fields) > 1:
+            if _PORT_TEXT.fullmatch(fields[1]):
+                port = int(fields[1])
+            elif fields[1]:
+                port = None
+            if version >= _V_STRTOK_PARSER:
+                rest = fields[2:4]
+        while rest and not rest[-1]:
+            rest.pop()
+        text = name
+        if rest:
+            text += ":" + ("" if port == -1 else str(port)) + "".join(":" + r for r in rest)
+        elif port is not None and port != -1:
+            text += f":{port}"
+        out.append(_Meant(negate or "^" in mods, exact or "=" in mods,
+                          "=" in mods and not exact, name, port if name else None, text,
+                          bool(rest), tok))
+    return out
+
+
+class _Host(NamedTuple):
+    """The ports of a host as the linter needs them: every device name, and the ports
+    NCCL could use of each (ACTIVE, InfiniBand or Ethernet, the device opens)."""
+
+    names: tuple[str, ...]
+    usable: dict[str, tuple[int, ...]]
+
+    @classmethod
+    def of(cls, ports: Sequence[IbPort]) -> _Host:
+        names = tuple(dict.fromkeys(p.device for p in ports))
+        closed = {p.device for p in ports if not p.opens}
+        usable: dict[str, list[int]] = {}
+        for p in ports:
+            if (p.active and p.link_layer in ("InfiniBand", "Ethernet")
+                    and p.device not in closed):
+                usable.setdefault(p.device, []).append(p.port)
+        return cls(names, {d: tuple(sorted(set(v))) for d, v in usable.items()})
+
+    def devices(self, m: _Meant) -> list[str]:
+        """The devices an entry means: its name exactly when it is exact or names a
+        device, else (a prefix on purpose) every device it starts."""
+        if m.exact or m.name in self.names:
+            return [m.name] if m.name in self.names else []
+        return sorted((n for n in self.names if n.startswith(m.name)), key=_natural)
+
+    def covered(self, m: _Meant) -> list[tuple[str, int]]:
+        return [(d, p) for d in self.devices(m) for p in self.usable.get(d, ())
+                if m.port == -1 or p == m.port]
+
+    def canonical(self, chosen: set[tuple[str, int]]) -> list[str]:
+        """Exact entries for ``chosen``: a device's name when all its usable ports are
+        chosen, else ``device:port`` entries."""
+        out: list[str] = []
+        for d in sorted(self.usable, key=_natural):
+            got = [p for p in self.usable[d] if (d, p) in chosen]
+            if got and len(got) == len(self.usable[d]):
+                out.append(d)
+            else:
+                out.extend(f"{d}:{p}" for p in got)
+        return out
+
+
+class _Found(NamedTuple):
+    """What :func:`_lint` finds: warnings without fixes, NCCL's selection, the
+    entries as meant (and the list's ``^`` and ``=`` as meant) and the ports meant
+    (None, with the reason, when not clear)."""
+
+    warnings: list[LintWarning]
+    selection: IbSelection
+    entries: list[_Meant]
+    negate: bool
+    exact: bool
+    meant: Optional[set[tuple[str, int]]]
+    unclear: str
 
 
 def _natural(name: str) -> tuple[tuple[int, str], ...]:
@@ -974,81 +1146,48 @@ def _split_entries(text: str) -> list[str]:
     return [e for e in text.split(",") if e]
 
 
-def lint_hca(value: Optional[str], ports: Sequence[IbPort],
-             env: Optional[Mapping[str, str]] = None, *,
-             nccl_version: VersionArg = None) -> LintResult:
-    """Check an NCCL_IB_HCA value against a host's ports (:func:`host_ports`).
+def _selected(sel: IbSelection) -> set[tuple[str, int]]:
+    """The device ports NCCL uses: none when its IB transport does not start."""
+    if sel.disabled or sel.failure:
+        return set()
+    return {(d.device, d.port) for d in sel.devices}
 
-    Warnings (``code``): ``whitespace`` (spaces or newlines are part of the name:
-    NCCL splits on commas only), ``misplaced-modifier`` (a ``^`` or ``=`` that is not
-    at the start of the list is part of a name), ``empty-name`` (``:1`` is dropped),
-    ``too-many`` (more than 32 entries), ``too-long`` (a name over 63 characters is
-    cut), ``bad-port`` (a port that is not a number, or an empty port before
-    2.30.7), ``no-port``/``port-inactive`` (the port does not exist, or is not ACTIVE
-    or not IB/Ethernet), ``collision`` (a prefix that also matches other devices:
-    use ``=``), ``no-match`` (an entry that matches no device) and ``selects-none``
-    (NCCL would use no IB device).  ``fix`` is the whole value to use instead ("" when
-    there is no better value, e.g. an entry that matches nothing on this host).
 
-    >>> ports = [IbPort(f"mlx5_{i}", 1, True, "InfiniBand", "") for i in (0, 1, 10, 11)]
-    >>> [w.code for w in lint_hca("mlx5_1,mlx5_7", ports).warnings]
-    ['collision', 'no-match']
-    >>> lint_hca("mlx5_1,mlx5_7", ports).warnings[0].fix
-    '=mlx5_1,mlx5_7'
-    """
-    version = parse_version(nccl_version)
-    text = "" if value is None else _text_arg("NCCL_IB_HCA", value)
-    env2 = environ_arg(env)
-    env2["NCCL_IB_HCA"] = text
-    sel = select_ib(ports, env2, nccl_version=version)
+def _lint(text: str, ports: Sequence[IbPort], host: _Host, env: dict[str, str],
+          version: Version) -> _Found:
+    """The warnings of :func:`lint_hca` without their fixes."""
+    env = {**env, "NCCL_IB_HCA": text}
+    sel = select_ib(ports, env, nccl_version=version)
     filt = parse_hca(text, nccl_version=version)
     warns: list[LintWarning] = []
     body = text[1:] if filt.negate else text
     body = body[1:] if filt.exact else body
     raw_entries = _split_entries(body)
-
-    def rebuilt(entries: Iterable[str], exact: Optional[bool] = None) -> str:
-        h = ("^" if filt.negate else "") + ("=" if (filt.exact if exact is None else exact) else "")
-        return h + ",".join(entries)
-
-    def replaced(entry: str, new: Optional[str]) -> str:
-        """The whole value with ``entry`` replaced by ``new`` (None: dropped)."""
-        out = [x for x in (x if x != entry else new for x in raw_entries) if x]
-        return rebuilt(out) if out else ""
+    names = list(host.names)
 
     if any(c in _C_SPACE for c in text):
-        cleaned = [e for e in (x.strip(_C_SPACE) for x in _split_entries(
-            "".join("," if c in "\n\r\v\f" else c for c in body))) if e]
-        cleaned = ["".join(e.split()) for e in cleaned]
         warns.append(LintWarning(
             "whitespace", text,
             "the value contains whitespace or newlines: NCCL splits on ',' only and keeps "
-            "the whitespace as part of the names, which then match no device",
-            rebuilt(cleaned)))
-    names = [p.device for p in ports]
+            "the whitespace as part of the names, which then match no device", ""))
     for e in raw_entries:
         name = e.split(":", 1)[0]
-        if "^" in name or "=" in name:
-            stripped = name.lstrip("^=")
-            fix_head = ("^" if (filt.negate or name.lstrip("=").startswith("^")) else "") + "="
-            others = [x if x != e else stripped + e[len(name):] for x in raw_entries]
+        if name.lstrip(_C_SPACE)[:1] in ("^", "="):
             warns.append(LintWarning(
                 "misplaced-modifier", e,
                 f"'{name}': '^' and '=' act only at the start of the whole list "
-                "('^' first, then '='); here they are part of the name",
-                fix_head + ",".join(others)))
+                "('^' first, then '='); here they are part of the name", ""))
         if not name and e.startswith(":"):
             warns.append(LintWarning("empty-name", e, f"'{e}' has no device name: NCCL "
-                                     "drops it", rebuilt(x for x in raw_entries if x != e)))
-        if len(name.encode("utf-8", "surrogateescape")) > NAME_MAX:
+                                     "drops it", ""))
+        if len(_encoded(name)) > NAME_MAX:
             warns.append(LintWarning("too-long", e, f"the name is cut at {NAME_MAX} "
-                                     f"bytes to '{_cut(name)}'",
-                                     replaced(e, _cut(name) + e[len(name):])))
+                                     f"bytes to '{_cut(name)}' (no device name is that "
+                                     "long)", ""))
     if filt.dropped:
         warns.append(LintWarning(
             "too-many", ",".join(filt.dropped),
-            f"NCCL reads only the first {filt.max_entries} entries; these are ignored",
-            rebuilt(raw_entries[:filt.max_entries])))
+            f"NCCL reads only the first {filt.max_entries} entries; these are ignored", ""))
     for ent in filt.entries:
         fields = ent.text.split(":")
         if len(fields) > 1:
@@ -1056,44 +1195,254 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
             if version < _V_STRTOK_PARSER and ptext == "":
                 warns.append(LintWarning(
                     "bad-port", ent.text, "before NCCL 2.30.7 an empty port reads as port "
-                    "0, which matches no port", replaced(ent.text, ent.prefix)))
+                    "0, which matches no port", ""))
             elif ptext and not ptext.strip(_C_SPACE).lstrip("+-").isdigit():
                 warns.append(LintWarning(
                     "bad-port", ent.text, f"port '{ptext}' is read by atoi as {ent.port}",
-                    replaced(ent.text, ent.prefix if ent.port <= 0
-                             else f"{ent.prefix}:{ent.port}")))
+                    ""))
         matching = [p for p in ports if (p.device == ent.prefix if filt.exact
                                          else p.device.startswith(ent.prefix))]
         dev_names = sorted({p.device for p in matching}, key=_natural)
         if not matching:
             warns.append(LintWarning(
                 "no-match", ent.text, f"'{ent.prefix}' matches no device on this host "
-                f"({_some(names)})", replaced(ent.text, None)))
+                f"({_some(names)})", ""))
             continue
         if ent.port != -1:
             at_port = [p for p in matching if p.port == ent.port]
             if not at_port:
                 warns.append(LintWarning(
                     "no-port", ent.text, f"no device matching '{ent.prefix}' has port "
-                    f"{ent.port}", replaced(ent.text, ent.prefix)))
+                    f"{ent.port}", ""))
             else:
-                bad = [p for p in at_port if not p.active
-                       or p.link_layer not in ("InfiniBand", "Ethernet")]
-                for p in bad:
+                for p in at_port:
+                    if p.active and p.link_layer in ("InfiniBand", "Ethernet"):
+                        continue
                     why = (f"is {p.state or 'not ACTIVE'}" if not p.active
                            else f"has link layer {p.link_layer}")
                     warns.append(LintWarning(
                         "port-inactive", ent.text, f"{p.device} port {p.port} {why}: "
-                        "NCCL skips it", replaced(ent.text, None)))
+                        "NCCL skips it", ""))
         if not filt.exact and ent.prefix in dev_names and len(dev_names) > 1:
             others = [d for d in dev_names if d != ent.prefix]
-            fix = rebuilt(_exact_entries(filt, names), exact=True)
             warns.append(LintWarning(
                 "collision", ent.text, f"'{ent.prefix}' is a prefix: it also matches "
-                f"{', '.join(others)}", fix))
-    if not sel.devices and not sel.disabled:
-        warns.append(LintWarning(
+                f"{', '.join(others)}", ""))
+    warns.extend(_device_warnings(text, sel, version))
+
+    # as meant, the "^" and "=" before the first name (in any order, after whitespace)
+    # are the list's
+    lead = text.lstrip(_C_SPACE)
+    mods = lead[:len(lead) - len(lead.lstrip("^=" + _C_SPACE))]
+    entries = _meant_entries(lead[len(mods):], "^" in mods, "=" in mods, version)
+    unclear = ""
+    meant: Optional[set[tuple[str, int]]] = None
+    vague = next((m for m in entries if m.port is None), None)
+    if vague is not None:
+        unclear = f"what '{vague.written}' means is not clear"
+    elif sel.failure:
+        unclear = "which plane IDs are meant is not clear"
+    elif not entries:
+        meant = _selected(sel)  # nothing written to reinterpret: the value as NCCL reads it
+    else:
+        every = {(d, p) for d, ps in host.usable.items() for p in ps}
+        inc = [m for m in entries if not m.exclude]
+        base = {c for m in inc for c in host.covered(m)} if inc else every
+        meant = base - {c for m in entries if m.exclude for c in host.covered(m)}
+    return _Found(warns, sel, entries, "^" in mods, "=" in mods, meant, unclear)
+
+
+def _device_warnings(text: str, sel: IbSelection, version: Version) -> list[LintWarning]:
+    """What NCCL does with the devices the value selects: no device, a plane ID that
+    fails its init, link layers mixed, merges that fail, a full table."""
+    out: list[LintWarning] = []
+    if sel.disabled:
+        return out
+    if sel.failure:
+        code = "too-many-planes" if "more than" in sel.failure else "bad-plane"
+        out.append(LintWarning(
+            code, text, f"NCCL's IB transport fails to start ('{sel.failure}', "
+            "ncclIbInitDevices returns ncclInvalidUsage) and NCCL falls back to sockets", ""))
+        return out
+    if not sel.devices:
+        out.append(LintWarning(
             "selects-none", text, "NCCL would use no IB device (it prints 'NET/IB : No "
-            "device found.' and falls back to sockets)",
-            ""))
-    return LintResult(text, sel, tuple(warns))
+            "device found.' and falls back to sockets)", ""))
+    by_link: dict[str, list[IbDevice]] = {}
+    for d in sel.devices:
+        by_link.setdefault(d.link, []).append(d)
+    if len(by_link) > 1:
+        ib, roce = by_link["IB"], by_link["RoCE"]
+        d0, d1 = (ib[0], roce[0]) if ib[0].slot < roce[0].slot else (roce[0], ib[0])
+        if version >= _V_MERGE_RETRY:
+            how = (f"it fails ('NET/IB : Remote {d1.link} device is incompatible with the "
+                   f"local [{d0.slot}]{d0.device}:{d0.port}/{d0.link}', ncclInternalError)")
+        else:
+            how = ("this release does not check it, and the connection cannot reach the "
+                   "other fabric")
+        alt_ib = "=" + ",".join(f"{d.device}:{d.port}" for d in ib)
+        alt_roce = "=" + ",".join(f"{d.device}:{d.port}" for d in roce)
+        out.append(LintWarning(
+            "mixed-link-layer", text,
+            f"NCCL uses InfiniBand ports ({_some([f'{d.device}:{d.port}' for d in ib])}) "
+            f"and RoCE ports ({_some([f'{d.device}:{d.port}' for d in roce])}) as one "
+            "network: when a connection between hosts joins an InfiniBand port to a RoCE "
+            f"port, {how}. Select one link type: '{alt_ib}' (InfiniBand) or '{alt_roce}' "
+            "(RoCE); which one is meant is not known, so no fix is given", ""))
+    # before 2.26.2 the first failed merge ends ncclTopoGetSystem: NCCL tries no other
+    for a, b in sel.incompatible if version >= _V_MERGE_RETRY else sel.incompatible[:1]:
+        da, db = sel.devices[a], sel.devices[b]
+        pair = f"[{a}]{da.device}:{da.port}/{da.link} and [{b}]{db.device}:{db.port}/{db.link}"
+        if version >= _V_MERGE_RETRY:
+            what = (f"NCCL tries to merge {pair}, ports of one NIC, into one virtual "
+                    "device: the merge fails ('NET/IB : Attempted to merge incompatible "
+                    "devices'), and NCCL keeps them apart and restarts its merge search")
+        else:
+            what = (f"NCCL tries to merge {pair}, ports of one NIC, into one virtual "
+                    "device: the merge fails, and with it the communicator's init "
+                    "('TOPO/NET : Tried merging multiple devices together and failed', "
+                    "ncclInvalidUsage)")
+        out.append(LintWarning("merge-incompatible", f"{da.device}:{da.port}",
+                               what + "; select ports of one link type", ""))
+    if sel.unread or sel.overflow:
+        cap = max_ib_devs(version)
+        parts = []
+        if sel.unread:
+            parts.append(f"it does not read {_some(list(sel.unread))}")
+        if sel.overflow:
+            parts.append("the ports of the last device it reads go past the end of its "
+                         "table (ncclIbDevs: memory NCCL does not own)")
+        out.append(LintWarning(
+            "table-full", text, f"NCCL keeps at most {cap} device ports: "
+            + "; ".join(parts) + "; which of them are meant is not known, so no fix is "
+            "given", ""))
+    return out
+
+
+def _candidates(found: _Found, host: _Host, meant: set[tuple[str, int]]) -> list[str]:
+    """Values that may select exactly ``meant``, the closest to the one written first:
+    its entries as meant (those that mean nothing here dropped), then the same with
+    exact names, then exact lists of the ports meant (or of those not meant)."""
+    def form(negate: bool, exact: bool, entries: Iterable[str]) -> Optional[str]:
+        listed = list(dict.fromkeys(entries))
+        if not listed:
+            return None  # "" is every device and "^" none: neither is a list
+        return ("^" if negate else "") + ("=" if exact else "") + ",".join(listed)
+
+    has_inc = any(not m.exclude for m in found.entries)
+    group = [m for m in found.entries if m.exclude != has_inc and host.covered(m)]
+
+    def expanded(m: _Meant) -> list[str]:
+        suffix = m.text[len(m.name):]
+        out = []
+        for d in host.devices(m):
+            ports = [p for dd, p in host.covered(m) if dd == d]
+            keep = [p for p in ports if ((d, p) in meant) == has_inc]
+            if keep == ports:
+                out.append(d + suffix)
+            elif not m.fields:
+                out.extend(f"{d}:{p}" for p in keep)
+        return out
+
+    plain = form(not has_inc, found.exact, (m.text for m in group))
+    exact = form(not has_inc, True, (e for m in group for e in expanded(m)))
+    out = [exact, plain] if any(m.marked_exact for m in found.entries) else [plain, exact]
+    if not any(m.fields for m in found.entries) and _selected(found.selection) != meant:
+        every = {(d, p) for d, ps in host.usable.items() for p in ps}
+        out += [form(False, True, host.canonical(meant)),
+                form(True, True, host.canonical(every - meant))]
+    return [c for c in out if c is not None]
+
+
+def _find_fix(text: str, found: _Found, ports: Sequence[IbPort], host: _Host,
+              env: dict[str, str], version: Version) -> tuple[str, str]:
+    """The fix (or "") and, without one, why."""
+    if found.meant is None:
+        return "", found.unclear
+    if not found.meant:
+        return "", "it means no device of this host that NCCL can use"
+    check_env = {k: v for k, v in env.items() if k != "NCCL_IB_DISABLE"}
+    for cand in _candidates(found, host, found.meant):
+        if cand == text or len(_split_entries(cand)) > max_ib_devs(version):
+            continue
+        again = _lint(cand, ports, host, check_env, version)
+        if (_selected(again.selection) == found.meant
+                and all(w.code in _ABOUT_DEVICES for w in again.warnings)):
+            return cand, ""
+    if _selected(found.selection) == found.meant:
+        return "", "NCCL already uses what was meant on this host"
+    return "", "no value selects exactly that"
+
+
+def lint_hca(value: Optional[str], ports: Sequence[IbPort],
+             env: Optional[Mapping[str, str]] = None, *,
+             nccl_version: VersionArg = None) -> LintResult:
+    """Check an NCCL_IB_HCA value against a host's ports (:func:`host_ports`).
+
+    Warnings about how the value is written (``code``): ``whitespace`` (spaces or
+    newlines are part of the name: NCCL splits on commas only), ``misplaced-modifier``
+    (a ``^`` or ``=`` that is not at the start of the list is part of a name),
+    ``empty-name`` (``:1`` is dropped), ``too-many`` (more than 32 entries),
+    ``too-long`` (a name over 63 bytes is cut), ``bad-port`` (a port that is not a
+    number, or an empty port before 2.30.7), ``no-port``/``port-inactive`` (the port
+    does not exist, or is not ACTIVE or not IB/Ethernet), ``collision`` (a name that
+    also matches longer names: use ``=``), ``no-match`` (an entry that matches no
+    device).  About what NCCL then does: ``selects-none`` (no IB device: sockets),
+    ``bad-plane``/``too-many-planes`` (since 2.30.7 a plane ID NCCL cannot use: its IB
+    transport fails to start), ``mixed-link-layer`` (InfiniBand and RoCE ports in one
+    selection: a connection between them fails), ``merge-incompatible`` (ports of one
+    NIC with different link layers: the merge fails; before 2.26.2 so does the init),
+    ``table-full`` (more device ports than NCCL's table holds).
+
+    ``meant`` is what the value was meant to select on this host: each entry read as
+    its writer meant it (whitespace and commas separate entries, a ``^`` or ``=``
+    before an entry is that entry's, a name that is a device's name means that device
+    and no longer one, a name that is none is a prefix, an empty port is any port),
+    the included ports (all, when only exclusions are written) less the excluded, among
+    the ports NCCL can use.  It is None when an entry's meaning is not clear (no name,
+    a port that is not a number, a plane ID NCCL refuses).  The one ``fix`` is a value
+    that selects exactly ``meant`` (NCCL's matcher, :func:`select_ib`) and has none of
+    the warnings about writing; it is the ``fix`` of the first such warning, whose
+    message says what was meant (or, without a fix, why there is none).  The warnings
+    about the devices themselves (mixed link layers, merges, a full table) carry no
+    fix: which devices to drop is the user's choice.
+
+    >>> ports = [IbPort(f"mlx5_{i}", 1, True, "InfiniBand", "") for i in (0, 1, 10, 11)]
+    >>> [w.code for w in lint_hca("mlx5_1,mlx5_7", ports).warnings]
+    ['collision', 'no-match']
+    >>> lint_hca("mlx5_1,mlx5_7", ports).warnings[0].fix
+    '=mlx5_1'
+    >>> r = lint_hca("mlx5_8,mlx5_9", ports)
+    >>> r.fix, r.meant, r.warnings[0].message.endswith("(no fix: it means no device of "
+    ...                                                 "this host that NCCL can use)")
+    ('', (), True)
+    """
+    version = parse_version(nccl_version)
+    text = "" if value is None else _text_arg("NCCL_IB_HCA", value)
+    env2 = environ_arg(env)
+    ports = items_arg(ports, "ports")
+    if not all(isinstance(p, IbPort) for p in ports):
+        raise WrongTypeError("ports must be IbPort objects (see host_ports())")
+    host = _Host.of(ports)
+    found = _lint(text, ports, host, env2, version)
+    warns = found.warnings
+    first = next((i for i, w in enumerate(warns) if w.code not in _ABOUT_DEVICES), None)
+    fix = ""
+    if first is not None:
+        fix, why = _find_fix(text, found, ports, host, env2, version)
+        w = warns[first]
+        if fix:
+            assert found.meant is not None
+            shown = _some([f"{d}:{p}" for d, p in found.meant])
+            warns[first] = w._replace(
+                message=f"{w.message} (meant: {shown}; the fix selects exactly that)",
+                fix=fix)
+        else:
+            warns[first] = w._replace(message=f"{w.message} (no fix: {why})")
+    meant: Optional[tuple[tuple[str, int], ...]] = None
+    if found.meant is not None:
+        order = {(d.device, d.port): i for i, d in enumerate(
+            select_ib(ports, {}, nccl_version=version).devices)}
+        meant = tuple(sorted(found.meant, key=lambda c: (order.get(c, len(order)),
+                                                          _natural(c[0]), c[1])))
+    return LintResult(text, found.selection, tuple(warns), meant, fix)
