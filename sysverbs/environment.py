@@ -472,14 +472,24 @@ def _state(text: Optional[str]) -> Optional[str]:
 def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optional[str],
             proc_path: Optional[str], dev_dir: Optional[str]
             ) -> tuple[Optional[list[tuple[str, int]]], str]:
-    """Placement's (device, port) list for the rank and its reason; None when it has
-    none (no GPU on the host, no rank, no usable NIC), with the reason."""
+    """Placement's (device, port) list for the rank and its reason; None when the host
+    has no GPU, or placement chose no NIC for the rank's GPU, with the reason.  On a
+    host with GPUs, a rank that has no GPU is a :class:`~sysverbs.errors.NotFoundError`
+    and no rank at all (with several GPUs) a :class:`~sysverbs.errors.UsageError`."""
     from .placement import assign_rank, read_host
+    from .placement import local_rank as rank_from
 
     host = read_host(sysfs_path=sysfs_path, proc_path=proc_path, dev_dir=dev_dir)
     if not host.gpus:
         return None, "no GPU on this host, so no placement"
-    chosen = assign_rank(host, local_rank, env)
+    if local_rank is None and rank_from(env)[0] is None:
+        if len(host.gpus) > 1:
+            raise UsageError(
+                f"this host has {len(host.gpus)} GPUs and no local rank "
+                f"({rank_from(env)[1]}): say which rank this is (--local-rank N, or "
+                "LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID) or name the NICs")
+        local_rank = 0
+    chosen = assign_rank(host, local_rank, env)  # NotFoundError: the rank has no GPU
     if not chosen.nics:
         return None, f"placement chose no NIC ({chosen.reason})"
     return [(n.device, n.port) for n in chosen.nics], chosen.reason
@@ -496,9 +506,12 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     ``nics``: the NICs chosen for the rank (see :func:`read_nics`).  None: placement
     chooses (:func:`sysverbs.placement.assign_rank` for ``local_rank``, default from
     LOCAL_RANK/OMPI_COMM_WORLD_LOCAL_RANK/SLURM_LOCALID, and the visible GPUs of
-    ``environ``); on a host without GPUs, or when placement
-    chooses nothing, every usable ACTIVE port — and then ``local_rank`` N takes the
-    N-th of them (modulo their number).  ``environ``: the environment in force (default
+    ``environ``; with one GPU and no rank, that GPU); on a host without GPUs, or when
+    placement chooses no NIC for the rank's GPU, every usable ACTIVE port — and then
+    ``local_rank`` N takes the N-th of them (modulo their number).  On a host with GPUs,
+    a rank without a GPU (``local_rank=8`` with 8 GPUs) is a
+    :class:`~sysverbs.errors.NotFoundError`, and no rank with several GPUs a
+    :class:`~sysverbs.errors.UsageError`.  ``environ``: the environment in force (default
     ``os.environ``), with NCCL's config files applied as NCCL applies them
     (:func:`sysverbs.nccl.nccl_environment`; read on the live host, or under
     ``conf_root`` when given).  It decides NCCL's GID scan (NCCL_IB_ADDR_FAMILY,
@@ -532,8 +545,39 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     result = predict(chosen, env)
     if sysfs_path is not None and addresses is None:
         extra.append("another sysfs root: the netdevs' addresses are unknown")
-    return RankEnvironment(result.nics, result.variables, result.warnings,
-                           tuple(extra) + result.notes, result.gid_choices)
+    checked, more_notes = _nccl_check(result, env, sysfs_path, dev_dir, list_options)
+    return RankEnvironment(result.nics, result.variables, result.warnings + checked,
+                           tuple(extra) + result.notes + more_notes, result.gid_choices)
+
+
+def _nccl_check(result: RankEnvironment, env: Mapping[str, str], sysfs_path: Optional[str],
+                dev_dir: Optional[str], list_options: Optional[Mapping[str, Any]]
+                ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``sysverbs nccl check`` on the NCCL_IB_HCA written: its warnings, so that what
+    ``env`` writes passes the check clean (or the command says why not); a note when
+    libibverbs lists no device under another root (its device nodes are not under the
+    dev dir), where NCCL's view cannot be known."""
+    from . import nccl
+
+    value = result.exports().get("NCCL_IB_HCA")
+    if value is None:
+        return (), ()
+    opts: dict[str, Any] = dict(list_options or {})
+    opts.update(sysfs_path=sysfs_path, dev_dir=dev_dir)
+    if sysfs_path is not None:
+        opts.setdefault("source", "sysfs")
+    try:
+        ports = nccl.host_ports(**opts)
+    except OSError as e:
+        ports, why = [], e.strerror or str(e)
+    else:
+        why = "no device has its node under the dev dir"
+    if not ports and sysfs_path is not None:
+        return (), (f"NCCL_IB_HCA not checked against NCCL's rules: libibverbs lists no "
+                    f"device under this root ({why})",)
+    lint = nccl.lint_hca(value, ports, env)
+    return tuple(f"NCCL_IB_HCA={value!r}: {w.message} [nccl check: {w.code}]"
+                 for w in lint.warnings), ()
 
 
 # ----------------------------------------------------------------------------- rtnetlink

@@ -260,11 +260,16 @@ def test_netdev_prints_what_the_real_ibdev2netdev_printed(tmp_path: Path) -> Non
 @pytest.mark.parametrize("fixture", recording.fixture_names())
 def test_netdev_on_every_fixture(fixture: str, tmp_path: Path) -> None:
     """On every (generated) fixture: exit 0, one line per link in ibdev2netdev's
-    format, devices in string order, and the JSON says the same.  What the lines say
-    is checked against a real ibdev2netdev above, and against ``rdma link`` in the
-    kernel lab; no real ibdev2netdev output exists for these fixtures."""
+    format, devices in string order, and the JSON says the same (``empty``, without RDMA
+    devices: exit 1, the contract's one answer).  What the lines say is checked against
+    a real ibdev2netdev above, and against ``rdma link`` in the kernel lab; no real
+    ibdev2netdev output exists for these fixtures."""
     fast = {"TMPDIR": fast_tmp()}  # where --fixture materializes the host
     p = sv("netdev", "--fixture", fixture, **fast)
+    if fixture == "empty":
+        assert (p.returncode, p.stdout) == (1, ""), p
+        assert p.stderr.startswith("sysverbs netdev: error: no RDMA device: ")
+        return
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert all(re.fullmatch(r"\S+ port \d+ ==> \S+ \((Up|Down)\)", x) for x in lines), lines

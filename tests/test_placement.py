@@ -22,7 +22,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import sysverbs.placement as placement
-from sysverbs import cli
+from sysverbs import cli, recording
 from sysverbs.errors import NotFoundError, UsageError
 from sysverbs.placement import assign, assign_rank, local_rank, read_host, visible_gpus
 from tests.fuzz.profiles import fuzz_settings
@@ -554,15 +554,22 @@ def test_cli_topo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.usefixtures("fast_fixture_tmp")
-def test_topo_reads_the_proc_beside_the_sysfs_root(capsys: pytest.CaptureFixture[str]) -> None:
+def test_topo_reads_the_proc_beside_the_sysfs_root(capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
     """With --fixture (or a --sysfs-path of a materialized host) and no --proc-path, the
-    GPUs' UUIDs come from the fixture's own proc, never from this machine's /proc."""
+    GPUs' UUIDs come from the fixture's own proc, never from this machine's /proc;
+    --proc-path replaces it (with --sysfs-path: --fixture names a whole host)."""
     assert cli.main(["topo", "--fixture", "gpu-pcie-2socket", "--json"]) == 0
     uuids = [g["uuid"] for g in json.loads(capsys.readouterr().out)["gpus"]]
     assert len(uuids) == 4 and all(u and u.startswith("GPU-") for u in uuids)
-    assert cli.main(["topo", "--fixture", "gpu-pcie-2socket", "--json",
+    host = recording.materialize(recording.fixture_path("gpu-pcie-2socket"), tmp_path)
+    assert cli.main(["topo", "--sysfs-path", str(host.sysfs), "--json"]) == 0
+    assert [g["uuid"] for g in json.loads(capsys.readouterr().out)["gpus"]] == uuids
+    assert cli.main(["topo", "--sysfs-path", str(host.sysfs), "--json",
                      "--proc-path", "/nonexistent"]) == 0
     assert all(g["uuid"] is None for g in json.loads(capsys.readouterr().out)["gpus"])
+    assert cli.main(["topo", "--fixture", "gpu-pcie-2socket", "--proc-path", "/x"]) == 2
+    assert "--fixture names a whole host" in capsys.readouterr().err
 
 
 # ------------------------------------------- byte-exact against the tab-preserved samples

@@ -24,18 +24,28 @@ import sys
 from .. import sources
 from .._core import api
 from ..errors import UsageError
+from .contract import (
+    EXIT_USAGE,
+    POLICY,
+    check_usage,
+    command_name,
+    describe_os_error,
+    emit,
+    error,
+    fail,
+    listing_options,
+    root_problem,
+    schema_name,
+    sysfs_root,
+    warning,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from tempfile import TemporaryDirectory
     from typing import Any, BinaryIO, Optional
 
 __all__ = ["main"]
-
-#: The exit status of a usage error or an invalid option value (argparse's).
-EXIT_USAGE = 2
-
 
 class _Usage(UsageError):
     """``ibv_devinfo``'s usage exit (``-i`` not a positive number)."""
@@ -54,133 +64,98 @@ def _perror(prefix: str, err: OSError) -> None:
     sys.stderr.buffer.flush()
 
 
-class _options:  # noqa: N801 (a context manager, used like a function)
-    """The listing options of the command line; with ``--fixture``, the fixture is
-    materialized in a temporary directory for as long as the block runs.  (A class,
-    not contextlib/tempfile at import: ``sysverbs devices`` imports only what it uses.)"""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.tmp: Optional[TemporaryDirectory[str]] = None
-
-    def __enter__(self) -> dict[str, Any]:
-        args = self.args
-        from .._core.api import OPTION_NAMES
-
-        opts: dict[str, Any] = {name: getattr(args, name) for name in OPTION_NAMES}
-        if args.fixture is None:
-            return opts
-        import tempfile
-
-        from ..testing.host import fixture_path, materialize
-
-        self.tmp = tempfile.TemporaryDirectory(prefix="sysverbs-")
-        try:
-            host = materialize(fixture_path(args.fixture), self.tmp.name)
-        except BaseException:
-            self.tmp.cleanup()
-            raise
-        opts["sysfs_path"] = str(host.sysfs)
-        opts["dev_dir"] = str(host.dev)
-        if args.providers is None:
-            opts["providers"] = "builtin"
-        if args.source == "auto":
-            # A fixture is a sysfs tree: on a host with RDMA netlink, "auto" would list
-            # the real kernel's devices (as libibverbs does with SYSFS_PATH set).
-            opts["source"] = "sysfs"
-        return opts
-
-    def __exit__(self, *exc: object) -> None:
-        if self.tmp is not None:
-            self.tmp.cleanup()
+def _list_failed(args: argparse.Namespace, err: OSError, status: int) -> int:
+    """ibv_devices' / ibv_devinfo's perror and status; with --json, the error document."""
+    _perror("Failed to get IB devices list", err)
+    if args.json:
+        emit({"schema": schema_name(args), "error": {
+            "kind": "no-device-list", "message": describe_os_error(err)}})
+    return status
 
 
-def _json(doc: Any) -> None:
-    import json
-
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    sys.stdout.flush()
-
-
-def _devices(args: argparse.Namespace) -> int:
-    with _options(args) as opts:
-        try:
-            devices = api.get_device_list(**opts)
-        except OSError as e:
-            _perror("Failed to get IB devices list", e)
-            return 1
-        if args.json:
-            _json({"schema": "sysverbs.devices/1", "devices": [
-                {"name": d.name, "node_guid": f"{api.get_device_guid(d):016x}",
-                 "node_type": d.node_type.name, "transport": d.transport_type.name,
-                 "provider": d.provider, "uverbs": d.dev_name, "dev_path": d.dev_path,
-                 "ibdev_path": d.ibdev_path} for d in devices]})
-            api.free_device_list(devices)
-            return 0
-        out = _out()
-        out.write(b"    %-16s\t   node GUID\n" % b"device")
-        out.write(b"    %-16s\t----------------\n" % b"------")
-        for dev in devices:
-            guid = api.get_device_guid(dev)
-            out.write(b"    %-16s\t%016x\n" % (os.fsencode(dev.name), guid))
-        out.flush()
+def _devices(args: argparse.Namespace, opts: dict[str, Any]) -> int:
+    try:
+        devices = api.get_device_list(**opts)
+    except OSError as e:
+        return _list_failed(args, e, 1)
+    if args.json:
+        emit({"schema": "sysverbs.devices/1", "devices": [
+            {"name": d.name, "node_guid": f"{api.get_device_guid(d):016x}",
+             "node_type": d.node_type.name, "transport": d.transport_type.name,
+             "provider": d.provider, "uverbs": d.dev_name, "dev_path": d.dev_path,
+             "ibdev_path": d.ibdev_path} for d in devices]})
         api.free_device_list(devices)
+        return 0
+    out = _out()
+    out.write(b"    %-16s\t   node GUID\n" % b"device")
+    out.write(b"    %-16s\t----------------\n" % b"------")
+    for dev in devices:
+        guid = api.get_device_guid(dev)
+        out.write(b"    %-16s\t%016x\n" % (os.fsencode(dev.name), guid))
+    out.flush()
+    api.free_device_list(devices)
     return 0
 
 
-def _devinfo(args: argparse.Namespace) -> int:
-    with _options(args) as opts:
-        try:
-            devices = api.get_device_list(**opts)
-        except OSError as e:
-            _perror("Failed to get IB devices list", e)
-            return 255
-        try:
-            if args.list:
-                if args.json:
-                    _json({"schema": "sysverbs.devinfo-list/1",
-                           "devices": [d.name for d in devices]})
-                    return 0
-                out = _out()
-                n = len(devices)
-                out.write(b"%d HCA%s found:\n" % (n, b"" if n == 1 else b"s"))
-                for dev in devices:
-                    out.write(b"\t%s\n" % os.fsencode(dev.name))
-                out.write(b"\n")
-                out.flush()
+def _devinfo(args: argparse.Namespace, opts: dict[str, Any]) -> int:
+    try:
+        devices = api.get_device_list(**opts)
+    except OSError as e:
+        return _list_failed(args, e, 255)
+    try:
+        if args.list:
+            if args.json:
+                emit({"schema": "sysverbs.devinfo-list/1",
+                      "devices": [d.name for d in devices]})
                 return 0
-            from .._core.api import resolve
-            from .devinfo import render
+            out = _out()
+            n = len(devices)
+            out.write(b"%d HCA%s found:\n" % (n, b"" if n == 1 else b"s"))
+            for dev in devices:
+                out.write(b"\t%s\n" % os.fsencode(dev.name))
+            out.write(b"\n")
+            out.flush()
+            return 0
+        from .._core.api import resolve
+        from .devinfo import render
 
-            sysfs = resolve(source=opts["source"], sysfs_path=opts["sysfs_path"]).sysfs_path
-            return render(list(devices), args.ib_dev, args.ib_port, args.verbose, args.json,
-                          sysfs)
-        finally:
-            api.free_device_list(devices)
-
-
-def _with_options(func: Any) -> Any:
-    """``func(args, opts)`` as a command: ``opts`` are the listing options of
-    :class:`_options` (a fixture materialized for as long as ``func`` runs)."""
-
-    def run(args: argparse.Namespace) -> int:
-        with _options(args) as opts:
-            rc: int = func(args, opts)
-        return rc
-
-    return run
+        sysfs = resolve(source=opts["source"], sysfs_path=opts["sysfs_path"]).sysfs_path
+        return render(list(devices), args.ib_dev, args.ib_port, args.verbose, args.json,
+                      sysfs)
+    finally:
+        api.free_device_list(devices)
 
 
 def _run_tool(name: str) -> Any:
-    def run(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         from . import tools as cli_tools
 
-        func = getattr(cli_tools, name)
-        with _options(args) as opts:
-            rc: int = func(args, opts)
+        rc: int = getattr(cli_tools, name)(args, opts)
         return rc
 
     return run
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the parsed command under the contract (:mod:`sysverbs.cli.contract`)."""
+    name = command_name(args)
+    check_usage(args)
+    policy = POLICY[name]
+    if policy == "none":
+        rc: int = args.func(args, {})
+        return rc
+    opts = listing_options(args)
+    args.root_problem = None
+    if policy != "rdma-core":
+        problem = root_problem(sysfs_root(opts))
+        args.root_problem = problem
+        if problem is not None:
+            if problem.kind == "not-sysfs" or policy == "fails":
+                return fail(args, problem.kind, problem.message)
+            if policy != "gpus":  # topo says it itself, with what it still shows
+                warning(name, problem.message)
+    rc = args.func(args, opts)
+    return rc
 
 
 # getopt-like ibv_devinfo options: -l acts when it is parsed, so what follows is ignored,
@@ -218,22 +193,23 @@ class _VerboseAction(argparse.Action):
             ns.verbose = True
 
 
-_EPILOG = """\
-commands (each has --help):
-  devices    list devices and node GUIDs, byte-identical to ibv_devices
-  devinfo    ibv_devinfo: -l is byte-identical; otherwise what sysfs knows, in its layout
-  netdev     which network interface each port uses, in ibdev2netdev's format
-  doctor     why each device is (not) usable, and what to do; exit 0 when all are
-  watch      print RDMA devices as they appear and disappear (hotplug)
-  snapshot   record this host's RDMA sysfs as a fixture (umockdev format)
-  nccl check NCCL's 'NET/IB : Using' line for NCCL_IB_HCA, then warnings with fixes
-  env        NCCL_IB_HCA, UCX_NET_DEVICES, NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX for a rank
-  topo       GPU/NIC matrix as nvidia-smi topo -m; --assign: each GPU's NICs
+class _CompletionAction(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        from .completion import bash_script
 
-exit status: 0 success; 1 (devices) / 255 (devinfo) as the real tools; doctor 1 when a
-device is not usable; 2 for a usage error or a bad option value.
-Try: sysverbs devices --fixture dgx-demo     (a bundled demo host)
-Docs: docs/cli.md; JSON schemas there (--json on every listing command)."""
+        sys.stdout.write(bash_script(_parser()))
+        sys.stdout.flush()
+        parser.exit(0)
+
+
+_EPILOG = """\
+exit status (every command): 0 success; 1 a finding, nothing chosen or nothing to read;
+2 a usage error. devices and devinfo keep ibv_devices' and ibv_devinfo's statuses and
+messages (devinfo: 255, 4); watch 130 on Ctrl-C. Errors: 'sysverbs COMMAND: error: ...'.
+--json on every command: one document whose "schema" names its JSON Schema.
+Try: sysverbs fixtures; sysverbs topo --fixture gpu-hgx-h100 --assign
+Docs: docs/cli.md.  Bash completion: eval "$(sysverbs --completion bash)"."""
 
 
 def help_width() -> int:
@@ -265,7 +241,7 @@ class _Parser(argparse.ArgumentParser):
 
 #: The commands, in the order of the parser's help.
 COMMANDS = ("devices", "devinfo", "netdev", "doctor", "watch", "snapshot", "topo", "nccl",
-            "env")
+            "env", "fixtures")
 
 
 def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
@@ -314,18 +290,25 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         "rdma-core's device tools for machines and containers without rdma-core.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from .. import __version__
+
+    p.add_argument("--version", action="version", version=f"sysverbs {__version__}")
+    p.add_argument("--completion", choices=["bash"], action=_CompletionAction,
+                   help="print the bash completion script: eval \"$(sysverbs --completion "
+                   "bash)\"")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     if want("devices"):
         d = sub.add_parser("devices", parents=[common, js],
-                           help="list devices and node GUIDs, exactly as ibv_devices",
+                           help="list devices and node GUIDs, byte-identical to ibv_devices",
                            description="List RDMA devices and their node GUIDs. stdout, stderr "
                            "and exit status are those of ibv_devices (exit 1 when the device "
                            "list cannot be read).")
         d.set_defaults(func=_devices)
     if want("devinfo"):
         i = sub.add_parser(
-            "devinfo", parents=[common, js], help="ibv_devinfo (-l: exactly; else from sysfs)",
+            "devinfo", parents=[common, js],
+            help="ibv_devinfo: -l byte-identical; else what sysfs knows, in its layout",
             formatter_class=argparse.RawDescriptionHelpFormatter,
             description="Like ibv_devinfo. -l is byte-identical to ibv_devinfo -l. Without -l, "
             "the values sysfs knows are printed in ibv_devinfo's layout and those only a device "
@@ -346,7 +329,7 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         i.set_defaults(func=_devinfo)
     if want("netdev"):
         n = sub.add_parser("netdev", parents=[common, js],
-                           help="port to network interface, as ibdev2netdev",
+                           help="which network interface each port uses, as ibdev2netdev",
                            description="For each RDMA device port, its network interface and "
                            "whether it is up, in ibdev2netdev's format "
                            "('mlx5_0 port 1 ==> ib0 (Up)'): RoCE/iWARP ports by their GIDs' "
@@ -355,7 +338,7 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         n.set_defaults(func=_run_tool("netdev"))
     if want("doctor"):
         dr = sub.add_parser("doctor", parents=[common, js],
-                            help="why each device is (not) usable, and the fix",
+                            help="why each device is (not) usable, and what to do",
                             description="One line per RDMA device the kernel shows: usable or "
                             "not, the first reason and what to do. Exit 0 when there is a "
                             "device and every device is usable, else 1.")
@@ -364,7 +347,8 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                         help="do not try to open the device nodes")
         dr.set_defaults(func=_run_tool("doctor"))
     if want("watch"):
-        w = sub.add_parser("watch", parents=[common, js], help="print hotplug events",
+        w = sub.add_parser("watch", parents=[common, js],
+                           help="print RDMA devices as they appear and disappear (hotplug)",
                            description="Print RDMA devices (infiniband and infiniband_verbs) as "
                            "they appear and disappear, until Ctrl-C or --timeout. --json: one "
                            "JSON object per line (schema sysverbs.event/1).")
@@ -381,8 +365,8 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                        help="also report move (rename), change, bind... (udev only)")
         w.set_defaults(func=_run_tool("watch"))
     if want("snapshot"):
-        s = sub.add_parser("snapshot", parents=[common],
-                           help="record this host's RDMA sysfs as a fixture",
+        s = sub.add_parser("snapshot", parents=[common, js],
+                           help="record this host's RDMA sysfs as a fixture (umockdev format)",
                            description="Record the RDMA devices of this host's sysfs (or "
                            "--sysfs-path), their parents and netdevs, in the umockdev fixture "
                            "format sysverbs.recording and umockdev read. No device is opened; "
@@ -398,11 +382,15 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     if want("nccl"):
         from .nccl import register as register_nccl
 
-        register_nccl(sub, [common, js, conf], _with_options)
+        register_nccl(sub, [common, js, conf])
     if want("env"):
         from .env import register as register_env
 
-        register_env(sub, [common, proc, conf], _with_options)
+        register_env(sub, [common, js, proc, conf])
+    if want("fixtures"):
+        from .fixtures import register as register_fixtures
+
+        register_fixtures(sub, [js])
     return p
 
 
@@ -420,7 +408,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # --help, no command or an unknown one, gets the whole parser and its help).
     parser = _parser(words[0] if words and words[0] in COMMANDS else None)
     try:
-        args = parser.parse_args(words)
+        args, extra = parser.parse_known_args(words)
+        if extra:  # the command's own parser says it, with its prog: "sysverbs env: error:"
+            from .completion import command_words
+
+            command_words(parser)[command_name(args)].error(
+                f"unrecognized arguments: {' '.join(extra)}")
     except _Usage:
         from .devinfo import USAGE
 
@@ -428,9 +421,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stdout.flush()
         return 1
     try:
-        rc: int = args.func(args)
+        rc: int = _dispatch(args)
     except UsageError as e:
-        sys.stderr.write(f"sysverbs: {e.args[0] if e.args else e}\n")
+        error(command_name(args), str(e.args[0]) if e.args else str(e))
         return EXIT_USAGE
     except BrokenPipeError:  # `sysverbs ... | head`: stop quietly, as the C tools do
         try:
@@ -439,8 +432,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             pass
         return 1
     except OSError as e:
-        sys.stderr.write(f"sysverbs {args.command}: {e}\n")
-        return 1
+        return fail(args, "os-error", describe_os_error(e))
     return rc
 
 

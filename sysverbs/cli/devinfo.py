@@ -284,6 +284,17 @@ def document(devices: list[Any]) -> dict[str, Any]:
     return {"schema": "sysverbs.devinfo/1", "devices": devices}
 
 
+def _fails(message: str, kind: str, as_json: bool) -> int:
+    """ibv_devinfo's message and exit status 255; with --json, the error document."""
+    sys.stderr.write(message + "\n")
+    if as_json:
+        sys.stderr.flush()
+        sys.stdout.write(json.dumps({"schema": "sysverbs.devinfo/1", "error": {
+            "kind": kind, "message": message}}, indent=2) + "\n")
+        sys.stdout.flush()
+    return 255
+
+
 def render(devices: list[Device], ib_dev: Optional[str], ib_port: int, verbose: bool,
            as_json: bool, sysfs_path: str) -> int:
     """``print_hca_cap()`` for each chosen device; the exit status of ibv_devinfo."""
@@ -292,12 +303,10 @@ def render(devices: list[Device], ib_dev: Optional[str], ib_port: int, verbose: 
     if ib_dev is not None:
         chosen = [d for d in devices if d.name == ib_dev][:1]
         if not chosen:
-            sys.stderr.write(f"IB device '{ib_dev}' wasn't found\n")
-            return 255
+            return _fails(f"IB device '{ib_dev}' wasn't found", "not-found", as_json)
     else:
         if not devices:
-            sys.stderr.write("No IB devices found\n")
-            return 255
+            return _fails("No IB devices found", "nothing-found", as_json)
         chosen = list(devices)
     port = ib_port & 0xFF  # print_hca_cap(..., uint8_t ib_port)
     rc = 0

@@ -11,19 +11,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import UsageError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
     from typing import Any
 
 __all__ = ["register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction[Any],
-             parents: Sequence[argparse.ArgumentParser],
-             with_options: Callable[[Any], Any]) -> None:
-    """Add ``env`` to the ``sysverbs`` command's subparsers (``with_options``: how the
-    command gets its listing options, ``sysverbs.cli``'s)."""
+             parents: Sequence[argparse.ArgumentParser]) -> None:
+    """Add ``env`` to the ``sysverbs`` command's subparsers."""
     p = subparsers.add_parser(
         "env", parents=list(parents), help="NCCL_IB_HCA, UCX_NET_DEVICES... for a rank",
         description="Print the environment for one rank: NCCL_IB_HCA (exact names and ports), "
@@ -32,10 +32,11 @@ def register(subparsers: argparse._SubParsersAction[Any],
         "every chosen port), each with its reason. Without --device: the NICs placement "
         "assigns to the local rank's GPU (sysverbs topo --assign); on a host without GPUs, "
         "every ACTIVE port of the usable devices.",
-        epilog="exit status: 0; 1 when no NIC is chosen or a device is not found; 2 for a "
+        epilog="exit status: 0; 1 when no NIC is chosen, a device or the rank's GPU is not "
+        "found, or what would be written has warnings (then nothing is exported); 2 for a "
         "usage error. Use: eval \"$(sysverbs env --device mlx5_0:1)\"")
     p.add_argument("--format", choices=["sh", "dotenv", "json"], default="sh",
-                   help="sh exports (default), a dotenv file, or JSON")
+                   help="sh exports (default), a dotenv file, or JSON (as --json)")
     p.add_argument("--local-rank", type=int, metavar="N",
                    help="without --device: the rank whose NICs placement chooses (default: "
                    "LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID); on a host "
@@ -43,30 +44,54 @@ def register(subparsers: argparse._SubParsersAction[Any],
     p.add_argument("--device", action="append", metavar="NAME[:PORT]",
                    help="a NIC of the rank (repeatable; default: the NICs placement "
                    "assigns to the rank's GPU; without GPUs every usable ACTIVE port)")
-    p.set_defaults(func=with_options(run))
+    p.set_defaults(func=run)
+
+
+def device_arg(value: str) -> str:
+    """``--device NAME[:PORT]``: a port, when given, is a number from 1."""
+    name, sep, port = value.rpartition(":")
+    if sep and name:
+        if not port.isdigit() or int(port) < 1:
+            raise UsageError(f"--device {value!r}: bad port {port!r} (ports are numbered "
+                             "from 1: NAME or NAME:PORT)")
+    elif not value or sep:
+        raise UsageError(f"--device {value!r}: not NAME or NAME:PORT")
+    return value
 
 
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
-    """``sysverbs env``: ``opts`` are the listing options of the command line."""
+    """``sysverbs env``: ``opts`` are the listing options of the command line.  Exit 0
+    when what it writes has no warning; else 1, the warnings on stderr and (sh, dotenv)
+    the variables commented out, so that ``eval "$(sysverbs env)"`` sets nothing wrong."""
     import os
 
     from ..environment import rank_environment
+    from ..errors import NotFoundError
+    from .contract import fail, warning
     from .topo import proc_root
 
+    fmt = "json" if args.json else args.format
+    devices = None if args.device is None else [device_arg(d) for d in args.device]
     listing = {k: opts[k] for k in ("source", "config_dir", "providers", "rdma_core")}
     try:
         sysfs = opts["sysfs_path"]
-        env = rank_environment(args.device, local_rank=args.local_rank, environ=os.environ,
+        env = rank_environment(devices, local_rank=args.local_rank, environ=os.environ,
                                sysfs_path=sysfs, dev_dir=opts["dev_dir"],
                                proc_path=None if sysfs is None
                                else proc_root(args.proc_path, sysfs),
                                conf_root=args.conf_root, list_options=listing)
-    except LookupError as e:
-        sys.stderr.write(f"sysverbs env: {e.args[0]}\n")
-        return 1
-    sys.stdout.write(env.render(args.format))
-    sys.stdout.flush()
+    except NotFoundError as e:
+        return fail(args, "not-found", str(e.args[0]))
     if not env.nics:
-        sys.stderr.write("sysverbs env: no usable NIC (no ACTIVE InfiniBand/Ethernet port)\n")
-        return 1
-    return 0
+        return fail(args, "nothing-chosen",
+                    "no usable NIC (no ACTIVE InfiniBand/Ethernet port)")
+    text = env.render(fmt)
+    for w in env.warnings:
+        warning("env", w)
+    if env.warnings and fmt != "json":
+        text = "".join(line if line.startswith("#") else f"# (not set) {line}"
+                       for line in text.splitlines(keepends=True))
+        text += "# nothing is set: see the warnings (exit status 1)\n"
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return 1 if env.warnings else 0

@@ -22,10 +22,8 @@ __all__ = ["register", "check", "live_interfaces"]
 EXIT_CLEAN, EXIT_WARNINGS, EXIT_ERROR = 0, 1, 2
 
 
-def register(subparsers: Any, parents: list[argparse.ArgumentParser],
-             with_options: Any) -> None:
-    """Add ``nccl check`` to the ``sysverbs`` parser (``parents``: the common options;
-    ``with_options``: how the command gets its listing options, ``sysverbs.cli``'s)."""
+def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add ``nccl check`` to the ``sysverbs`` parser (``parents``: the common options)."""
     import argparse
 
     n = subparsers.add_parser(
@@ -51,7 +49,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser],
     c.add_argument("--oob", metavar="IF:ADDR",
                    help="the OOB interface text of the Using line (default: computed from "
                    "this host's interfaces and NCCL_SOCKET_IFNAME; '?' for another host)")
-    c.set_defaults(func=with_options(check))
+    c.set_defaults(func=check)
 
 
 def live_interfaces() -> list[tuple[str, str]]:
@@ -123,7 +121,8 @@ def _if_names() -> list[str]:
     return [n for _, n in sorted(found)]
 
 
-def _oob(args: argparse.Namespace, env: dict[str, str], live: bool) -> Optional[str]:
+def _oob(args: argparse.Namespace, env: dict[str, str], live: bool,
+         version: tuple[int, int, int]) -> Optional[str]:
     if args.oob is not None:
         return str(args.oob)
     if not live:
@@ -132,11 +131,42 @@ def _oob(args: argparse.Namespace, env: dict[str, str], live: bool) -> Optional[
 
     ifs = live_interfaces()
     name = socket_interface([n for n, _ in ifs], env.get("NCCL_SOCKET_IFNAME"),
-                            nccl_version=args.nccl_version)
+                            nccl_version=version)
     for n, addr in ifs:
         if n == name:
             return f"{n}:{addr}"
     return None
+
+
+def _why_unlisted(args: argparse.Namespace, opts: dict[str, Any]) -> str:
+    """Why libibverbs lists none of the root's RDMA devices: its device nodes are not
+    under the dev dir (a tree given without --dev-dir), or (doctor says) another reason."""
+    import os
+
+    from .._core.api import resolve
+    from .contract import sysfs_root, where
+
+    root = sysfs_root(opts)
+    o = resolve(sysfs_path=opts["sysfs_path"], dev_dir=opts["dev_dir"])
+    ib = os.listdir(os.path.join(root, "class", "infiniband"))
+    try:
+        uverbs = [n for n in os.listdir(os.path.join(root, "class", "infiniband_verbs"))
+                  if n.startswith("uverbs")]
+    except OSError:
+        uverbs = []
+    place = where(args, root)
+    head = f"libibverbs lists none of the {len(ib)} RDMA devices of {place}"
+    if uverbs and not any(os.path.exists(os.path.join(o.dev_dir, n)) for n in uverbs):
+        hint = "" if opts["dev_dir"] is not None else (
+            f" (the default: --dev-dir names the tree's own, e.g. "
+            f"{os.path.join(os.path.dirname(root.rstrip('/')), 'dev', 'infiniband')})")
+        return f"{head}: no device node of {', '.join(sorted(uverbs)[:3])}" \
+               f"{'...' if len(uverbs) > 3 else ''} is under {o.dev_dir}{hint}"
+    return f"{head} (sysverbs doctor says why)"
+
+
+def _text(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
 
 
 def _doc(result: LintResult, sel: IbSelection, source: str, lines: list[str],
@@ -165,8 +195,17 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     from dataclasses import replace
 
     from .. import nccl
+    from ..errors import UsageError
+    from .contract import describe_os_error, fail, warning
 
     version = nccl.parse_version(args.nccl_version)
+    if version[0] != nccl.LATEST[0]:
+        raise UsageError(f"--nccl-version {args.nccl_version}: not an NCCL 2 release (the "
+                         f"rules modelled are 2.5.6 to {_text(nccl.LATEST)})")
+    if version > nccl.LATEST:
+        warning("nccl check", f"NCCL {_text(version)} is newer than the newest release "
+                f"whose rules sysverbs knows: {_text(nccl.LATEST)}'s rules apply")
+        version = nccl.LATEST
     env, sources = nccl.nccl_environment(os.environ, root=args.conf_root,
                                          nccl_version=version)
     if args.value is not None:
@@ -183,15 +222,20 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
                                 open_devices=live)
     except OSError as e:
         if e.errno not in (errno.ENOSYS, errno.ENOENT):
-            sys.stderr.write(f"sysverbs nccl check: cannot read the device list: {e}\n")
-            return EXIT_ERROR
+            return fail(args, "no-device-list",
+                        f"cannot read the device list: {describe_os_error(e)}")
         ports = []  # ibv_get_device_list returns NULL: NCCL counts no device
         extra.append(nccl.no_device_list_note(e))
+    else:
+        if not ports and args.root_problem is None:
+            why = _why_unlisted(args, opts)
+            warning("nccl check", why)
+            extra.append(why)
     result = nccl.lint_hca(value, ports, env, nccl_version=version)
     sel = result.selection
     if extra:
         sel = replace(sel, notes=(*sel.notes, *extra))
-    lines = sel.lines(_oob(args, env, live))
+    lines = sel.lines(_oob(args, env, live, version))
     vtext = ".".join(map(str, version))
     if args.json:
         sys.stdout.write(json.dumps(_doc(result, sel, source, lines, vtext), indent=2) + "\n")

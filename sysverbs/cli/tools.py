@@ -141,6 +141,9 @@ def watch(args: Any, opts: dict[str, Any]) -> int:
 
 
 def snapshot(args: Any, opts: dict[str, Any]) -> int:
+    """Write the recording (stdout, or ``-o FILE``; with ``--json`` a document holding
+    it, or naming the file).  Exit 1 when the root has no RDMA device (the recording
+    is still written: an empty host is a host too)."""
     from .._core.api import resolve
     from ..testing import umockdev as recording
     from ..testing.recorder import record_host
@@ -152,11 +155,25 @@ def snapshot(args: Any, opts: dict[str, Any]) -> int:
     rec = record_host(o.sysfs_path, dev_root=dev_root,
                       devices="all" if args.all_devices else "rdma")
     text = recording.dumps(rec)
-    if args.output in (None, "-"):
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        with open(args.output, "w", encoding="utf-8") as f:
+    to_file = args.output not in (None, "-")
+    if to_file:
+        with open(args.output, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(text)
-        sys.stderr.write(f"sysverbs: wrote {len(rec)} records to {args.output}\n")
-    return 0
+    devices = sorted({e.path.rsplit("/", 1)[-1] for e in rec
+                      if e.path.rsplit("/", 2)[-2:-1] == ["infiniband"]})
+    if args.json:
+        doc: dict[str, Any] = {"schema": "sysverbs.snapshot/1", "records": len(rec),
+                               "rdma_devices": devices,
+                               "output": args.output if to_file else None}
+        if not to_file:
+            doc["recording"] = text
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif not to_file:
+        sys.stdout.write(text)
+    sys.stdout.flush()
+    if to_file:
+        n = len(rec)
+        sys.stderr.write(f"sysverbs snapshot: wrote {n} record{'s' if n != 1 else ''} "
+                         f"({len(devices)} RDMA device{'s' if len(devices) != 1 else ''}) "
+                         f"to {args.output}\n")
+    return 1 if args.root_problem is not None else 0

@@ -32,7 +32,9 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
         "SYS), read from sysfs with no GPU driver. NVLink is not visible in sysfs: GPU-GPU "
         "cells are PCIe classes, as in topo -mp. --assign: the NICs each GPU (or local rank) "
         "should use, nearest class first, then fewest bridge hops, with the reasons.",
-        epilog="exit status: 0; 1 when sysfs cannot be read; 2 for a usage error.")
+        epilog="exit status: 0; 1 when the root is not a sysfs tree, it has neither GPUs nor "
+        "RDMA devices, or --assign gives no GPU a NIC (or --rank names no GPU); 2 for a "
+        "usage error.")
     t.add_argument("--assign", action="store_true", help="print each GPU's NICs")
     t.add_argument("--smi-format", choices=["535", "525"], default="535",
                    help="nvidia-smi layout: 535 (R535+, GPU NUMA ID column; default) or 525")
@@ -73,61 +75,57 @@ def proc_root(proc_path: Optional[str], sysfs: Union[str, bytes]) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(os.fsdecode(sysfs))), "proc")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
+    """``sysverbs topo``: 0; 1 with neither GPUs nor RDMA devices, or when ``--assign``
+    gives no GPU a NIC (or the rank has no GPU)."""
+    from ..errors import NotFoundError
     from ..placement import host_json, read_host, render_matrix
+    from .contract import fail, sysfs_root, warning, where
 
     rank = _rank_arg(args.rank)
-    tmp = None
-    sysfs, dev = args.sysfs_path, args.dev_dir
-    try:
-        if args.fixture is not None:
-            import tempfile
-
-            from ..testing.host import fixture_path, materialize
-
-            tmp = tempfile.TemporaryDirectory(prefix="sysverbs-")
-            host_files = materialize(fixture_path(args.fixture), tmp.name)
-            sysfs, dev = str(host_files.sysfs), str(host_files.dev)
-        if sysfs is None:
-            from .._core.api import env_sysfs_root
-
-            sysfs = env_sysfs_root()
-        if not os.path.isdir(os.path.join(os.fsencode(sysfs), b"devices")):
-            sys.stderr.write(f"sysverbs topo: {os.fsdecode(sysfs)}: not a sysfs tree "
-                             "(no devices/)\n")
-            return 1
-        host = read_host(sysfs, proc_root(args.proc_path, sysfs), dev)
-        filters: dict[str, Any] = {
-            "link_layer": args.link_layer, "min_rate_gbps": args.min_rate,
-            "require_active": not args.any_state, "require_usable": args.usable,
-            "include_vfs": args.include_vfs, "include_bond_slaves": args.include_bond_slaves,
-        }
+    if rank is not None and not args.assign:
+        raise UsageError("--rank needs --assign (the matrix shows every GPU)")
+    sysfs = sysfs_root(opts)
+    host = read_host(sysfs, proc_root(args.proc_path, sysfs), opts["dev_dir"])
+    problem = args.root_problem
+    if not host.gpus and (problem is not None or not host.nics):
+        return fail(args, "nothing-found",
+                    f"no GPU and no RDMA device on {where(args, sysfs)}: nothing to show")
+    if problem is not None:
+        warning("topo", problem.message)
+    filters: dict[str, Any] = {
+        "link_layer": args.link_layer, "min_rate_gbps": args.min_rate,
+        "require_active": not args.any_state, "require_usable": args.usable,
+        "include_vfs": args.include_vfs, "include_bond_slaves": args.include_bond_slaves,
+    }
+    if args.json:
+        import json
+    if not args.assign:
         if args.json:
-            import json
-        if args.assign:
-            from ..placement import assign, assign_rank
-
-            plan: Sequence[Any]
-            if rank is not None:
-                plan = (assign_rank(host, None if rank == "env" else rank, **filters),)
-            else:
-                plan = assign(host, **filters)
-            if args.json:
-                doc = {"schema": "sysverbs.assign/1", "nvlink": "not visible in sysfs",
-                       "assignments": [a.as_dict() for a in plan],
-                       "problems": list(host.problems)}
-                sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-            else:
-                sys.stdout.write(_human(host, plan))
-        elif args.json:
             sys.stdout.write(json.dumps(host_json(host), indent=2) + "\n")
         else:
             sys.stdout.write(render_matrix(host, args.smi_format, args.underline, args.legend))
         sys.stdout.flush()
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
-    return 0
+        return 0
+    from ..placement import assign, assign_rank
+
+    plan: Sequence[Any]
+    try:
+        if rank is not None:
+            plan = (assign_rank(host, None if rank == "env" else rank, **filters),)
+        else:
+            plan = assign(host, **filters)
+    except NotFoundError as e:
+        return fail(args, "not-found", str(e.args[0]))
+    if args.json:
+        doc = {"schema": "sysverbs.assign/1", "nvlink": "not visible in sysfs",
+               "assignments": [a.as_dict() for a in plan],
+               "problems": list(host.problems)}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        sys.stdout.write(_human(host, plan))
+    sys.stdout.flush()
+    return 0 if any(a.nics for a in plan) else 1
 
 
 def _human(host: Any, plan: Sequence[Any]) -> str:

@@ -1,0 +1,220 @@
+"""What every ``sysverbs`` command does the same way (docs/cli.md, "The contract").
+
+* exit status: :data:`EXIT_OK` (0), :data:`EXIT_FINDING` (1: a finding, nothing chosen,
+  nothing to read), :data:`EXIT_USAGE` (2: the command line is wrong); ``devices`` and
+  ``devinfo`` keep rdma-core's statuses and messages byte for byte (255 and 4 for
+  ``devinfo``), ``watch`` 130 on Ctrl-C;
+* one prefix for what goes wrong, on stderr: ``sysverbs <command>: error: ...`` (and
+  ``sysverbs <command>: warning: ...`` when the command goes on), argparse's own;
+* ``--json``: one document on stdout whose ``schema`` key names its JSON Schema, a file
+  shipped in ``sysverbs/cli/schemas/``; when the command fails, the document has an
+  ``error`` key (``kind``, ``message``) instead of its findings;
+* the same answer everywhere for a root that is not a sysfs tree (exit 1) and for a
+  host without RDMA devices (see :data:`POLICY`).
+
+This module is imported by every command, ``sysverbs devices`` included: it imports
+only what the standard library's start-up has already loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any, Optional
+
+__all__ = ["EXIT_OK", "EXIT_FINDING", "EXIT_USAGE", "POLICY", "Problem", "command_name",
+           "schema_name", "error", "warning", "emit", "fail", "describe_os_error",
+           "root_problem", "where", "check_usage", "listing_options", "sysfs_root"]
+
+EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
+
+#: What each command does on a root without RDMA devices (it fails on a root that is not
+#: a sysfs tree, except ``devices`` and ``devinfo``, which answer as rdma-core does):
+#:
+#: * ``rdma-core``: as ``ibv_devices`` / ``ibv_devinfo`` (their messages, their statuses);
+#: * ``fails``: ``error: no RDMA device ...``, exit 1 (nothing to show or choose);
+#: * ``reports``: the same line as a warning, then the command's own answer (doctor's
+#:   fix, NCCL's view, the recording), exit 1;
+#: * ``gpus``: the same warning; the GPU matrix still prints (exit 1 only when there is
+#:   no GPU either, or ``--assign`` has no NIC to give);
+#: * ``waits``: the same warning, then it watches for devices to appear (exit 0);
+#: * ``none``: the command reads no host.
+POLICY = {
+    "devices": "rdma-core", "devinfo": "rdma-core", "netdev": "fails", "env": "fails",
+    "doctor": "reports", "nccl check": "reports", "snapshot": "reports", "topo": "gpus",
+    "watch": "waits", "fixtures": "none",
+}
+
+
+class Problem:
+    """Why a root cannot be (fully) answered for: ``kind`` ``"not-sysfs"`` or
+    ``"no-rdma"``, and the message.  (A plain class: ``typing`` is not imported by
+    ``sysverbs devices``.)"""
+
+    __slots__ = ("kind", "message")
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind, self.message = kind, message
+
+
+def command_name(args: argparse.Namespace) -> str:
+    """``devices``, ..., ``nccl check``: the command as its messages name it."""
+    name = str(args.command)
+    return f"{name} {args.nccl_command}" if name == "nccl" else name
+
+
+def schema_name(args: argparse.Namespace) -> str:
+    """The ``schema`` key of the command's ``--json`` document."""
+    name = command_name(args)
+    if name == "devinfo":
+        return "sysverbs.devinfo-list/1" if args.list else "sysverbs.devinfo/1"
+    if name == "topo" and args.assign:
+        return "sysverbs.assign/1"
+    return {"watch": "sysverbs.event/1", "nccl check": "sysverbs.nccl-check/1"}.get(
+        name, f"sysverbs.{name}/1")
+
+
+def _write(text: str) -> None:
+    sys.stdout.flush()
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+def error(name: str, message: str) -> None:
+    """``sysverbs <name>: error: <message>`` on stderr."""
+    _write(f"sysverbs {name}: error: {message}\n")
+
+
+def warning(name: str, message: str) -> None:
+    """``sysverbs <name>: warning: <message>`` on stderr."""
+    _write(f"sysverbs {name}: warning: {message}\n")
+
+
+def emit(doc: Any, one_line: bool = False) -> None:
+    """A ``--json`` document on stdout (``one_line``: ``watch``'s JSON lines)."""
+    import json
+
+    sys.stdout.write((json.dumps(doc, sort_keys=True) if one_line
+                      else json.dumps(doc, indent=2)) + "\n")
+    sys.stdout.flush()
+
+
+def fail(args: argparse.Namespace, kind: str, message: str,
+         status: int = EXIT_FINDING) -> int:
+    """The command fails: the error line, and with ``--json`` a document with ``error``."""
+    error(command_name(args), message)
+    if getattr(args, "json", False):
+        emit({"schema": schema_name(args), "error": {"kind": kind, "message": message}},
+             one_line=args.command == "watch")
+    return status
+
+
+def describe_os_error(err: OSError) -> str:
+    """``<file>: <strerror>``, never Python's ``[Errno N] ...``."""
+    text = err.strerror or (os.strerror(err.errno) if err.errno else str(err))
+    if err.filename is not None:
+        return f"{os.fsdecode(err.filename)}: {text}"
+    return text
+
+
+def sysfs_root(opts: dict[str, Any]) -> str:
+    """The sysfs root the listing options name (``$SYSFS_PATH``, else ``/sys``)."""
+    root = opts.get("sysfs_path")
+    if root is None:
+        from .._core.api import env_sysfs_root
+
+        return os.fsdecode(env_sysfs_root())
+    return os.fsdecode(root)
+
+
+def where(args: argparse.Namespace, root: str) -> str:
+    """How messages name the root: ``this host``, ``fixture NAME`` or ``the tree R``."""
+    if args.fixture is not None:
+        return f"fixture {args.fixture}"
+    if root.rstrip("/") == "/sys":
+        return "this host"
+    return f"the tree {root}"
+
+
+def root_problem(root: str) -> Optional[Problem]:
+    """``not-sysfs`` when ``root`` has no ``devices/``; ``no-rdma`` when it has no RDMA
+    device (``class/infiniband`` missing or empty); else None."""
+    broot = os.fsencode(root)
+    if not os.path.isdir(os.path.join(broot, b"devices")):
+        return Problem("not-sysfs", f"{root}: not a sysfs tree (no devices/)")
+    ib = os.path.join(broot, b"class", b"infiniband")
+    try:
+        names = [n for n in os.listdir(ib) if not n.startswith(b".")]
+    except FileNotFoundError:
+        return Problem("no-rdma", f"no RDMA device: {os.fsdecode(ib)} does not exist (no "
+                       "RDMA driver is loaded, or this is not the host's sysfs)")
+    except OSError as e:
+        return Problem("no-rdma", f"no RDMA device: {describe_os_error(e)}")
+    if not names:
+        return Problem("no-rdma", f"no RDMA device: {os.fsdecode(ib)} is empty (the RDMA "
+                       "drivers found no adapter)")
+    return None
+
+
+def check_usage(args: argparse.Namespace) -> None:
+    """The option combinations no command accepts (:class:`UsageError`, exit 2)."""
+    if getattr(args, "fixture", None) is not None:
+        given = [o for o, v in (("--sysfs-path", args.sysfs_path), ("--dev-dir", args.dev_dir),
+                                ("--proc-path", getattr(args, "proc_path", None)))
+                 if v is not None]
+        if given:
+            raise UsageError(f"--fixture names a whole host: it excludes {given[0]}")
+
+
+def listing_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The listing options of the command line (``--fixture``: the bundled host's
+    cached tree, with the builtin providers and the sysfs source)."""
+    from .._core.api import OPTION_NAMES
+
+    opts: dict[str, Any] = {name: getattr(args, name) for name in OPTION_NAMES}
+    if args.fixture is None:
+        return opts
+    from ..errors import UnknownFixtureError
+
+    try:
+        host = _fixture_host(args.fixture)
+    except UnknownFixtureError as e:
+        raise UsageError(f"--fixture {args.fixture!r}: no such bundled host (sysverbs "
+                         f"fixtures lists them){_close(args.fixture)}") from e
+    opts["sysfs_path"] = str(host.sysfs)
+    opts["dev_dir"] = str(host.dev)
+    if args.providers is None:
+        opts["providers"] = "builtin"
+    if args.source == "auto":
+        # A fixture is a sysfs tree: on a host with RDMA netlink, "auto" would list
+        # the real kernel's devices (as libibverbs does with SYSFS_PATH set).
+        opts["source"] = "sysfs"
+    return opts
+
+
+def _fixture_host(name: str) -> Any:
+    import atexit
+    import shutil
+    import tempfile
+
+    from ..testing.host import fixture_path, materialize
+
+    tmp = tempfile.mkdtemp(prefix="sysverbs-")
+    atexit.register(shutil.rmtree, tmp, True)
+    return materialize(fixture_path(name), tmp)
+
+
+def _close(name: str) -> str:
+    """``: did you mean X?`` for the fixture names close to ``name``."""
+    import difflib
+
+    from ..testing.host import fixture_names
+
+    close = difflib.get_close_matches(name, fixture_names(), n=3, cutoff=0.5)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
