@@ -540,6 +540,9 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
                                       "round-robin" if local_rank is not None else ""))
     chosen = read_nics(nics, sysfs_path=sysfs_path, dev_dir=dev_dir, addresses=addresses,
                        list_options=list_options)
+    if round_robin and chosen:
+        chosen, left_out = _one_link_layer(chosen)
+        extra.extend(left_out)
     if round_robin and local_rank is not None and chosen:
         chosen = [chosen[local_rank % len(chosen)]]
     result = predict(chosen, env)
@@ -548,6 +551,21 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     checked, more_notes = _nccl_check(result, env, sysfs_path, dev_dir, list_options)
     return RankEnvironment(result.nics, result.variables, result.warnings + checked,
                            tuple(extra) + result.notes + more_notes, result.gid_choices)
+
+
+def _one_link_layer(nics: list[Nic]) -> tuple[list[Nic], list[str]]:
+    """Every usable port of a host, of one link layer: NCCL cannot join InfiniBand and
+    RoCE ports in one communicator (``nccl check``'s ``mixed-link-layer``), so the
+    link layer with more ports is kept (InfiniBand on a tie), and a note says which
+    were left out."""
+    layers = [n.link_layer for n in nics]
+    if len(set(layers)) < 2:
+        return nics, []
+    keep = max(sorted(set(layers), key=lambda x: x != "InfiniBand"), key=layers.count)
+    out = [f"{n.device}:{n.port}" for n in nics if n.link_layer != keep]
+    return [n for n in nics if n.link_layer == keep], [
+        f"{keep} ports only (NCCL cannot mix InfiniBand and RoCE in one communicator): "
+        f"left out {', '.join(out)}; name them with --device to use them instead"]
 
 
 def _nccl_check(result: RankEnvironment, env: Mapping[str, str], sysfs_path: Optional[str],

@@ -1376,8 +1376,11 @@ def _find_fix(text: str, found: _Found, ports: Sequence[IbPort], host: _Host,
 
 def lint_hca(value: Optional[str], ports: Sequence[IbPort],
              env: Optional[Mapping[str, str]] = None, *,
-             nccl_version: VersionArg = None) -> LintResult:
+             nccl_version: VersionArg = None, where: str = "this host") -> LintResult:
     """Check an NCCL_IB_HCA value against a host's ports (:func:`host_ports`).
+
+    ``where``: how the messages name the host the ports are of (``"this host"``;
+    ``sysverbs nccl check`` says ``"fixture NAME"`` or ``"the tree DIR"``).
 
     Warnings about how the value is written (``code``): ``whitespace`` (spaces or
     newlines are part of the name: NCCL splits on commas only), ``misplaced-modifier``
@@ -1445,4 +1448,8 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
             select_ib(ports, {}, nccl_version=version).devices)}
         meant = tuple(sorted(found.meant, key=lambda c: (order.get(c, len(order)),
                                                           _natural(c[0]), c[1])))
+    if where != "this host":
+        if not isinstance(where, str):
+            raise WrongTypeError(f"where must be a str, not {type(where).__name__}")
+        warns = [w._replace(message=w.message.replace("this host", where)) for w in warns]
     return LintResult(text, found.selection, tuple(warns), meant, fix)

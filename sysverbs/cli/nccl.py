@@ -2,7 +2,7 @@
 
 Prints the ``NET/IB : Using ...`` line NCCL would print, then one warning (with a
 fix) per problem :func:`sysverbs.nccl.lint_hca` finds.  Exit status: 0 clean, 1
-warnings, 2 usage errors or a device list that cannot be read.
+warnings or a device list that cannot be read, 2 usage errors.
 
 Only :func:`register` runs when the ``sysverbs`` command starts; the rest is imported
 when the command runs.
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["register", "check", "live_interfaces"]
 
-EXIT_CLEAN, EXIT_WARNINGS, EXIT_ERROR = 0, 1, 2
+EXIT_CLEAN, EXIT_WARNINGS = 0, 1
 
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -38,9 +38,10 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         "then a warning and a fix for each entry that does not mean what it seems: prefix "
         "collisions, entries matching nothing, whitespace or newlines, a misplaced '^' or "
         "'=', ports that do not exist or are not ACTIVE, too many entries or too long names, "
-        "a value that selects no device.",
-        epilog="exit status: 0 no warning; 1 warnings; 2 usage error, or the device list "
-        "cannot be read (a host without RDMA support has no device: exit 1).")
+        "a value that selects no device, InfiniBand and RoCE ports together, ports of one "
+        "NIC that NCCL cannot merge, plane IDs it refuses, more ports than its table holds.",
+        epilog="exit status: 0 no warning; 1 warnings, or the device list cannot be read "
+        "(a host without RDMA support has no device); 2 usage error.")
     c.add_argument("value", nargs="?", metavar="VALUE",
                    help="the NCCL_IB_HCA value to check (default: as NCCL would read it)")
     c.add_argument("--nccl-version", metavar="X.Y.Z",
@@ -196,7 +197,7 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
 
     from .. import nccl
     from ..errors import UsageError
-    from .contract import describe_os_error, fail, warning
+    from .contract import describe_os_error, fail, sysfs_root, warning, where
 
     version = nccl.parse_version(args.nccl_version)
     if version[0] != nccl.LATEST[0]:
@@ -231,7 +232,8 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
             why = _why_unlisted(args, opts)
             warning("nccl check", why)
             extra.append(why)
-    result = nccl.lint_hca(value, ports, env, nccl_version=version)
+    result = nccl.lint_hca(value, ports, env, nccl_version=version,
+                           where=where(args, sysfs_root(opts)))
     sel = result.selection
     if extra:
         sel = replace(sel, notes=(*sel.notes, *extra))
