@@ -86,7 +86,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     if rank is not None and not args.assign:
         raise UsageError("--rank needs --assign (the matrix shows every GPU)")
     sysfs = sysfs_root(opts)
-    host = read_host(sysfs, proc_root(args.proc_path, sysfs), opts["dev_dir"])
+    host = read_host(sysfs, proc_root(args.proc_path, sysfs), opts["dev_dir"],
+                     recorded=args.fixture is not None)
     problem = args.root_problem
     if not host.gpus and (problem is not None or not host.nics):
         return fail(args, "nothing-found",

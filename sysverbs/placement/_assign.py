@@ -146,7 +146,8 @@ def _usable_names(host: Host) -> tuple[Optional[frozenset[str]], str]:
     try:
         from ..diagnosis import diagnose
 
-        found = diagnose(source="sysfs", sysfs_path=host.sysfs_path, dev_dir=host.dev_dir)
+        found = diagnose(source="sysfs", sysfs_path=host.sysfs_path, dev_dir=host.dev_dir,
+                         recorded=host.recorded)
     except (OSError, ValueError) as e:
         return None, f"diagnose() failed: {e}"
     return frozenset(d.name for d in found if d.usable), ""

@@ -400,7 +400,7 @@ class Host(FrozenRecord):
     """What :func:`read_host` found (see ``docs/placement.md``)."""
 
     _fields = ("sysfs_path", "proc_path", "dev_dir", "pci", "host_bridges", "numa_nodes",
-               "gpus", "nics", "problems")
+               "gpus", "nics", "problems", "recorded")
     __slots__ = (*_fields, "_cache")
     sysfs_path: str
     proc_path: str
@@ -411,14 +411,18 @@ class Host(FrozenRecord):
     gpus: tuple[Gpu, ...]
     nics: tuple[Nic, ...]
     problems: tuple[str, ...]
+    #: the tree is a recording of another host (a bundled fixture): its device nodes
+    #: are stand-ins, judged as :func:`sysverbs.diagnosis.diagnose` ``recorded=True`` does
+    recorded: bool
     _cache: dict[object, object]  # what the distances computed (not compared, not shown)
 
     def __init__(self, sysfs_path: str, proc_path: str, dev_dir: str,
                  pci: Mapping[str, PciDevice], host_bridges: tuple[str, ...],
                  numa_nodes: Mapping[int, frozenset[int]], gpus: tuple[Gpu, ...],
-                 nics: tuple[Nic, ...], problems: tuple[str, ...] = ()) -> None:
+                 nics: tuple[Nic, ...], problems: tuple[str, ...] = (),
+                 recorded: bool = False) -> None:
         init(self, sysfs_path, proc_path, dev_dir, pci, host_bridges, numa_nodes, gpus, nics,
-             problems)
+             problems, recorded)
         object.__setattr__(self, "_cache", {})
 
     def gpu(self, key: Union[int, str]) -> Optional[Gpu]:
@@ -908,19 +912,26 @@ def read_host(
     sysfs_path: Optional[PathArg] = None,
     proc_path: Optional[PathArg] = None,
     dev_dir: Optional[PathArg] = None,
+    *,
+    recorded: bool = False,
 ) -> Host:
     """Read the host's PCI tree, NUMA nodes, GPUs and RDMA devices (see :class:`Host`).
 
     ``sysfs_path`` stands for ``/sys`` (default ``$SYSFS_PATH``, else ``/sys``),
     ``proc_path`` for ``/proc`` (only ``driver/nvidia/gpus/*/information`` is read
     there), ``dev_dir`` for ``/dev/infiniband`` (kept for the usable filter of
-    :func:`assign`).  Nothing outside these roots is read.  Errors in the tree never
+    :func:`assign`; ``recorded``: the tree is a recording, such as a bundled fixture,
+    whose device nodes are stand-ins).  Nothing outside these roots is read.  Errors in the tree never
     raise: they are in ``problems``.
     """
     if sysfs_path is None:
         from .._core.api import env_sysfs_root
 
         sysfs_path = env_sysfs_root()  # $SYSFS_PATH, else /sys (as libibverbs)
+    if not isinstance(recorded, bool):
+        from ..errors import WrongTypeError
+
+        raise WrongTypeError(f"recorded must be a bool, not {type(recorded).__name__}")
     sysfs = _bytes_path(sysfs_path, b"/sys", "sysfs_path")
     proc = _bytes_path(proc_path, b"/proc", "proc_path")
     dev = _bytes_path(dev_dir, b"/dev/infiniband", "dev_dir")
@@ -944,4 +955,5 @@ def read_host(
         gpus=gpus,
         nics=nics,
         problems=tuple(r.problems),
+        recorded=recorded,
     )
