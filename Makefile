@@ -174,10 +174,13 @@ fuzz: $(VENV)/.installed oracle-deps nccl-oracle
 # sysverbs against the real libibverbs on generated hosts of 1, 64, 1024 and 4096 devices
 # (root; a few minutes on 2 CPUs): prints a table and the issue-8 targets, writes
 # benchmarks/results.json; then placement (issue 16: model + assign, VF scaling, topo
-# beside lstopo), benchmarks/placement-results.json.  Options: BENCH_ARGS="--samples 9".
+# beside lstopo), benchmarks/placement-results.json; then --fixture on the fixture cache
+# against the unpacked tree (issue 26: within 1.5x), benchmarks/fixture-results.json.
+# Options: BENCH_ARGS="--samples 9".
 bench: $(VENV)/.installed oracle-deps
 	$(PY) benchmarks/bench_list.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_placement.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_fixture.py $(BENCH_ARGS)
 
 # NCCL_IB_HCA's InfiniBand side against the real NCCL (tests/device/device_nccl_ib.py):
 # only on a machine with an NVIDIA GPU, where NCCL builds a communicator and starts its IB

@@ -17,7 +17,12 @@ a file to keep next to your tests.
 * :func:`record_host`: a live host (or any sysfs tree) into the same format,
   bounded in size and never following a link out of sysfs;
 * ``sysverbs.testing.plugin``: the same as pytest fixtures (``rdma_host``,
-  ``rdma_fixture``, ``rdma_builder``).
+  ``rdma_fixture``, ``rdma_builder``);
+* :mod:`sysverbs.testing.cache`: the bundled fixtures unpacked once per user and
+  checked at each use (what ``--fixture`` needs: a tree in milliseconds).
+
+The names below are imported when first used (``import sysverbs.testing.cache``
+must not pay for the host builder).
 
 See ``docs/testing-kit.md`` for examples.
 """
@@ -25,19 +30,33 @@ See ``docs/testing-kit.md`` for examples.
 from __future__ import annotations
 
 from ..errors import RecordLimitError
-from .builder import GPU_MODELS, MLX5_MODELS, FakeDevice, GpuModel, HostBuilder
-from .host import (
-    FakeHost,
-    Host,
-    Source,
-    as_recording,
-    fixture_names,
-    fixture_path,
-    load_fixture,
-    materialize,
-)
-from .recorder import Limits, record_host
-from .umockdev import TreeEntry
+
+#: The public names by the module that defines them (relative to this package).
+_API: dict[str, tuple[str, ...]] = {
+    "builder": ("HostBuilder", "FakeDevice", "MLX5_MODELS", "GPU_MODELS", "GpuModel"),
+    "host": ("FakeHost", "Host", "Source", "as_recording", "fixture_names", "fixture_path",
+             "load_fixture", "materialize"),
+    "recorder": ("Limits", "record_host"),
+    "umockdev": ("TreeEntry",),
+}
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the same names, for type checkers
+    from typing import Any
+
+    from .builder import GPU_MODELS, MLX5_MODELS, FakeDevice, GpuModel, HostBuilder
+    from .host import (
+        FakeHost,
+        Host,
+        Source,
+        as_recording,
+        fixture_names,
+        fixture_path,
+        load_fixture,
+        materialize,
+    )
+    from .recorder import Limits, record_host
+    from .umockdev import TreeEntry
 
 __all__ = [
     "HostBuilder",
@@ -58,3 +77,18 @@ __all__ = [
     "Source",
     "record_host",
 ]
+_MODULE_OF = {name: module for module, names in _API.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    mod = __import__(f"{__name__}.{module}", None, None, ("_",), 0)
+    for each in _API[module]:
+        globals()[each] = getattr(mod, each)
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

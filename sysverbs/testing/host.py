@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from ..errors import UnknownFixtureError, WrongTypeError
 from . import umockdev as recording
@@ -31,7 +31,7 @@ FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class FakeHost:
     """A host written to disk: ``sysfs`` stands for /sys, ``dev`` for /dev/infiniband,
     :attr:`proc` for /proc.
@@ -44,8 +44,29 @@ class FakeHost:
     sysfs: Path
     dev: Path
     dev_nodes: tuple[str, ...]
-    #: What was written (compared by the paths only).
-    recording: Recording = field(default=Recording(()), repr=False, compare=False)
+    # The recording given, or None: read from root/host.umockdev when first asked for.
+    _recording: Optional[Recording] = field(repr=False, compare=False)
+
+    def __init__(self, root: Path, sysfs: Path, dev: Path, dev_nodes: tuple[str, ...],
+                 recording: Optional[Recording] = None) -> None:
+        object.__setattr__(self, "root", root)
+        object.__setattr__(self, "sysfs", sysfs)
+        object.__setattr__(self, "dev", dev)
+        object.__setattr__(self, "dev_nodes", dev_nodes)
+        object.__setattr__(self, "_recording", recording)
+
+    @property
+    def recording(self) -> Recording:
+        """What was written (not compared: hosts compare by their paths).  A host made
+        without one (:func:`sysverbs.testing.cache.cached_fixture`'s) reads
+        ``root/host.umockdev`` when first asked: parsing a big fixture takes longer
+        than listing its tree; no such file, no records."""
+        rec = self._recording
+        if rec is None:
+            path = self.root / "host.umockdev"
+            rec = recording.load(path) if path.is_file() else Recording(())
+            object.__setattr__(self, "_recording", rec)
+        return rec
 
     @property
     def proc(self) -> Path:
