@@ -258,8 +258,14 @@ def test_the_warning_says_what_changed(places: dict[str, Path]) -> None:
     with pytest.warns(SysverbsWarning) as caught:
         fixture_tree(SMALL)
     (msg,) = [str(w.message) for w in caught]
-    assert msg.startswith(f"fixture cache: {entry_of(tree)} tree/sys/class/")
-    assert "changed: not used, rebuilt" in msg
+    assert msg.startswith(f"fixture cache: {entry_of(tree)} tree/sys/")
+    assert msg.endswith(" changed: not used, rebuilt")
+    (Path(tree.root) / "sys/class/net/lo/new").write_text("")
+    with pytest.warns(SysverbsWarning) as caught:
+        fixture_tree(SMALL)
+    assert [str(w.message) for w in caught] == [
+        f"fixture cache: {entry_of(tree)} tree/sys/devices/virtual/net/lo (a directory: "
+        "itself or the entries in it) changed: not used, rebuilt"]
 
 
 # ------------------------------------------------------------------- where

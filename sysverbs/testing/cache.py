@@ -368,12 +368,20 @@ def _check(entry: str, stem: str, key: str) -> tuple[FixtureTree | None, str]:
             except OSError:
                 return None, f"tree/{rel} is gone"
             if got.st_ctime_ns != int(ctime) or got.st_size != int(size):
-                return None, f"tree/{rel} (or an entry in it) changed"
+                return None, f"tree/{rel}{_what(got)} changed"
     except ValueError:
         return None, "has a manifest it cannot read"
     finally:
         os.close(tfd)
     return FixtureTree(stem, os.path.join(entry, "tree"), nodes, True), ""
+
+
+def _what(st: os.stat_result) -> str:
+    if stat.S_ISDIR(st.st_mode):
+        return " (a directory: itself or the entries in it)"
+    if st.st_nlink > 1:
+        return f" (a file, or one of its {st.st_nlink - 1} other names)"
+    return ""
 
 
 def _from_cache(fixtures_dir: str, stem: str, fixture: str) -> FixtureTree | None:
