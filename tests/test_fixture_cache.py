@@ -91,6 +91,7 @@ def test_first_call_builds_the_tree_and_later_calls_reuse_it(
     fixtures_dir = places["xdg"] / "sysverbs" / "fixtures"
     entry = entry_of(tree)
     assert tree.cached and entry.parent == fixtures_dir
+    assert os.listdir(places["tmp"]) == []  # the next place is not even made
     assert entry.name.startswith(SMALL + "-") and len(entry.name) == len(SMALL) + 17
     assert tree.sysfs == tree.root + "/sys" and tree.dev == tree.root + "/dev/infiniband"
     assert tree.proc == tree.root + "/proc"

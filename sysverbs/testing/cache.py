@@ -146,7 +146,10 @@ def fixture_tree(name: str) -> FixtureTree:
     cache (built there on first use, rebuilt if it changed), else in a temporary
     directory removed at exit.  Nothing to clean up; do not write into the tree."""
     stem, fixture = _fixture_file(name)
-    for fixtures_dir in cache_dirs():
+    for base, own in _bases():
+        fixtures_dir = _own_dirs(base, own)  # made only when the places before failed
+        if fixtures_dir is None:
+            continue
         try:
             found = _from_cache(fixtures_dir, stem, fixture)
         except (OSError, ValueError):
