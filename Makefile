@@ -115,6 +115,10 @@ demo: $(VENV)/.installed
 	@$(VENV)/bin/sysverbs devinfo -l --fixture dgx-demo
 	@echo '$$ sysverbs devices                           # this machine'
 	@$(VENV)/bin/sysverbs devices || true
+	@echo
+	@echo '$$ sysverbs topo --assign --fixture gpu-hgx-h100 --rank 0   # which NIC GPU0 should use'
+	@$(VENV)/bin/sysverbs topo --assign --fixture gpu-hgx-h100 --rank 0
+	@echo '(sysverbs fixtures lists the other bundled hosts)'
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check sysverbs tests tools benchmarks

@@ -34,6 +34,20 @@ from tests.oracle import harness
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _fixture_cache() -> str:
+    """The suite's fixture cache (``sysverbs --fixture``, :mod:`sysverbs.testing.cache`):
+    a directory of its own below the temporary directory, never the user's
+    ``~/.cache``; shared by the xdist workers and kept between runs (every use checks
+    the entry, and rebuilds one that changed)."""
+    path = os.path.join(tempfile.gettempdir(), f"sysverbs-test-cache-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+# Set before any test runs, so that the commands the tests start inherit it.
+os.environ["XDG_CACHE_HOME"] = _fixture_cache()
+
+
 @functools.cache
 def fast_tmp() -> str:
     """Where the big throwaway trees go: ``/dev/shm/sysverbs-test`` when ``/dev/shm``

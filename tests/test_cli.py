@@ -15,7 +15,6 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import pytest
 
 from sysverbs import recording, sources
 from sysverbs.cli.devinfo import inet_ntop6, parse_port
+from sysverbs.testing.cache import fixture_tree
 from tests.conftest import fast_tmp, lists_by_name, same_lines
 from tests.pcitree import PciTree
 
@@ -422,9 +422,12 @@ def test_docs_shell_examples() -> None:
                                      re.S | re.M):
             argv = cmd.split()[1:]
             p = sv(*argv)
-            # --fixture materializes in the temporary directory ($TMPDIR, else /tmp)
-            got = re.sub(re.escape(tempfile.gettempdir()) + r"/sysverbs-[a-z0-9_]+",
-                         "/tmp/sysverbs-XXXX", p.stdout)
+            # --fixture's tree is in the fixture cache (sysverbs.testing.cache)
+            got = p.stdout
+            if "--fixture" in argv:
+                name = argv[argv.index("--fixture") + 1]
+                got = got.replace(fixture_tree(name).root,
+                                  f"~/.cache/sysverbs/fixtures/{name}-XXXX/tree")
             # A device list is in the fixture tree's readdir order (see same_lines).
             listing = argv[0] == "devices" or argv[:2] == ["devinfo", "-l"]
             assert got == shown or (listing and same_lines(got, shown)), cmd

@@ -67,8 +67,8 @@ class Run(NamedTuple):
     err: str
 
 
-def sv(*argv: str, cache: Path) -> Run:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(cache), LC_ALL="C.UTF-8")
+def sv(*argv: str) -> Run:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LC_ALL="C.UTF-8")
     env.pop("SYSFS_PATH", None)
     for name in ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "NCCL_IB_HCA",
                  "CUDA_VISIBLE_DEVICES"):
@@ -76,11 +76,6 @@ def sv(*argv: str, cache: Path) -> Run:
     p = subprocess.run([sys.executable, "-m", "sysverbs", *argv], capture_output=True,
                        text=True, timeout=120, env=env)
     return Run(p.returncode, p.stdout, p.stderr)
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cache")
 
 
 @memo
@@ -157,13 +152,13 @@ def test_schema_files_are_schemas_and_each_is_used() -> None:
 
 
 @pytest.mark.parametrize("fixture", fixture_names())
-def test_json_of_every_command_on_every_fixture(fixture: str, cache: Path) -> None:
+def test_json_of_every_command_on_every_fixture(fixture: str) -> None:
     """On every bundled fixture, every command's --json is one valid document of its
     schema (an error document when it fails), stderr holds only prefixed messages, and
     the exit status is one the contract allows."""
     for cmd, spec in TABLE.items():
         argv = [*spec.argv, "--json"] + ([] if cmd == "fixtures" else ["--fixture", fixture])
-        run = sv(*argv, cache=cache)
+        run = sv(*argv)
         assert run.rc in spec.statuses, (cmd, run.rc, run.err)
         check_documents(cmd, run)
         check_stderr(cmd, run.err)
@@ -196,7 +191,7 @@ def _expect_root_answer(cmd: str, spec: Command, run: Run, message: str) -> None
 
 
 @pytest.mark.parametrize("case", ["not-sysfs", "no-class-infiniband", "empty-class-infiniband"])
-def test_one_answer_for_no_sysfs_and_no_rdma(case: str, tmp_path: Path, cache: Path) -> None:
+def test_one_answer_for_no_sysfs_and_no_rdma(case: str, tmp_path: Path) -> None:
     """A root that is not a sysfs tree, and a sysfs tree without RDMA devices, get the
     same message from every command (error or warning, by its policy), the same exit
     status, and with --json an error document of the command's schema."""
@@ -214,9 +209,9 @@ def test_one_answer_for_no_sysfs_and_no_rdma(case: str, tmp_path: Path, cache: P
         if spec.policy in ("rdma-core", "none"):
             continue
         argv = [*spec.argv, "--sysfs-path", str(root), "--dev-dir", str(tmp_path / "dev")]
-        run = sv(*argv, cache=cache)
+        run = sv(*argv)
         _expect_root_answer(cmd, spec, run, message)
-        js = sv(*argv, "--json", cache=cache)
+        js = sv(*argv, "--json")
         assert js.rc == run.rc and js.err.splitlines()[:1] == run.err.splitlines()[:1], cmd
         docs = check_documents(cmd, js)
         if spec.policy == "fails" or "not a sysfs" in message or spec.policy == "gpus":
@@ -226,16 +221,16 @@ def test_one_answer_for_no_sysfs_and_no_rdma(case: str, tmp_path: Path, cache: P
                              "error": {"kind": kind, "message": docs[0]["error"]["message"]}}]
 
 
-def test_rdma_core_commands_keep_rdma_cores_answer(tmp_path: Path, cache: Path) -> None:
+def test_rdma_core_commands_keep_rdma_cores_answer(tmp_path: Path) -> None:
     """devices and devinfo answer a missing root as ibv_devices / ibv_devinfo do (the
     oracle tests compare the bytes), and with --json add an error document."""
     root = str(tmp_path / "nonexistent")
     for cmd, rc in (("devices", 1), ("devinfo", 255), ("devinfo -l", 255)):
         spec = TABLE[cmd]
-        run = sv(*spec.argv, "--sysfs-path", root, cache=cache)
+        run = sv(*spec.argv, "--sysfs-path", root)
         assert (run.rc, run.out) == (rc, ""), cmd
         assert run.err == "Failed to get IB devices list: Function not implemented\n", cmd
-        js = sv(*spec.argv, "--sysfs-path", root, "--json", cache=cache)
+        js = sv(*spec.argv, "--sysfs-path", root, "--json")
         assert js.rc == rc and js.err == run.err
         (doc,) = check_documents(cmd, js)
         assert doc["error"]["kind"] == "no-device-list"
@@ -251,28 +246,28 @@ USAGE_ERRORS = [
 
 
 @pytest.mark.parametrize("extra", USAGE_ERRORS, ids=lambda e: " ".join(e))
-def test_usage_errors_exit_2_with_the_prefix(extra: tuple[str, ...], cache: Path) -> None:
+def test_usage_errors_exit_2_with_the_prefix(extra: tuple[str, ...]) -> None:
     """A usage error: exit 2, no document on stdout, and the last stderr line is
     ``sysverbs <command>: error: ...``."""
     for cmd, spec in TABLE.items():
         if cmd == "fixtures" and extra[0] != "--bogus-option":
             continue
         name = cmd.split(" -")[0]
-        run = sv(*spec.argv, *extra, "--json", cache=cache)
+        run = sv(*spec.argv, *extra, "--json")
         assert run.rc == 2 and run.out == "", (cmd, extra, run)
         assert run.err.splitlines()[-1].startswith(f"sysverbs {name}: error: "), (cmd, run.err)
 
 
-def test_unknown_fixture_says_where_the_names_are(cache: Path) -> None:
-    run = sv("topo", "--fixture", "gpu-hgx", cache=cache)
+def test_unknown_fixture_says_where_the_names_are() -> None:
+    run = sv("topo", "--fixture", "gpu-hgx")
     assert run.rc == 2 and "sysverbs fixtures" in run.err and "gpu-hgx-h100" in run.err
 
 
-def test_version_and_help(cache: Path) -> None:
+def test_version_and_help() -> None:
     from sysverbs import __version__
 
-    run = sv("--version", cache=cache)
+    run = sv("--version")
     assert (run.rc, run.out) == (0, f"sysverbs {__version__}\n")
-    top = sv("--help", cache=cache).out
+    top = sv("--help").out
     for cmd in COMMANDS:  # each command is listed once
         assert len(re.findall(rf"^    {cmd} ", top, re.M)) == 1, cmd

@@ -181,14 +181,15 @@ def listing_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.fixture is None:
         return opts
     from ..errors import UnknownFixtureError
+    from ..testing.cache import fixture_tree
 
     try:
-        host = _fixture_host(args.fixture)
+        host = fixture_tree(args.fixture)
     except UnknownFixtureError as e:
         raise UsageError(f"--fixture {args.fixture!r}: no such bundled host (sysverbs "
                          f"fixtures lists them){_close(args.fixture)}") from e
-    opts["sysfs_path"] = str(host.sysfs)
-    opts["dev_dir"] = str(host.dev)
+    opts["sysfs_path"] = host.sysfs
+    opts["dev_dir"] = host.dev
     if args.providers is None:
         opts["providers"] = "builtin"
     if args.source == "auto":
@@ -196,18 +197,6 @@ def listing_options(args: argparse.Namespace) -> dict[str, Any]:
         # the real kernel's devices (as libibverbs does with SYSFS_PATH set).
         opts["source"] = "sysfs"
     return opts
-
-
-def _fixture_host(name: str) -> Any:
-    import atexit
-    import shutil
-    import tempfile
-
-    from ..testing.host import fixture_path, materialize
-
-    tmp = tempfile.mkdtemp(prefix="sysverbs-")
-    atexit.register(shutil.rmtree, tmp, True)
-    return materialize(fixture_path(name), tmp)
 
 
 def _close(name: str) -> str:

@@ -921,8 +921,8 @@ def read_host(
     ``proc_path`` for ``/proc`` (only ``driver/nvidia/gpus/*/information`` is read
     there), ``dev_dir`` for ``/dev/infiniband`` (kept for the usable filter of
     :func:`assign`; ``recorded``: the tree is a recording, such as a bundled fixture,
-    whose device nodes are stand-ins).  Nothing outside these roots is read.  Errors in the tree never
-    raise: they are in ``problems``.
+    whose device nodes are stand-ins).  Nothing outside these roots is read.  Errors in
+    the tree never raise: they are in ``problems``.
     """
     if sysfs_path is None:
         from .._core.api import env_sysfs_root
