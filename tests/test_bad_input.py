@@ -267,14 +267,25 @@ def test_environment_mapping_bad(host: FakeHost, env: Any) -> None:
                                        + ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"]),
                        ANY_TEXT, max_size=3))
 def test_rank_variables_any_text(host: FakeHost, env: dict[str, str]) -> None:
-    """LOCAL_RANK='a', a huge number, junk device lists: a rank or none, with a reason."""
+    """LOCAL_RANK='a', a huge number, junk device lists: a rank or none, with a reason;
+    a rank that has no GPU (none visible, or past the last) is a NotFoundError, and no
+    rank on a host with several GPUs a UsageError for rank_environment."""
     h = placement.read_host(**_opts(host))
     rank, why = placement.local_rank(env)
     assert rank is None or rank >= 0
     assert why
-    a = placement.assign_rank(h, None, env)
-    assert a.reason
-    rank_environment(environ=env, **_opts(host))
+    try:
+        a = placement.assign_rank(h, None, env)
+    except errors.NotFoundError as e:
+        assert rank is not None and f"local rank {rank} has no GPU" in str(e)
+    else:
+        assert a.reason
+    try:
+        rank_environment(environ=env, **_opts(host))
+    except errors.NotFoundError as e:
+        assert "has no GPU" in str(e)
+    except errors.UsageError as e:
+        assert rank is None and "GPUs and no local rank" in str(e)
 
 
 @pytest.mark.parametrize("nics", [3, "mlx5_0", b"mlx5_0", [b"mlx5_0"], [3], [("mlx5_0", "1")],

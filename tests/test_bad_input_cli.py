@@ -58,13 +58,13 @@ _TAKES_PROC = ("topo", "env")
 ALLOWED: dict[str, frozenset[int]] = {
     "devices": frozenset({0, 1}), "devinfo": frozenset({0, 255}),
     "netdev": frozenset({0, 1}), "doctor": frozenset({0, 1}), "topo": frozenset({0, 1}),
-    "env": frozenset({0, 1}), "nccl": frozenset({0, 1, 2}), "snapshot": frozenset({0, 1}),
-    "watch": frozenset({0}),
+    "env": frozenset({0, 1}), "nccl": frozenset({0, 1}), "snapshot": frozenset({0, 1}),
+    "watch": frozenset({0, 1}),
 }
 #: The statuses that say the command failed, so stderr must say why.
 FAILED = {"devices": {1}, "devinfo": {255}, "netdev": {1}, "doctor": set(), "topo": {1},
           "env": {1},
-          "nccl": {2}, "snapshot": {1}, "watch": {1}}
+          "nccl": set(), "snapshot": {1}, "watch": {1}}
 #: How a failure's line starts: the C tools' own messages, else ``sysverbs``.
 ERROR_PREFIXES = ("sysverbs", "Failed to get IB devices list", "No IB devices found",
                   "IB device '", "libibverbs: ")
@@ -189,7 +189,7 @@ _E40 = "é" * 40
 BAD_OPTIONS: list[tuple[tuple[str, ...], frozenset[int]]] = [
     (("env", "--local-rank", "a"), frozenset({2})),
     (("env", "--local-rank", "-1"), frozenset({2})),
-    (("env", "--device", "x:y"), frozenset({1})),
+    (("env", "--device", "x:y"), frozenset({2})),
     (("env", "--device", _E40), frozenset({1})),
     (("env", "--format", "xml"), frozenset({2})),
     (("topo", "--assign", "--rank", "a"), frozenset({2})),

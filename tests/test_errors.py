@@ -73,7 +73,8 @@ def test_the_cli_reports_an_unknown_fixture_as_a_usage_error(
     from sysverbs.cli import main
 
     assert main(["devices", "--fixture", "nope"]) == 2
-    assert capsys.readouterr().err.startswith("sysverbs: no bundled fixture 'nope'")
+    assert capsys.readouterr().err.startswith(
+        "sysverbs devices: error: --fixture 'nope': no such bundled host (sysverbs fixtures")
 
 
 def test_option_mistakes_are_usage_errors() -> None:

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     gives no GPU a NIC (or the rank has no GPU)."""
     from ..errors import NotFoundError
     from ..placement import host_json, read_host, render_matrix
-    from .contract import fail, sysfs_root, warning, where
+    from .contract import error, fail, sysfs_root, warning, where
 
     rank = _rank_arg(args.rank)
     if rank is not None and not args.assign:
@@ -126,7 +126,14 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     else:
         sys.stdout.write(_human(host, plan))
     sys.stdout.flush()
-    return 0 if any(a.nics for a in plan) else 1
+    if any(a.nics for a in plan):
+        return 0
+    if not host.gpus:
+        error("topo", f"no GPU on {where(args, sysfs)} (NVIDIA/AMD by PCI vendor and "
+              "class): nothing to assign")
+    else:
+        error("topo", "no GPU got a NIC: " + (plan[0].reason if plan else "no assignment"))
+    return 1
 
 
 def _human(host: Any, plan: Sequence[Any]) -> str:
