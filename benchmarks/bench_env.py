@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from sysverbs import environment  # noqa: E402
-from sysverbs._nccl_gid import GidEntry, GidTable  # noqa: E402
+from sysverbs.rank.gid import GidEntry, GidTable  # noqa: E402
 from sysverbs.testing import HostBuilder  # noqa: E402
 
 TARGET_MS = 5.0

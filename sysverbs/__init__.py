@@ -11,67 +11,53 @@ imported with the package; the others when one of their names is first used, so
 that ``import sysverbs`` stays cheap (tests/test_layout.py holds it to 15 ms).
 Public modules: :mod:`sysverbs.errors`, :mod:`sysverbs.attributes`,
 :mod:`sysverbs.topology`, :mod:`sysverbs.diagnosis`, :mod:`sysverbs.rdmacm`,
-:mod:`sysverbs.fork`, :mod:`sysverbs.monitor`, :mod:`sysverbs.enrich`,
+:mod:`sysverbs.fork`, :mod:`sysverbs.devices.monitor`, :mod:`sysverbs.enrich`,
 :mod:`sysverbs.enums`, :mod:`sysverbs.nccl`, :mod:`sysverbs.environment`,
 :mod:`sysverbs.placement`, :mod:`sysverbs.recording` and :mod:`sysverbs.testing`.
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .ground import __version__ as __version__
 
 #: Every public name, by the module that defines it (relative to this package).
 #: The one table: it drives the imports, ``__all__`` and ``__dir__``.
 _API: dict[str, tuple[str, ...]] = {
-    "_core.api": (
+    "engine.api": (
         "get_device_list", "free_device_list", "get_device_name", "get_device_guid",
         "get_device_index", "open_device", "close_device", "effective_options",
         "DeviceList", "Options",
     ),
-    "_core.device": ("Device", "Context"),
-    "_core.messages": ("set_stderr",),
-    "errors": (
+    "engine.device": ("Device", "Context"),
+    "ground.messages": ("set_stderr",),
+    "ground.errors": (
         "SysverbsError", "UsageError", "DeviceFreedError", "SourceUnavailable",
         "UdevUnavailable", "SysverbsWarning", "NoDriverWarning", "AbiWarning",
         "KernelAbiFatal", "ConfigWarning", "DriverLoadWarning", "MemlockWarning",
         "ForkWarning",
     ),
     # imported on first use:
-    "fork": ("fork_init", "is_fork_initialized", "ForkStatus"),
-    "enums": ("NodeType", "TransportType"),
-    "monitor": ("monitor", "DeviceMonitor", "DeviceEvent"),
-    "rdmacm": ("rdma_get_devices", "rdma_free_devices", "ContextList"),
-    "attributes": (
+    "engine.fork": ("fork_init", "is_fork_initialized", "ForkStatus"),
+    "ground.enums": ("NodeType", "TransportType"),
+    "devices.monitor": ("monitor", "DeviceMonitor", "DeviceEvent"),
+    "devices.rdmacm": ("rdma_get_devices", "rdma_free_devices", "ContextList"),
+    "devices.attributes": (
         "device_attributes", "port_attributes", "DeviceAttributes", "PortAttributes",
         "Gid", "GidType", "LinkLayer", "PortState", "PhysState", "Rate",
     ),
-    "topology": (
+    "devices.topology": (
         "device_topology", "Topology", "PciFunction", "AuxDevice", "Netdev", "CharDevice",
     ),
-    "diagnosis": ("diagnose", "Diagnosis", "DiagnosisList", "Reason"),
+    "devices.diagnosis": ("diagnose", "Diagnosis", "DiagnosisList", "Reason"),
 }
 #: The modules on the path of ``import sysverbs`` and of the first call.
-_EAGER = ("_core.api", "_core.device", "_core.messages", "errors")
+_EAGER = ("engine.api", "engine.device", "ground.messages", "ground.errors")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the same names, for type checkers (tests/test_layout.py compares)
     from typing import Any
 
-    from ._core.api import (
-        DeviceList,
-        Options,
-        close_device,
-        effective_options,
-        free_device_list,
-        get_device_guid,
-        get_device_index,
-        get_device_list,
-        get_device_name,
-        open_device,
-    )
-    from ._core.device import Context, Device
-    from ._core.messages import set_stderr
-    from .attributes import (
+    from .devices.attributes import (
         DeviceAttributes,
         Gid,
         GidType,
@@ -83,9 +69,33 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/test_layout.py com
         device_attributes,
         port_attributes,
     )
-    from .diagnosis import Diagnosis, DiagnosisList, Reason, diagnose
-    from .enums import NodeType, TransportType
-    from .errors import (
+    from .devices.diagnosis import Diagnosis, DiagnosisList, Reason, diagnose
+    from .devices.monitor import DeviceEvent, DeviceMonitor, monitor
+    from .devices.rdmacm import ContextList, rdma_free_devices, rdma_get_devices
+    from .devices.topology import (
+        AuxDevice,
+        CharDevice,
+        Netdev,
+        PciFunction,
+        Topology,
+        device_topology,
+    )
+    from .engine.api import (
+        DeviceList,
+        Options,
+        close_device,
+        effective_options,
+        free_device_list,
+        get_device_guid,
+        get_device_index,
+        get_device_list,
+        get_device_name,
+        open_device,
+    )
+    from .engine.device import Context, Device
+    from .engine.fork import ForkStatus, fork_init, is_fork_initialized
+    from .ground.enums import NodeType, TransportType
+    from .ground.errors import (
         AbiWarning,
         ConfigWarning,
         DeviceFreedError,
@@ -100,10 +110,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/test_layout.py com
         UdevUnavailable,
         UsageError,
     )
-    from .fork import ForkStatus, fork_init, is_fork_initialized
-    from .monitor import DeviceEvent, DeviceMonitor, monitor
-    from .rdmacm import ContextList, rdma_free_devices, rdma_get_devices
-    from .topology import AuxDevice, CharDevice, Netdev, PciFunction, Topology, device_topology
+    from .ground.messages import set_stderr
 
 _MODULE_OF = {name: module for module, names in _API.items() for name in names}
 __all__ = list(_MODULE_OF)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import sysverbs
-from sysverbs._core import sysfs_read
+from sysverbs.ground import sysfs_read
 from tests import trees
 from tests.trees import Dir, Link, host, rdma_dev, rxe_dev
 

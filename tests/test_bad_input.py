@@ -22,9 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sysverbs
-from sysverbs import environment, errors, nccl, placement
+from sysverbs import environment, errors, placement
+from sysverbs.devices.monitor import monitor  # sysverbs.devices.monitor is the module once imported
 from sysverbs.environment import rank_environment
-from sysverbs.monitor import monitor  # sysverbs.monitor is the module once imported
+from sysverbs.rank import nccl
 from sysverbs.testing import FakeHost
 from tests.bad_input import BREAK, CORRUPTIONS, attribute_files, build_host, copy_host, corrupt
 from tests.fuzz.profiles import fuzz_settings
@@ -462,7 +463,7 @@ def test_models_of_the_wrong_type(host: FakeHost, value: Any) -> None:
 def test_set_stderr_bad(value: Any) -> None:
     """Failed before: accepted, and the first libibverbs message then raised
     AttributeError (``int`` has no ``flush``) out of get_device_list()."""
-    from sysverbs._core import messages
+    from sysverbs.ground import messages
 
     saved = messages._stream  # "stderr": whatever sys.stderr is when a message comes
     try:

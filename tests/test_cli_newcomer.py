@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from sysverbs import nccl
 from sysverbs.environment import rank_environment
 from sysverbs.errors import NotFoundError, UsageError
 from sysverbs.placement import read_host
+from sysverbs.rank import nccl
 from sysverbs.testing import fixture_names
 from sysverbs.testing.cache import cached_fixture
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from sysverbs._core import sysfs_read as cparse  # the C parsing rules live beside the reader
+from sysverbs.ground import sysfs_read as cparse  # the C parsing rules live beside the reader
 from tests.fuzz.profiles import fuzz_settings
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"))

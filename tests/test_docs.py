@@ -26,7 +26,7 @@ def test_docs_have_examples() -> None:
 def test_examples_run(doc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # An example's set_stderr() must not outlive it: later tests in this process read
     # libibverbs' messages from their own captured stderr.
-    messages = importlib.import_module("sysverbs._core.messages")
+    messages = importlib.import_module("sysverbs.ground.messages")
     monkeypatch.setattr(messages, "_stream", messages._stream)
     namespace: dict[str, object] = {}
     for m in BLOCK.finditer(doc.read_text()):
@@ -40,7 +40,7 @@ def test_examples_run(doc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_examples_use_only_public_modules() -> None:
     """A docs example imports what a user may import: no ``sysverbs._x`` module (an
-    internal can move at any release; environment.md once imported ``sysverbs._nccl_gid``)."""
+    internal can move at any release; environment.md once imported ``sysverbs.rank.gid``)."""
     private = re.compile(r"\bsysverbs(?:\.[a-z]\w*)*\._\w+")
     for doc in DOCS:
         for m in BLOCK.finditer(doc.read_text()):

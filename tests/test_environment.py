@@ -1,4 +1,4 @@
-"""``sysverbs.environment`` and ``sysverbs._nccl_gid``: NCCL's GID index rule and the
+"""``sysverbs.environment`` and ``sysverbs.rank.gid``: NCCL's GID index rule and the
 environment for a rank, on fixture hosts and built trees.
 
 The real counterparts are elsewhere: the kernel lab's ``roce`` scenario
@@ -21,8 +21,10 @@ from typing import Optional
 
 import pytest
 
-from sysverbs import _nccl_gid, cli, environment
-from sysverbs._nccl_gid import (
+from sysverbs import cli, environment
+from sysverbs.environment import Netdev, Nic, predict, rank_environment
+from sysverbs.rank import gid
+from sysverbs.rank.gid import (
     TYPE_EINVAL,
     TYPE_MISSING,
     GidEntry,
@@ -31,7 +33,6 @@ from sysverbs._nccl_gid import (
     read_gid_table,
     strtoll,
 )
-from sysverbs.environment import Netdev, Nic, predict, rank_environment
 from sysverbs.testing import HostBuilder
 from tests.conftest import require
 
@@ -52,7 +53,7 @@ MLX5 = [(0, LL, V1), (1, LL, V2), (2, V4, V1), (3, V4, V2)]
 
 
 def test_doctests() -> None:
-    assert doctest.testmod(_nccl_gid).failed == 0
+    assert doctest.testmod(gid).failed == 0
     assert doctest.testmod(environment).failed == 0
 
 
@@ -462,7 +463,7 @@ def _nccl_scan(gids: Mapping[int, str], versions: Mapping[int, Optional[int]], l
     """ncclIbGetGidIndex's RoCE scan, written out here from NCCL's C (v2.30.7-1,
     connect.cc: getGidAddrFamily, configuredGid, linkLocalGid, envIbAddrRange,
     matchGidAddrPrefix, ncclUpdateGidIndex) on 32-bit words as NCCL reads them; it
-    shares no code with sysverbs._nccl_gid.  ``versions``: what
+    shares no code with sysverbs.rank.gid.  ``versions``: what
     ncclIbRoceGetVersionNum leaves (None: read EINVAL or an unknown text; an
     uninitialised current version is taken as unequal to any candidate's)."""
     def words(i: int) -> list[int]:

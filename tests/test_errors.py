@@ -87,7 +87,10 @@ def test_option_mistakes_are_usage_errors() -> None:
 
 
 def test_errors_imports_nothing() -> None:
-    src = inspect.getsource(errors)
+    from sysverbs.ground import errors as implementation
+
+    assert errors.__all__ == implementation.__all__
+    src = inspect.getsource(implementation)
     assert [ln for ln in src.splitlines()
             if ln.startswith(("import ", "from ")) and "__future__" not in ln] == [
         "import errno as _errno"]

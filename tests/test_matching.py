@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sysverbs._core import messages
-from sysverbs._core.records import DeviceRecord
-from sysverbs._core.sysfs_read import fnmatch
+from sysverbs.ground import messages
+from sysverbs.ground.records import DeviceRecord
+from sysverbs.ground.sysfs_read import fnmatch
 from sysverbs.providers import matching
 from sysverbs.providers.table import Provider, provider_table
 from tests.fuzz.profiles import fuzz_settings

@@ -1,4 +1,4 @@
-"""sysverbs.monitor: hotplug events from udev (umockdev's uevent emulation) and by polling.
+"""sysverbs.devices.monitor: hotplug events from udev (umockdev's uevent emulation) and by polling.
 
 The udev backend is driven by a umockdev testbed created from Python through
 ``gi.repository.UMockdev`` (gir1.2-umockdev-1.0), in a process started under
@@ -27,7 +27,7 @@ from typing import Any, Optional
 import pytest
 
 from sysverbs import recording, testing
-from sysverbs.monitor import DeviceEvent, monitor
+from sysverbs.devices.monitor import DeviceEvent, monitor
 from sysverbs.sources import udev as udev_source
 from sysverbs.testing import HostBuilder
 from tests.conftest import require
@@ -66,7 +66,7 @@ SCRIPT = textwrap.dedent(
     gi.require_version("UMockdev", "1.0")
     from gi.repository import UMockdev
     from sysverbs import recording
-    from sysverbs.monitor import monitor
+    from sysverbs.devices.monitor import monitor
     from sysverbs.testing import HostBuilder
 
     tb = UMockdev.Testbed.new()
@@ -299,7 +299,7 @@ def test_an_entry_that_never_completes_is_reported_after_settling(
     """An entry whose ``ibdev`` never comes is reported (with ``ibdev`` None) once it has
     been incomplete for SETTLE_SECONDS, not before: the test moves SETTLE_SECONDS
     instead of waiting for it."""
-    mon_mod = importlib.import_module("sysverbs.monitor")
+    mon_mod = importlib.import_module("sysverbs.devices.monitor")
     monkeypatch.setattr(mon_mod, "SETTLE_SECONDS", 3600.0)
     host = testing.materialize(HostBuilder(), tmp_path / "h")
     mon = monitor(sysfs_path=host.sysfs, poll_interval=0.02, existing=True)
@@ -389,7 +389,7 @@ def test_udev_backend_on_this_host_opens() -> None:
 
 
 def test_module_exports() -> None:
-    # (sysverbs.monitor may be the function once exported: reach the module by name)
-    mon_mod = importlib.import_module("sysverbs.monitor")
+    # (sysverbs.devices.monitor may be the function once exported: reach the module by name)
+    mon_mod = importlib.import_module("sysverbs.devices.monitor")
     assert mon_mod.SUBSYSTEMS == ("infiniband", "infiniband_verbs")
     assert set(mon_mod.__all__) >= {"monitor", "DeviceMonitor", "DeviceEvent"}

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sysverbs import nccl
 from sysverbs.nccl import IbPort, lint_hca, parse_hca, select_ib
+from sysverbs.rank import nccl
 from sysverbs.testing import HostBuilder
 from tests.fuzz.profiles import fuzz_settings
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import sysverbs
 import sysverbs.topology as topology_module
 from sysverbs import recording
-from sysverbs.topology import _AUX_RDMA, device_topology, parse_cpulist
+from sysverbs.devices.topology import _AUX_RDMA, device_topology, parse_cpulist
 from tests import listing_hosts
 from tests.fuzz.profiles import fuzz_settings
 

@@ -1,4 +1,4 @@
-"""The record tuples (subclasses of ``sysverbs._core.records.RecordTuple``: Options,
+"""The record tuples (subclasses of ``sysverbs.ground.records.RecordTuple``: Options,
 LibraryKey, Provider, ...) behave as named tuples: each class's ``__new__``, its field
 properties and its ``_fields`` agree, and the repr, ``_replace``, ``_asdict``, pickling
 and equality with plain tuples work from them."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import sysverbs
-from sysverbs._core.records import RecordTuple
+from sysverbs.ground.records import RecordTuple
 
 PACKAGE = Path(sysverbs.__file__).resolve().parent
 

@@ -131,7 +131,7 @@ def run_python(code: str, *, env: Optional[dict[str, str]] = None) -> str:
 
 def test_import_sysverbs_does_not_import_pyudev() -> None:
     out = run_python(
-        "import sys, sysverbs, sysverbs.sources.udev, sysverbs.monitor, sysverbs.enrich, "
+        "import sys, sysverbs, sysverbs.sources.udev, sysverbs.devices.monitor, sysverbs.enrich, "
         "sysverbs.testing\n"
         "print('pyudev' in sys.modules, 'pytest' in sys.modules)"
     )
@@ -147,7 +147,7 @@ DEGRADED = textwrap.dedent(
     import sysverbs
     from sysverbs import enrich, testing
     from sysverbs.sources import udev as udev_source
-    from sysverbs.monitor import monitor
+    from sysverbs.devices.monitor import monitor
     out = {{"reason": udev_source.unavailable_reason()}}
     try:
         sysverbs.get_device_list(source="udev")

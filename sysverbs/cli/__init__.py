@@ -21,9 +21,8 @@ import argparse
 import os
 import sys
 
-from .. import sources
-from .._core import api
-from ..errors import UsageError
+from ..engine import api, registry
+from ..ground.errors import UsageError
 from .contract import (
     EXIT_USAGE,
     POLICY,
@@ -116,7 +115,7 @@ def _devinfo(args: argparse.Namespace, opts: dict[str, Any]) -> int:
             out.write(b"\n")
             out.flush()
             return 0
-        from .._core.api import resolve
+        from ..engine.api import resolve
         from .devinfo import render
 
         sysfs = resolve(source=opts["source"], sysfs_path=opts["sysfs_path"]).sysfs_path
@@ -260,7 +259,7 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                    help="uverbs device nodes (default: /dev/infiniband)")
     g.add_argument("--config-dir", metavar="DIR",
                    help="provider config dir (default: /etc/libibverbs.d)")
-    g.add_argument("--source", default="auto", choices=sources.names(),
+    g.add_argument("--source", default="auto", choices=registry.names(),
                    help="where device records come from (default: auto, as libibverbs: "
                    "netlink, else sysfs)")
     g.add_argument("--providers", choices=["installed", "builtin"],
@@ -290,7 +289,7 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         "rdma-core's device tools for machines and containers without rdma-core.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    from .. import __version__
+    from ..ground import __version__
 
     p.add_argument("--version", action="version", version=f"sysverbs {__version__}")
     p.add_argument("--completion", choices=["bash"], action=_CompletionAction,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..errors import UsageError
+from ..ground.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def sysfs_root(opts: dict[str, Any]) -> str:
     """The sysfs root the listing options name (``$SYSFS_PATH``, else ``/sys``)."""
     root = opts.get("sysfs_path")
     if root is None:
-        from .._core.api import env_sysfs_root
+        from ..engine.api import env_sysfs_root
 
         return os.fsdecode(env_sysfs_root())
     return os.fsdecode(root)
@@ -175,12 +175,12 @@ def check_usage(args: argparse.Namespace) -> None:
 def listing_options(args: argparse.Namespace) -> dict[str, Any]:
     """The listing options of the command line (``--fixture``: the bundled host's
     cached tree, with the builtin providers and the sysfs source)."""
-    from .._core.api import OPTION_NAMES
+    from ..engine.api import OPTION_NAMES
 
     opts: dict[str, Any] = {name: getattr(args, name) for name in OPTION_NAMES}
     if args.fixture is None:
         return opts
-    from ..errors import UnknownFixtureError
+    from ..ground.errors import UnknownFixtureError
     from ..testing.cache import fixture_tree
 
     try:

@@ -17,8 +17,8 @@ import sys
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
-    from .._core.device import Device
-    from ..attributes import DeviceAttributes, Gid, PortAttributes
+    from ..devices.attributes import DeviceAttributes, Gid, PortAttributes
+    from ..engine.device import Device
 
 __all__ = ["UNAVAILABLE", "QUERY_ONLY_DEVICE", "QUERY_ONLY_PORT", "render", "document",
            "inet_ntop6", "parse_port", "USAGE"]
@@ -115,7 +115,7 @@ def _guid(value: Optional[int]) -> Optional[str]:
 
 
 def _board_id(dev: Device) -> Optional[str]:
-    from .._core.sysfs_read import cstr, read_sysfs_file
+    from ..ground.sysfs_read import cstr, read_sysfs_file
 
     value = read_sysfs_file(os.fsencode(dev.ibdev_path) + b"/board_id", 256)
     if value is None:
@@ -298,7 +298,7 @@ def _fails(message: str, kind: str, as_json: bool) -> int:
 def render(devices: list[Device], ib_dev: Optional[str], ib_port: int, verbose: bool,
            as_json: bool, sysfs_path: str) -> int:
     """``print_hca_cap()`` for each chosen device; the exit status of ibv_devinfo."""
-    from ..attributes import device_attributes
+    from ..devices.attributes import device_attributes
 
     if ib_dev is not None:
         chosen = [d for d in devices if d.name == ib_dev][:1]

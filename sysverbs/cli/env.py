@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import UsageError
+from ..ground.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,8 +65,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     the variables commented out, so that ``eval "$(sysverbs env)"`` sets nothing wrong."""
     import os
 
-    from ..environment import rank_environment
-    from ..errors import NotFoundError
+    from ..ground.errors import NotFoundError
+    from ..rank.environment import rank_environment
     from .contract import fail, warning
     from .topo import proc_root
 

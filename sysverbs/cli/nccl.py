@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any, Optional
 
-    from ..nccl import IbSelection, LintResult
+    from ..rank.nccl import IbSelection, LintResult
 
 __all__ = ["register", "check", "live_interfaces"]
 
@@ -128,7 +128,7 @@ def _oob(args: argparse.Namespace, env: dict[str, str], live: bool,
         return str(args.oob)
     if not live:
         return None
-    from ..nccl import socket_interface
+    from ..rank.nccl import socket_interface
 
     ifs = live_interfaces()
     name = socket_interface([n for n, _ in ifs], env.get("NCCL_SOCKET_IFNAME"),
@@ -144,7 +144,7 @@ def _why_unlisted(args: argparse.Namespace, opts: dict[str, Any]) -> str:
     under the dev dir (a tree given without --dev-dir), or (doctor says) another reason."""
     import os
 
-    from .._core.api import resolve
+    from ..engine.api import resolve
     from .contract import sysfs_root, where
 
     root = sysfs_root(opts)
@@ -195,8 +195,8 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     import sys
     from dataclasses import replace
 
-    from .. import nccl
-    from ..errors import UsageError
+    from ..ground.errors import UsageError
+    from ..rank import nccl
     from .contract import describe_os_error, fail, sysfs_root, warning, where
 
     version = nccl.parse_version(args.nccl_version)

@@ -12,7 +12,7 @@ import re
 import sys
 from typing import Any, Optional
 
-from ..errors import UsageError
+from ..ground.errors import UsageError
 
 __all__ = ["netdev", "doctor", "watch", "snapshot", "netdev_links"]
 
@@ -25,7 +25,7 @@ def netdev_links(sysfs_path: str, dev_dir: str) -> list[dict[str, Any]]:
     """One entry per (RDMA device, port, netdev), in ``ibdev2netdev``'s order: devices
     by name, ports by number, netdevs as :func:`sysverbs.topology.device_topology`
     finds them."""
-    from ..topology import device_topology
+    from ..devices.topology import device_topology
 
     ib_dir = os.path.join(sysfs_path, "class", "infiniband")
     try:
@@ -47,7 +47,7 @@ def netdev_links(sysfs_path: str, dev_dir: str) -> list[dict[str, Any]]:
 
 
 def netdev(args: Any, opts: dict[str, Any]) -> int:
-    from .._core.api import resolve
+    from ..engine.api import resolve
 
     o = resolve(**opts)
     links = netdev_links(o.sysfs_path, o.dev_dir)
@@ -76,7 +76,7 @@ def _line(d: Any) -> str:
 def doctor(args: Any, opts: dict[str, Any]) -> int:
     from dataclasses import asdict
 
-    from ..diagnosis import diagnose
+    from ..devices.diagnosis import diagnose
 
     # --fixture: the tree is a recording, its /dev nodes are stand-ins (a --dev-dir the
     # user gives is not: a plain file there is the error it is).
@@ -108,7 +108,7 @@ def _event_json(e: Any) -> str:
 
 
 def watch(args: Any, opts: dict[str, Any]) -> int:
-    from ..monitor import monitor
+    from ..devices.monitor import monitor
 
     if args.timeout is not None and not args.timeout >= 0:  # NaN too
         raise UsageError("--timeout must not be negative")
@@ -144,7 +144,7 @@ def snapshot(args: Any, opts: dict[str, Any]) -> int:
     """Write the recording (stdout, or ``-o FILE``; with ``--json`` a document holding
     it, or naming the file).  Exit 1 when the root has no RDMA device (the recording
     is still written: an empty host is a host too)."""
-    from .._core.api import resolve
+    from ..engine.api import resolve
     from ..testing import umockdev as recording
     from ..testing.recorder import record_host
 

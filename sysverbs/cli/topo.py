@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..errors import UsageError
+from ..ground.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def proc_root(proc_path: Optional[str], sysfs: Union[str, bytes]) -> str:
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     """``sysverbs topo``: 0; 1 with neither GPUs nor RDMA devices, or when ``--assign``
     gives no GPU a NIC (or the rank has no GPU)."""
-    from ..errors import NotFoundError
+    from ..ground.errors import NotFoundError
     from ..placement import host_json, read_host, render_matrix
     from .contract import error, fail, sysfs_root, warning, where
 

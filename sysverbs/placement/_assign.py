@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from .._core.api import environ_arg, index_arg, items_arg
-from ..errors import NotFoundError, UsageError, WrongTypeError
+from ..engine.api import environ_arg, index_arg, items_arg
+from ..ground.errors import NotFoundError, UsageError, WrongTypeError
 from ._distance import Distance, smi_rank
 from ._model import Gpu, Host, Nic, Port, endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
@@ -144,7 +144,7 @@ def _norm_link_layer(value: Optional[str]) -> Optional[str]:
 
 def _usable_names(host: Host) -> tuple[Optional[frozenset[str]], str]:
     try:
-        from ..diagnosis import diagnose
+        from ..devices.diagnosis import diagnose
 
         found = diagnose(source="sysfs", sysfs_path=host.sysfs_path, dev_dir=host.dev_dir,
                          recorded=host.recorded)

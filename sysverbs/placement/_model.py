@@ -13,9 +13,9 @@ import re
 import sys
 from stat import S_ISDIR, S_ISLNK
 
-from .._core.api import path_arg
-from .._core.sysfs_read import read_sysfs_file
-from .._text import parse_cpulist, rate_fields
+from ..engine.api import path_arg
+from ..ground.sysfs_read import read_sysfs_file
+from ..ground.text import parse_cpulist, rate_fields
 from ._distance import Distance, nccl_distance, numa_affinity, smi_distance
 from ._names import bdf_key, is_bdf, is_host_bridge, name_kind, natural_key
 from ._record import FrozenRecord, init
@@ -487,7 +487,7 @@ class Host(FrozenRecord):
 def host_arg(host: object) -> Host:
     """``host`` if it is a :class:`Host`, else :class:`~sysverbs.errors.WrongTypeError`."""
     if not isinstance(host, Host):
-        from ..errors import WrongTypeError
+        from ..ground.errors import WrongTypeError
 
         raise WrongTypeError(f"host must be a Host from read_host(), not {type(host).__name__}")
     return host
@@ -925,11 +925,11 @@ def read_host(
     the tree never raise: they are in ``problems``.
     """
     if sysfs_path is None:
-        from .._core.api import env_sysfs_root
+        from ..engine.api import env_sysfs_root
 
         sysfs_path = env_sysfs_root()  # $SYSFS_PATH, else /sys (as libibverbs)
     if not isinstance(recorded, bool):
-        from ..errors import WrongTypeError
+        from ..ground.errors import WrongTypeError
 
         raise WrongTypeError(f"recorded must be a bool, not {type(recorded).__name__}")
     sysfs = _bytes_path(sysfs_path, b"/sys", "sysfs_path")

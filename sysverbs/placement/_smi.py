@@ -12,7 +12,7 @@ classes: NVLink is not visible in sysfs, so no cell is ever ``NV#``.
 
 from __future__ import annotations
 
-from ..errors import UsageError
+from ..ground.errors import UsageError
 from ._distance import numa_affinity
 from ._model import endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key

@@ -14,8 +14,8 @@ import errno
 import os
 import stat
 
-from .._core.messages import ConfigWarning, DriverLoadWarning, SysverbsWarning
-from .._core.records import RecordTuple
+from ..ground.messages import ConfigWarning, DriverLoadWarning, SysverbsWarning
+from ..ground.records import RecordTuple
 from .table import pabi_for, provider_dir
 
 TYPE_CHECKING = False

@@ -15,15 +15,15 @@ Pure over its inputs, except for the one cached read of ``device/modalias``.
 
 from __future__ import annotations
 
-from .._core.messages import AbiWarning, emit
-from .._core.sysfs_read import MODALIAS_SIZE, PATH_MAX_IBV, cstr, fnmatch, read_sysfs_file
+from ..ground.messages import AbiWarning, emit
+from ..ground.sysfs_read import MODALIAS_SIZE, PATH_MAX_IBV, cstr, fnmatch, read_sysfs_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from typing import Optional
 
-    from .._core.records import DeviceRecord
+    from ..ground.records import DeviceRecord
     from .table import Provider
 
 __all__ = [

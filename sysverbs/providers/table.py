@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .._core.records import RecordTuple
-from ..errors import UsageError, WrongTypeError
+from ..ground.errors import UsageError, WrongTypeError
+from ..ground.records import RecordTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class Provider(RecordTuple, tuple[str, str, int, int, "frozenset[bytes]", "tuple
 
 
 def _checked_pattern(pattern: bytes) -> bytes:
-    """A MODALIAS/NAME pattern :func:`sysverbs._core.sysfs_read.fnmatch` can match exactly."""
+    """A MODALIAS/NAME pattern :func:`sysverbs.ground.sysfs_read.fnmatch` can match exactly."""
     if b"[" in pattern or b"\\" in pattern or b"\0" in pattern:
         raise ValueError(f"unsupported fnmatch pattern {pattern!r}")
     return pattern

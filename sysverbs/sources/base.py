@@ -4,12 +4,12 @@ source returns (:class:`Scan`) and how it says it cannot be used here
 
 from __future__ import annotations
 
-from .._core.records import RecordTuple
-from ..errors import SourceUnavailable
+from ..ground.errors import SourceUnavailable
+from ..ground.records import RecordTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .._core.records import DeviceRecord
+    from ..ground.records import DeviceRecord
 
 __all__ = ["LibraryKey", "Scan", "SourceUnavailable"]
 

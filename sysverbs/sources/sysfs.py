@@ -8,8 +8,9 @@ import os
 import stat
 import sys
 
-from .._core.records import DeviceRecord, RecordTuple, abi_number, read_node_type
-from .._core.sysfs_read import (
+from ..ground.errors import ScanError
+from ..ground.records import DeviceRecord, RecordTuple, abi_number, read_node_type
+from ..ground.sysfs_read import (
     ABI_SIZE,
     CLASS_ABI_SIZE,
     DEV_SIZE,
@@ -22,7 +23,6 @@ from .._core.sysfs_read import (
     strtol,
     to_int32,
 )
-from ..errors import ScanError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def _scan_entry(
     class entry; a :class:`Skipped` is a silent skip.
 
     With ``lazy`` the record's ``abi_ver`` and ``node_type`` are read when first used
-    (see :class:`~sysverbs._core.records.DeviceRecord`)."""
+    (see :class:`~sysverbs.ground.records.DeviceRecord`)."""
     try:
         entry_fd = os.open(name, _DIR_FLAGS, dir_fd=dirs.class_fd)
     except OSError:

@@ -5,7 +5,7 @@ libibverbs' algorithm, run by the very code of the sysfs source.  libibverbs'
 order is the ``readdir`` order of ``<S>/class/infiniband_verbs`` and udev's
 enumeration order differs (libudev sorts), so :func:`scan_udev` runs
 :func:`sysverbs.sources.sysfs.scan_sysfs` (same order, same skip rules, every value
-read by :func:`sysverbs._core.sysfs_read.read_sysfs_file`) and keeps the entries whose
+read by :func:`sysverbs.ground.sysfs_read.read_sysfs_file`) and keeps the entries whose
 resolved directory udev enumerated in the ``infiniband_verbs`` subsystem.  On a
 kernel-made ``/sys`` both sets are the same, so the list equals the sysfs
 source's, field for field; an entry udev does not know (no ``uevent`` file, which
@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
-from ..errors import UdevUnavailable
+from ..ground.errors import UdevUnavailable
 from .base import Scan
 from .sysfs import scan_sysfs
 

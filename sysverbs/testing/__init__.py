@@ -29,7 +29,7 @@ See ``docs/testing-kit.md`` for examples.
 
 from __future__ import annotations
 
-from ..errors import RecordLimitError
+from ..ground.errors import RecordLimitError
 
 #: The public names by the module that defines them (relative to this package).
 _API: dict[str, tuple[str, ...]] = {

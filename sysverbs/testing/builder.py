@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, TypedDict, Union, cast
 
-from ..errors import UsageError
+from ..ground.errors import UsageError
 from . import layout
 from . import umockdev as recording
 from .host import FakeHost, materialize

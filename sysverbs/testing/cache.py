@@ -87,7 +87,7 @@ import errno
 import os
 import stat
 
-from ..errors import SysverbsWarning
+from ..ground.errors import SysverbsWarning
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

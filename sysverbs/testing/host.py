@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ..errors import UnknownFixtureError, WrongTypeError
+from ..ground.errors import UnknownFixtureError, WrongTypeError
 from . import umockdev as recording
 from .umockdev import Recording, TreeEntry
 
@@ -85,7 +85,7 @@ class FakeHost:
 
     def get_device_list(self, **overrides: Any) -> Any:
         """``sysverbs.get_device_list(**self.options(**overrides))``."""
-        from .._core.api import get_device_list
+        from ..engine.api import get_device_list
 
         return get_device_list(**self.options(**overrides))
 

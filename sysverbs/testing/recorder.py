@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Optional, Union
 
-from .._core.api import path_arg
-from ..errors import RecordLimitError, UsageError
+from ..engine.api import path_arg
+from ..ground.errors import RecordLimitError, UsageError
 from . import umockdev as recording
 from .layout import LO_PATH
 from .umockdev import Attribute, Record, Recording

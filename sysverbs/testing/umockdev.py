@@ -137,7 +137,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Union
 
-from ..errors import RecordingError, WrongTypeError
+from ..ground.errors import RecordingError, WrongTypeError
 
 __all__ = [
     "Attribute",

@@ -20,7 +20,7 @@ import sys
 
 
 def monitor(kind: str) -> None:
-    from sysverbs.monitor import monitor
+    from sysverbs.devices.monitor import monitor
 
     if kind == "udev":
         mon = monitor(timeout=120, actions=None)

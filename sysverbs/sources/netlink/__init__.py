@@ -16,7 +16,7 @@ from __future__ import annotations
 import errno
 import os
 
-from ...errors import SourceUnavailable
+from ...ground.errors import SourceUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from ..._core.sysfs_read import NAME_MAX_IBV, to_int32
-from ...errors import SourceUnavailable
+from ...ground.errors import SourceUnavailable
+from ...ground.sysfs_read import NAME_MAX_IBV, to_int32
 from .wire import (
     ATTR_CHARDEV_ABI,
     ATTR_CHARDEV_NAME,

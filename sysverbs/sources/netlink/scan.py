@@ -50,8 +50,9 @@ from __future__ import annotations
 import os
 import time
 
-from ..._core.records import DeviceRecord, node_type_number
-from ..._core.sysfs_read import (
+from ...ground.errors import SourceUnavailable
+from ...ground.records import DeviceRecord, node_type_number
+from ...ground.sysfs_read import (
     ABI_SIZE,
     DEV_SIZE,
     NAME_MAX_IBV,
@@ -61,7 +62,6 @@ from ..._core.sysfs_read import (
     strtoul,
     to_int32,
 )
-from ...errors import SourceUnavailable
 from ..base import Scan
 from .wire import (
     ATTR_CHARDEV,

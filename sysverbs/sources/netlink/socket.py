@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import os
 
-from ...errors import NetlinkFailure
+from ...ground.errors import NetlinkFailure
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

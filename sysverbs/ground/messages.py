@@ -22,7 +22,7 @@ import sys
 import warnings
 from _thread import allocate_lock
 
-from ..errors import (
+from .errors import (
     AbiWarning,
     ConfigWarning,
     DriverLoadWarning,

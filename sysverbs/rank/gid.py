@@ -29,7 +29,7 @@ Rules from NVIDIA/nccl ``src/transport/net_ib/connect.cc`` (NCCL 2.30.7):
   ignored, no digits 0); out of range gives the default; the int64 is stored in
   an ``int``.
 
->>> from sysverbs._nccl_gid import GidTable, GidEntry, nccl_gid_index, gid_text
+>>> from sysverbs.rank.gid import GidTable, GidEntry, nccl_gid_index, gid_text
 >>> t = GidTable("rxe0", 1, "Ethernet", 4, (
 ...     GidEntry(0, "fe80::5054:ff:fe12:3456", "IB/RoCE v1"),
 ...     GidEntry(1, "fe80::5054:ff:fe12:3456", "RoCE v2"),
@@ -473,7 +473,7 @@ def read_gid_table(device: str, port: int, *, sysfs_path: Optional[str] = None,
     reads the type of a zero entry only while it is the current choice, and the
     kernel answers EINVAL for those.  An unreadable GID file reads as zero, as
     ``ibv_query_gid`` gives for an empty entry."""
-    from .attributes import numbered_entries, parse_gid, read_text, resolve_ibdev
+    from ..devices.attributes import numbered_entries, parse_gid, read_text, resolve_ibdev
 
     ibdev, _ = resolve_ibdev(device, sysfs_path)
     base = ibdev + b"/ports/%d" % port

@@ -14,21 +14,21 @@ import errno
 import os
 from _thread import RLock, allocate_lock
 
-from .. import sources
-from ..errors import KernelAbiFatal, NoDriverWarning, ScanError, SourceUnavailable
+from ..ground.errors import KernelAbiFatal, NoDriverWarning, ScanError, SourceUnavailable
+from ..ground.messages import emit
+from ..ground.records import transport_number
 from ..providers.matching import Matcher
 from ..sources.sysfs import read_class_abi
+from . import registry
 from .device import Device
-from .messages import emit
-from .records import transport_number
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ..ground.records import DeviceRecord
     from ..providers.table import Provider
     from ..sources.base import LibraryKey
-    from .records import DeviceRecord
 
 __all__ = ["Library", "library_for", "MIN_ABI", "MAX_ABI"]
 
@@ -118,7 +118,7 @@ class Library:
     def enumerate(self, env: Mapping[str, str]) -> list[Device]:
         """``ibverbs_get_device_list``: update the persistent list and return it."""
         try:
-            found = sources.scan(self.key)
+            found = registry.scan(self.key)
         except ScanError as e:
             raise OSError(e.errno, os.strerror(e.errno), os.fsdecode(e.path)) from None
         except SourceUnavailable as e:  # a source asked for by name

@@ -7,8 +7,8 @@ import os
 import stat
 from _thread import RLock
 
-from ..errors import DeviceFreedError, WrongTypeError
-from .sysfs_read import NODE_GUID_SIZE, read_sysfs_file, scan_hx4
+from ..ground.errors import DeviceFreedError, WrongTypeError
+from ..ground.sysfs_read import NODE_GUID_SIZE, read_sysfs_file, scan_hx4
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Optional
 
-    from ..enums import NodeType, TransportType
+    from ..ground.enums import NodeType, TransportType
 
 __all__ = ["Device", "Context", "DeviceFreedError", "hold_all", "release_all"]
 
@@ -137,14 +137,14 @@ class Device:
 
     @property
     def node_type(self) -> NodeType:
-        from ..enums import NodeType
+        from ..ground.enums import NodeType
 
         self._check()
         return NodeType(self._node_type)
 
     @property
     def transport_type(self) -> TransportType:
-        from ..enums import TransportType
+        from ..ground.enums import TransportType
 
         self._check()
         return TransportType(self._transport_type)

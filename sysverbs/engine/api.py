@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 from _thread import allocate_lock
 
-from .. import sources
-from ..errors import UsageError, WrongTypeError
+from ..ground.errors import UsageError, WrongTypeError
+from ..ground.messages import ForkWarning, MemlockWarning, emit
+from ..ground.records import RecordTuple
 from ..providers.table import installed_release, libibverbs_library, resolve_release
 from ..sources.base import LibraryKey
+from . import registry
 from .device import Context, Device, device_arg, hold_all, open_device, release_all
 from .devlist import library_for
-from .messages import ForkWarning, MemlockWarning, emit
-from .records import RecordTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -239,8 +239,8 @@ def resolve(**options: Unpack[ListOptions]) -> Options:
     config_dir = options.get("config_dir")
     providers = options.get("providers")
     rdma_core = options.get("rdma_core")
-    if source not in sources.names():
-        raise UsageError(f"source must be one of {', '.join(sources.names())}, not {source!r}")
+    if source not in registry.names():
+        raise UsageError(f"source must be one of {', '.join(registry.names())}, not {source!r}")
     root = (
         env_sysfs_root()
         if sysfs_path is None
@@ -318,7 +318,7 @@ def _first_call_init() -> None:
             return
         _initialized = True
         if "RDMAV_FORK_SAFE" in os.environ or "IBV_FORK_SAFE" in os.environ:
-            from ..fork import fork_env_requested, fork_init
+            from .fork import fork_env_requested, fork_init
 
             if fork_env_requested(os.environ):
                 try:

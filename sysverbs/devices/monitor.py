@@ -4,10 +4,10 @@
 ``infiniband_verbs`` (their ``uverbsN`` char devices) subsystems and reports each
 change as a :class:`DeviceEvent`.  Two forms::
 
-    for event in sysverbs.monitor(timeout=30):       # an iterator; ends after 30 s
+    for event in sysverbs.devices.monitor(timeout=30):       # an iterator; ends after 30 s
         print(event.action, event.subsystem, event.name, event.ibdev)
 
-    mon = sysverbs.monitor(print, timeout=30)        # a callback, on a thread
+    mon = sysverbs.devices.monitor(print, timeout=30)        # a callback, on a thread
     ...
     mon.stop(); mon.join()
 
@@ -39,7 +39,7 @@ receive the uevent: an ``add`` received after its device has gone again has ``ib
 None.
 
 Event values that come from sysfs (a uverbs device's ``ibdev``) are read by
-:func:`sysverbs._core.sysfs_read.read_sysfs_file`.
+:func:`sysverbs.ground.sysfs_read.read_sysfs_file`.
 """
 
 from __future__ import annotations
@@ -53,13 +53,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
-from ._core.api import env_sysfs_root, path_arg
-from ._core.sysfs_read import IBDEV_SIZE, cstr, read_sysfs_file
-from .errors import UsageError, WrongTypeError
-from .sources import udev as udev_source
+from ..engine.api import env_sysfs_root, path_arg
+from ..ground.errors import UsageError, WrongTypeError
+from ..ground.sysfs_read import IBDEV_SIZE, cstr, read_sysfs_file
+from ..sources import udev as udev_source
 
 if TYPE_CHECKING:
-    from ._core.api import PathArg
+    from ..engine.api import PathArg
 
 __all__ = ["monitor", "DeviceMonitor", "DeviceEvent", "SUBSYSTEMS", "BACKENDS"]
 
