@@ -1,12 +1,14 @@
-"""Properties of the code's layout, guarded instead of asked for in comments: no import
-cycle, no private name used across modules, and a cheap ``import sysverbs``."""
+"""Properties of the code's layout, guarded instead of asked for in comments: the layers
+and their one direction of dependency, no import cycle between files or folders, files
+that hold one thing, no private name used across modules, and a cheap
+``import sysverbs`` (docs/architecture.md)."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import sysverbs
@@ -66,19 +68,60 @@ def _imports(module: str, path: Path, *, run_time: bool = True) -> Iterator[tupl
                 yield target, alias.name, node.lineno
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the package modules it imports at run time (a name that is a module
-    counts as that module; ``sysverbs/__init__``'s table-driven imports are added)."""
+def import_graph(*, run_time_only: bool = False) -> dict[str, set[str]]:
+    """Module -> the package modules it imports: at module level, inside functions and
+    under ``if TYPE_CHECKING:`` (``run_time_only``: not the last).  A name that is a
+    module counts as that module; ``sysverbs/__init__``'s table-driven imports are added."""
     modules = _modules()
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
-        for target, name, _ in _imports(module, path):
+        for target, name, _ in _imports(module, path, run_time=run_time_only):
             if f"{target}.{name}" in modules:
                 graph[module].add(f"{target}.{name}")
             elif target in modules:
                 graph[module].add(target)
-    graph["sysverbs"] |= {f"sysverbs.{m}" for m in sysverbs._EAGER}
+        graph[module].discard(module)
+    graph["sysverbs"] |= {f"sysverbs.{m}" for m in sysverbs._API}
     return graph
+
+
+#: The layers, lowest first.  A file may import the files of its own folder and of the
+#: folders of the layers below its own; a subfolder may also import its parent folder's
+#: files (sources/netlink/ uses sources/base.py).  Nothing else: no folder imports a
+#: peer of its layer, none a layer above it.  "" is the top level: ``sysverbs/__init__``,
+#: ``__main__`` and the public import paths, which only re-export.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("ground",),
+    ("sources", "sources/netlink", "providers"),
+    ("engine",),
+    ("devices", "testing"),
+    ("placement",),
+    ("rank",),
+    ("cli",),
+    ("",),
+)
+
+
+def folder_of(module: str) -> str:
+    """The folder of ``module`` relative to ``sysverbs/`` ("" for the top level)."""
+    path = _modules()[module]
+    return path.parent.relative_to(PACKAGE).as_posix().replace(".", "")
+
+
+def layering_offences(graph: dict[str, set[str]], folder: Callable[[str], str],
+                      layers: tuple[tuple[str, ...], ...] = LAYERS) -> list[str]:
+    """Each import of ``graph`` against the order of ``layers``."""
+    level = {f: i for i, names in enumerate(layers) for f in names}
+    offences = []
+    for module, targets in sorted(graph.items()):
+        a = folder(module)
+        for target in sorted(targets):
+            b = folder(target)
+            if a == b or level[b] < level[a] or (level[a] == level[b] and a.startswith(b + "/")):
+                continue
+            offences.append(f"{module} ({a or 'top level'}, layer {level[a]}) imports "
+                            f"{target} ({b or 'top level'}, layer {level[b]})")
+    return offences
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str]:
@@ -113,10 +156,70 @@ def test_find_cycle_finds_one() -> None:
     assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
 
 
-def test_the_run_time_import_graph_has_no_cycle() -> None:
+def test_the_import_graph_has_no_cycle_between_files() -> None:
+    """Counting imports inside functions and under ``if TYPE_CHECKING:`` (a type two
+    modules need belongs in a module below both)."""
     graph = import_graph()
     assert graph["sysverbs.engine.api"], "the graph should see the package's imports"
+    assert "sysverbs.ground.errors" in graph["sysverbs.sources.base"]
     assert find_cycle(graph) == []
+
+
+def test_the_import_graph_has_no_cycle_between_folders() -> None:
+    folders: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        folders.setdefault(folder_of(module), set()).update(
+            folder_of(t) for t in targets if folder_of(t) != folder_of(module))
+    assert set(folders) >= {"ground", "engine", "cli"}
+    assert find_cycle(folders) == []
+
+
+def test_layering_offences_finds_an_upward_import() -> None:
+    graph = {"g.a": {"g.b"}, "g.b": set(), "e.x": {"g.a"}, "g.c": {"e.x"}, "p.y": {"q.z"},
+             "q.z": set(), "p/s.w": {"p.y"}, "p.y2": {"p/s.w"}}
+    layers = (("g",), ("e",), ("p", "p/s", "q"))
+    assert layering_offences(graph, lambda m: m.split(".")[0], layers) == [
+        "g.c (g, layer 0) imports e.x (e, layer 1)",
+        "p.y (p, layer 2) imports q.z (q, layer 2)",
+        "p.y2 (p, layer 2) imports p/s.w (p/s, layer 2)",
+    ]
+
+
+def test_every_import_follows_the_layers() -> None:
+    """docs/architecture.md names the layers; every folder of the package is in one."""
+    folders = {folder_of(m) for m in _modules()}
+    assert folders == {f for names in LAYERS for f in names}
+    assert layering_offences(import_graph(), folder_of) == []
+
+
+def test_the_top_level_only_re_exports() -> None:
+    """The top-level modules are the public import paths: a docstring, imports from the
+    layers below and ``__all__`` (``__init__`` binds the API's names on first use;
+    ``__main__`` runs the command line)."""
+    for path in sorted(PACKAGE.glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body[1:]:
+            names = [ast.unparse(t) for t in node.targets] if isinstance(node, ast.Assign) else []
+            assert isinstance(node, (ast.ImportFrom, ast.Import)) or names == ["__all__"] or (
+                path.name == "__main__.py" and ast.unparse(node) == "sys.exit(main())"), (
+                f"{path.name}:{node.lineno} is more than a re-export")
+
+
+#: Files longer than MAX_LINES that are data tables (none today).
+TABLES: frozenset[str] = frozenset()
+MAX_LINES = 700
+
+
+def test_a_file_holds_one_thing() -> None:
+    """No file of the package or of tools/ over MAX_LINES lines, except data tables."""
+    long = {}
+    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "tools").rglob("*.py")]:
+        lines = path.read_text(encoding="utf-8").count("\n")
+        if lines > MAX_LINES and path.relative_to(ROOT).as_posix() not in TABLES:
+            long[path.relative_to(ROOT).as_posix()] = lines
+    assert long == {}
 
 
 def test_no_module_imports_another_modules_private_name() -> None:
