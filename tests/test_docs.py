@@ -40,7 +40,8 @@ def test_examples_run(doc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_examples_use_only_public_modules() -> None:
     """A docs example imports what a user may import: no ``sysverbs._x`` module (an
-    internal can move at any release; environment.md once imported ``sysverbs.rank.gid``)."""
+    internal can move at any release; environment.md once imported the GID index's private
+    module)."""
     private = re.compile(r"\bsysverbs(?:\.[a-z]\w*)*\._\w+")
     for doc in DOCS:
         for m in BLOCK.finditer(doc.read_text()):
@@ -111,3 +112,31 @@ def test_reliability_md_lists_every_property_tests_counts() -> None:
     assert len(code) >= 20
     assert documented == code, "rows the docs should have:\n" + "\n".join(
         f"| `{k}` | {ci:,} | {deep:,} |" for k, (ci, deep) in sorted(code.items()))
+
+
+def test_architecture_md_names_what_exists() -> None:
+    """docs/architecture.md: every file and folder it names exists, every ``name()`` it
+    places in a file is defined or imported there, and its table has every layer of
+    tests/test_layout.py's LAYERS."""
+    from tests.test_layout import LAYERS
+
+    text = (ROOT / "docs/architecture.md").read_text()
+    paths = re.findall(r"`(sysverbs/[\w/.]*)`", text)
+    assert len(paths) > 20
+    for path in paths:
+        assert (ROOT / path).exists(), path
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "`sysverbs/" in line]
+    for row in rows:  # a bare file name in a row is a file of that row's folder
+        folders = re.findall(r"`(sysverbs/[\w/]*/)`", row)
+        for name in re.findall(r"\(`([\w/]+\.(?:py|json))`", row):
+            assert any((ROOT / f / name).exists() for f in [*folders, "sysverbs/"]), (name, row)
+    named = {f"sysverbs/{f}/".replace("//", "/") for layer in LAYERS for f in layer} - {
+        "sysverbs/sources/netlink/"}
+    assert named <= set(paths), named - set(paths)
+    for name, path in re.findall(r"`(\w+)\(\)`[^`]{0,40}?`(sysverbs/[\w/]+\.py)`", text):
+        tree = ast.parse((ROOT / path).read_text())
+        defined = {n.name for n in ast.walk(tree)
+                   if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        defined |= {a.asname or a.name for n in ast.walk(tree)
+                    if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert name in defined, (name, path)
