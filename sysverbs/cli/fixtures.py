@@ -29,7 +29,7 @@ def register(subparsers: Any, parents: list[Any]) -> None:
 
 def _counts(path: Any) -> tuple[int, int]:
     """(RDMA devices, GPUs) of a recording, from its ``P:`` and ``E:`` lines."""
-    from ..placement._model import GPU_CLASSES
+    from ..placement import GPU_CLASSES
 
     devices = gpus = 0
     pci_class: Optional[int] = None

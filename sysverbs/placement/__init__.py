@@ -3,7 +3,9 @@ and NCCL name them, and which RDMA device each GPU or local rank should use.
 
 Imported on first use (``import sysverbs`` does not import it).  See
 ``docs/placement.md``.  NVLink/NVSwitch links cannot be seen in sysfs: every distance
-here is a PCIe distance.
+here is a PCIe distance.  :data:`GPU_CLASSES` says what counts as a GPU: PCI vendor id
+-> the class codes (``class >> 8``) that make a function of that vendor with nothing
+below it a GPU or accelerator.
 
 >>> import tempfile
 >>> from sysverbs import testing
@@ -20,7 +22,9 @@ here is a PCIe distance.
 from __future__ import annotations
 
 from ._distance import Distance
-from ._model import Gpu, Host, Nic, PciDevice, Port, read_host
+from ._host import Gpu, Host, Nic, Port
+from ._pci import PciDevice
+from ._read import GPU_CLASSES, read_host
 from ._smi import FORMATS, host_json, render_matrix
 
 #: The names of ``_assign``, imported on first use (``sysverbs topo`` without
@@ -48,6 +52,7 @@ __all__ = [
     "Assignment",
     "Distance",
     "Filtered",
+    "GPU_CLASSES",
     "Gpu",
     "Host",
     "Nic",

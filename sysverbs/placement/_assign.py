@@ -1,6 +1,6 @@
 """Which RDMA device (and port) each GPU, or each local rank, should use.
 
-Pure functions over a :class:`~sysverbs.placement._model.Host` (plus ``diagnose()``
+Pure functions over a :class:`~sysverbs.placement.Host` (plus ``diagnose()``
 for the optional *usable* filter and the environment for ranks).
 """
 
@@ -10,10 +10,10 @@ import re
 
 from ..engine.api import environ_arg, index_arg, items_arg
 from ..ground.errors import NotFoundError, UsageError, WrongTypeError
+from ..ground.records import FrozenRecord, init
 from ._distance import Distance, smi_rank
-from ._model import Gpu, Host, Nic, Port, endpoints, host_arg, smi_between
+from ._host import Gpu, Host, Nic, Port, endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
-from ._record import FrozenRecord, init
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

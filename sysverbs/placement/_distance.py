@@ -1,6 +1,6 @@
 """Distance between two PCI functions: nvidia-smi's class, NCCL's path type, bridge hops.
 
-Pure functions over :class:`~sysverbs.placement._model.PciDevice` data.
+Pure functions over :class:`~sysverbs.placement.PciDevice` data.
 
 nvidia-smi (its legend): ``X`` self; ``PIX`` at most a single PCIe bridge; ``PXB``
 multiple PCIe bridges without the host bridge; ``PHB`` through a PCIe host bridge;
@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import re
 
+from ..ground.records import FrozenRecord, init
 from ._names import is_host_bridge
-from ._record import FrozenRecord, init
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Optional
 
-    from ._model import PciDevice
+    from ._pci import PciDevice
 
 BROADCOM = 0x1000
 _NCCL_BDF = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]")

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from ..ground.errors import UsageError
 from ._distance import numa_affinity
-from ._model import endpoints, host_arg, smi_between
+from ._host import endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
 
-    from ._model import Host, Nic
+    from ._host import Host, Nic
 
 LEGEND = """\
 Legend:
