@@ -328,3 +328,26 @@ def test_the_list_options_are_declared_once() -> None:
                 args = node.args
                 params = {a.arg for a in [*args.args, *args.kwonlyargs, *args.posonlyargs]}
                 assert len(params & names) < 3, f"{path.name}: {node.name} spells the options"
+
+
+NAMES_PROBE = f"""
+import importlib, pkgutil, sys
+sys.path.insert(0, {str(ROOT)!r})
+import sysverbs
+for info in pkgutil.walk_packages(sysverbs.__path__, "sysverbs."):
+    if info.name != "sysverbs.__main__":
+        importlib.import_module(info.name)
+wrong = [name for name, module in sysverbs._MODULE_OF.items()
+         if getattr(sysverbs, name) is not getattr(sys.modules["sysverbs." + module], name)]
+print(" ".join(wrong))
+"""
+
+
+def test_every_public_name_stays_itself_once_every_module_is_imported() -> None:
+    """Importing a submodule binds it on its package: ``sysverbs.monitor`` was the
+    function until ``sysverbs/monitor.py`` was imported (``sysverbs watch`` does), then
+    the module, and ``sysverbs.monitor()`` raised TypeError."""
+    out = subprocess.run([sys.executable, "-c", NAMES_PROBE], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == []
+    assert not {m.split(".")[1] for m in _modules() if m.count(".") >= 1} & set(sysverbs.__all__)
