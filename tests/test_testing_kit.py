@@ -247,10 +247,12 @@ def test_tree_entries_are_written_after_the_records(tmp_path: Path) -> None:
 
     from sysverbs.recording import TreeEntry
     from sysverbs.testing import host as host_module
-    from sysverbs.testing import umockdev
+    from sysverbs.testing import umockdev, umockdev_tree
 
     assert doctest.testmod(host_module).failed == 0
     assert doctest.testmod(umockdev).failed == 0
+    tree_doctests = doctest.testmod(umockdev_tree)  # TreeEntry's
+    assert tree_doctests.attempted and tree_doctests.failed == 0
     host = testing.materialize(HostBuilder().rxe(), tmp_path / "h", entries=[
         TreeEntry("sys/class/infiniband_verbs/abi_version", b"7"),  # replaces the file
         TreeEntry("sys/class/infiniband_verbs/uverbs9", directory=True),

@@ -21,14 +21,15 @@ others. Where neither place works (a full disk, say), the fixture is materialize
 a temporary directory, as without a cache, removed when the process exits.
 
 **Key.** An entry is ``fixtures/<name>-<16 hex digits>``: the start of the SHA-256 of
-the fixture file, of the writer that unpacks it (``sysverbs/testing/umockdev.py``) and
-of this cache's format, so an edited fixture or a changed writer makes a new entry. So
-that a call need not hash the file, ``fixtures/.key-<name>`` remembers the last digest
-with both files' path, device, inode, size, modification and change times; any change
-to either file changes its change time, and the digest is taken again. Old entries of
-a fixture are removed when a new one is built: the newest :data:`KEEP` (the new one
-among them) stay, so that two checkouts with different fixtures do not take turns
-rebuilding (or deleting the tree the other is reading).
+the fixture file, of the writer that unpacks it (``sysverbs/testing/umockdev_model.py``,
+``umockdev_text.py`` and ``umockdev_tree.py``) and of this cache's format, so an edited
+fixture or a changed writer makes a new entry. So that a call need not hash the file,
+``fixtures/.key-<name>`` remembers the last digest with each file's path, device, inode,
+size, modification and change times; any change to one of the files changes its change
+time, and the digest is taken again. Old entries of a fixture are removed when a new one
+is built: the newest :data:`KEEP` (the new one among them) stay, so that two checkouts
+with different fixtures do not take turns rebuilding (or deleting the tree the other is
+reading).
 
 **What an entry holds.** ``tree/`` is what :func:`~sysverbs.testing.materialize`
 writes, plus ``tree/host.umockdev`` (the fixture itself, for
@@ -108,8 +109,9 @@ FORMAT = "sysverbs-fixture-cache 1"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: The bundled fixtures (the same directory as :data:`sysverbs.testing.host.FIXTURE_DIR`).
 FIXTURE_DIR = os.path.join(_HERE, "fixtures")
-#: The writer whose source is part of every key.
-WRITER = os.path.join(_HERE, "umockdev.py")
+#: The writer whose sources are part of every key: the files that parse a recording
+#: and write its tree.
+WRITERS = tuple(os.path.join(_HERE, f"umockdev_{part}.py") for part in ("model", "text", "tree"))
 _SUFFIX = ".umockdev"
 _HEX = frozenset("0123456789abcdef")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -266,9 +268,10 @@ def _digest(data: bytes) -> str:
     import hashlib
 
     h = hashlib.sha256(FORMAT.encode() + b"\0")
-    with open(WRITER, "rb") as f:
-        h.update(f.read())
-    h.update(b"\0")
+    for writer in WRITERS:
+        with open(writer, "rb") as f:
+            h.update(f.read())
+        h.update(b"\0")
     h.update(data)
     return h.hexdigest()
 
@@ -312,8 +315,8 @@ def _write_atomic(path: str, text: str) -> None:
 
 
 def _key(fixtures_dir: str, stem: str, fixture: str) -> str:
-    """The fixture's key, from ``.key-<stem>`` while both files' signatures match."""
-    sig = _signature(fixture) + "\t" + _signature(WRITER)
+    """The fixture's key, from ``.key-<stem>`` while the files' signatures match."""
+    sig = _signature(fixture) + "".join("\t" + _signature(w) for w in WRITERS)
     memo = os.path.join(fixtures_dir, f".key-{stem}")
     text = _read_own(memo)
     if text is not None:

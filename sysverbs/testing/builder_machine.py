@@ -1,0 +1,143 @@
+"""What :class:`~sysverbs.testing.HostBuilder`'s PCI trees and CPUs are made of: PCI
+function addresses, a bridge's config space, and the CPU and NUMA layout of
+:meth:`~sysverbs.testing.HostBuilder.cpu_topology` with its records."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Optional
+
+from ..ground.errors import UsageError
+from .layout import cpulist as _cpulist
+from .layout import cpumask as _cpumask
+from .umockdev import Attribute, Record
+
+__all__ = ["PORT_TYPES", "BDF_RE", "bdf_of", "bridge_config", "CpuLayout"]
+
+#: PCIe capability device/port types of the bridge ports (PCI_EXP_TYPE_*).
+PORT_TYPES: Mapping[str, int] = {"root": 4, "upstream": 5, "downstream": 6, "pci": 7}
+BDF_RE = re.compile(r"([0-9a-f]{4,8}):([0-9a-f]{2}):[0-9a-f]{2}\.[0-7]")
+
+
+def bdf_of(path: str) -> str:
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    if not path.startswith("/devices/") or BDF_RE.fullmatch(name) is None:
+        raise UsageError(f"{path!r} is not a PCI function path (/devices/.../DDDD:BB:DD.F)")
+    return name
+
+
+def _le16(v: int) -> bytes:
+    return bytes((v & 0xFF, (v >> 8) & 0xFF))
+
+
+def bridge_config(rec: Record, bus: int, secondary: int, subordinate: int, port_type: int,
+                   link: tuple[int, int]) -> bytes:
+    """256 bytes of a type-1 (bridge) config header with a PCIe capability at 0x40."""
+
+    def num(name: str) -> int:
+        raw = rec.value(name)
+        return int(raw, 16) if raw else 0
+
+    cfg = bytearray(256)
+    cls = num("class")
+    cfg[0:2], cfg[2:4] = _le16(num("vendor")), _le16(num("device"))
+    cfg[4:6], cfg[6:8] = _le16(0x0407), _le16(0x0010)  # I/O, memory, master; cap list
+    cfg[8] = num("revision") & 0xFF
+    cfg[9], cfg[10], cfg[11] = cls & 0xFF, (cls >> 8) & 0xFF, (cls >> 16) & 0xFF
+    cfg[0x0C], cfg[0x0E] = 0x10, 0x01  # cache line 64 bytes; header type 1
+    cfg[0x18], cfg[0x19], cfg[0x1A] = bus, secondary, subordinate
+    cfg[0x34] = 0x40
+    cfg[0x3C], cfg[0x3D] = 0xFF, 0x01
+    gen, width = link
+    cfg[0x40], cfg[0x41] = 0x10, 0x00  # PCI Express, last capability
+    cfg[0x42:0x44] = _le16(0x0002 | (port_type << 4) | (0x100 if port_type in (4, 6) else 0))
+    cfg[0x4C:0x4E] = _le16(gen | (width << 4))
+    cfg[0x52:0x54] = _le16(gen | (width << 4))
+    return bytes(cfg)
+
+
+@dataclass(frozen=True)
+class CpuLayout:
+    sockets: int
+    cores: int  # per socket
+    threads: int
+    nodes_per_socket: int
+    mem_kb: int
+    distances: Optional[tuple[tuple[int, ...], ...]]
+
+    @property
+    def total_cores(self) -> int:
+        return self.sockets * self.cores
+
+    def cpu(self, thread: int, core: int) -> int:
+        return thread * self.total_cores + core
+
+    def node_of(self, core: int) -> int:
+        socket, c = divmod(core, self.cores)
+        return socket * self.nodes_per_socket + c // (self.cores // self.nodes_per_socket)
+
+    def node_cpus(self) -> dict[int, tuple[int, ...]]:
+        out: dict[int, list[int]] = {}
+        for core in range(self.total_cores):
+            for t in range(self.threads):
+                out.setdefault(self.node_of(core), []).append(self.cpu(t, core))
+        return {n: tuple(sorted(c)) for n, c in sorted(out.items())}
+
+    def distance(self, a: int, b: int) -> int:
+        if self.distances is not None:
+            return self.distances[a][b]
+        if a == b:
+            return 10
+        return 12 if a // self.nodes_per_socket == b // self.nodes_per_socket else 32
+
+    def records(self) -> list[Record]:
+        n = self.total_cores * self.threads
+        every = _cpulist(range(n))
+        node_cpus = self.node_cpus()
+        recs: list[Record] = []
+        for cpu in range(n):
+            thread, core = divmod(cpu, self.total_cores)
+            socket = core // self.cores
+            siblings = [self.cpu(t, core) for t in range(self.threads)]
+            package = [self.cpu(t, c) for t in range(self.threads)
+                       for c in range(socket * self.cores, (socket + 1) * self.cores)]
+            attrs: list[tuple[str, str]] = []
+            if cpu == 0:
+                attrs += [("../online", every), ("../possible", every), ("../present", every),
+                          ("../offline", ""), ("../kernel_max", str(max(n - 1, 8191)))]
+            else:
+                attrs.append(("online", "1"))
+            for key, value in (("core_cpus", siblings), ("thread_siblings", siblings),
+                               ("die_cpus", package), ("package_cpus", package),
+                               ("core_siblings", package)):
+                attrs += [(f"topology/{key}", _cpumask(value, n)),
+                          (f"topology/{key}_list", _cpulist(value))]
+            attrs += [("topology/core_id", str(core % self.cores)), ("topology/die_id", "0"),
+                      ("topology/physical_package_id", str(socket))]
+            path = f"/devices/system/cpu/cpu{cpu}"
+            node = self.node_of(core)
+            recs.append(Record(path, (("SUBSYSTEM", "cpu"),),
+                               tuple(Attribute(k, f"{v}\n".encode()) for k, v in attrs)
+                               + (Attribute(f"node{node}", b"", f"../../node/node{node}"),)))
+        nodes = sorted(node_cpus)
+        for node in nodes:
+            cpus = node_cpus[node]
+            kb = self.mem_kb
+            meminfo = "".join(f"Node {node} {key + ':':<15} {val:8d} kB\n" for key, val in (
+                ("MemTotal", kb), ("MemFree", kb * 9 // 10), ("MemUsed", kb - kb * 9 // 10),
+                ("Active", 0), ("Inactive", 0), ("HugePages_Total", 0), ("HugePages_Free", 0)))
+            attrs = []
+            if node == nodes[0]:
+                every_node = _cpulist(nodes)
+                attrs += [(f"../{key}", every_node) for key in
+                          ("online", "possible", "has_cpu", "has_memory", "has_normal_memory")]
+            attrs += [("cpulist", _cpulist(cpus)), ("cpumap", _cpumask(cpus, n)),
+                      ("distance", " ".join(str(self.distance(node, o)) for o in nodes))]
+            files = [Attribute(k, f"{v}\n".encode()) for k, v in attrs]
+            files.append(Attribute("meminfo", meminfo.encode()))
+            links = tuple(Attribute(f"cpu{c}", b"", f"../../cpu/cpu{c}") for c in cpus)
+            recs.append(Record(f"/devices/system/node/node{node}", (("SUBSYSTEM", "node"),),
+                               tuple(files) + links))
+        return recs
