@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from sysverbs.nccl import IbPort, lint_hca, parse_hca, select_ib
 from sysverbs.rank import nccl
+from sysverbs.rank.ctext import atoi
 from sysverbs.testing import HostBuilder
 from tests.fuzz.profiles import fuzz_settings
 
@@ -112,7 +113,7 @@ _LIBC.atoi.argtypes = [ctypes.c_char_p]
 @given(st.text(st.sampled_from(" \t\n\v\f\r+-0123456789x:"), max_size=24)
        | st.integers(-(1 << 70), 1 << 70).map(str))
 def test_atoi_is_glibcs(text: str) -> None:
-    assert nccl._atoi(text) == _LIBC.atoi(text.encode())
+    assert atoi(text) == _LIBC.atoi(text.encode())
 
 
 # ----------------------------------------------------------------------------- sockets
