@@ -126,6 +126,8 @@ def _load(module: str) -> None:
 for _module in _EAGER:
     _load(_module)
 del _module
+# ``sysverbs.errors.UsageError`` after a bare ``import sysverbs``, as the errors' docs show.
+from . import errors as errors  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:

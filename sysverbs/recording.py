@@ -7,7 +7,7 @@ and :func:`materialize`, which writes one to disk.
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     host = recording.materialize(recording.fixture_path("rxe"), tmp)
 ...     host.dev_nodes
-('uverbs0',)
+('uverbs0', 'uverbs1')
 """
 
 from __future__ import annotations

@@ -140,3 +140,25 @@ def test_architecture_md_names_what_exists() -> None:
         defined |= {a.asname or a.name for n in ast.walk(tree)
                     if isinstance(n, ast.ImportFrom) for a in n.names}
         assert name in defined, (name, path)
+
+
+def _modules_with_examples() -> list[str]:
+    package = ROOT / "sysverbs"
+    names = []
+    for path in sorted(package.rglob("*.py")):
+        if ">>> " in path.read_text(encoding="utf-8") and path.name != "__main__.py":
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+@pytest.mark.parametrize("module", _modules_with_examples())
+def test_every_docstring_example_runs(module: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each module whose source has examples runs them (a public path that only
+    re-exports has none of its own: doctest finds nothing there)."""
+    import doctest
+
+    messages = importlib.import_module("sysverbs.ground.messages")
+    monkeypatch.setattr(messages, "_stream", messages._stream)
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted and result.failed == 0

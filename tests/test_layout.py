@@ -296,9 +296,9 @@ EAGER_SYSVERBS = {
     "sysverbs", "sysverbs.engine", "sysverbs.engine.api", "sysverbs.engine.device",
     "sysverbs.engine.devlist", "sysverbs.engine.registry", "sysverbs.ground",
     "sysverbs.ground.messages", "sysverbs.ground.records", "sysverbs.ground.sysfs_read",
-    "sysverbs.ground.errors", "sysverbs.providers", "sysverbs.providers.matching",
-    "sysverbs.providers.table", "sysverbs.sources", "sysverbs.sources.base",
-    "sysverbs.sources.sysfs",
+    "sysverbs.ground.errors", "sysverbs.errors", "sysverbs.providers",
+    "sysverbs.providers.matching", "sysverbs.providers.table", "sysverbs.sources",
+    "sysverbs.sources.base", "sysverbs.sources.sysfs",
 }
 ALLOWED_STDLIB = {
     "__future__", "_collections_abc", "_stat", "errno", "genericpath", "os", "os.path",
