@@ -1,4 +1,4 @@
-"""Where device records come from: a registry of sources (sysfs, netlink, udev).
+"""Where device records come from: sysfs, RDMA netlink and udev (each a module here).
 
 A source turns the options of a call (a :class:`~sysverbs.sources.base.LibraryKey`)
 into a :class:`~sysverbs.sources.base.Scan`: the candidate records in libibverbs'
