@@ -126,11 +126,11 @@ def _load(module: str) -> None:
 for _module in _EAGER:
     _load(_module)
 del _module
-# ``sysverbs.errors.UsageError`` after a bare ``import sysverbs``, as the errors' docs show.
-from . import errors as errors  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:
+    if name == "errors":  # ``sysverbs.errors.UsageError`` after a bare ``import sysverbs``
+        return __import__(f"{__name__}.errors", None, None, ("_",), 0)
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

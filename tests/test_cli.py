@@ -23,7 +23,7 @@ import pytest
 
 from sysverbs import recording
 from sysverbs.cli.devinfo import inet_ntop6, parse_port
-from sysverbs.engine import registry
+from sysverbs.engine.devlist import source_names
 from sysverbs.testing.cache import fixture_tree
 from tests.conftest import fast_tmp, lists_by_name, same_lines
 from tests.pcitree import PciTree
@@ -111,7 +111,7 @@ def test_the_help_width_is_argparses(columns: Any, monkeypatch: pytest.MonkeyPat
 
 def test_source_choices_come_from_the_registry() -> None:
     h = sv("devices", "--help").stdout
-    assert "{" + ",".join(registry.names()) + "}" in h
+    assert "{" + ",".join(source_names()) + "}" in h
     bad = sv("devices", "--source", "nope")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 

@@ -21,7 +21,8 @@ import argparse
 import os
 import sys
 
-from ..engine import api, registry
+from ..engine import api
+from ..engine.devlist import source_names
 from ..ground.errors import UsageError
 from .contract import (
     EXIT_USAGE,
@@ -259,7 +260,7 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                    help="uverbs device nodes (default: /dev/infiniband)")
     g.add_argument("--config-dir", metavar="DIR",
                    help="provider config dir (default: /etc/libibverbs.d)")
-    g.add_argument("--source", default="auto", choices=registry.names(),
+    g.add_argument("--source", default="auto", choices=source_names(),
                    help="where device records come from (default: auto, as libibverbs: "
                    "netlink, else sysfs)")
     g.add_argument("--providers", choices=["installed", "builtin"],

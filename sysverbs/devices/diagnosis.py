@@ -49,10 +49,9 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..engine import registry
 from ..engine.api import memlock_too_small, resolve
 from ..engine.device import makedev, open_cdev
-from ..engine.devlist import MAX_ABI, MIN_ABI
+from ..engine.devlist import AUTO_ORDER, MAX_ABI, MIN_ABI, scan_source
 from ..ground.errors import SourceUnavailable, WrongTypeError
 from ..ground.records import DeviceRecord
 from ..ground.sysfs_read import cstr
@@ -218,17 +217,17 @@ def _candidates(key: LibraryKey) -> tuple[list[DeviceRecord], list[Skipped], boo
     sysfs entries and whether netlink answered."""
     if key.source in ("auto", "sysfs"):
         if key.source == "auto":
-            for name in registry.AUTO_ORDER:
+            for name in AUTO_ORDER:
                 if name == "sysfs":
                     break
                 try:
-                    found = registry.scan(key._replace(source=name))
+                    found = scan_source(key._replace(source=name))
                 except SourceUnavailable:
                     continue
                 return list(found.records), [], bool(found.netlink)
         records, skipped = scan_sysfs_detailed(key.sysfs_root, key.dev_dir)
         return records, skipped, False
-    found = registry.scan(key)
+    found = scan_source(key)
     return list(found.records), [], bool(found.netlink)
 
 

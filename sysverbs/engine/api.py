@@ -17,9 +17,8 @@ from ..ground.messages import ForkWarning, MemlockWarning, emit
 from ..ground.records import RecordTuple
 from ..providers.table import installed_release, libibverbs_library, resolve_release
 from ..sources.base import LibraryKey
-from . import registry
 from .device import Context, Device, device_arg, hold_all, open_device, release_all
-from .devlist import library_for
+from .devlist import library_for, source_names
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -239,8 +238,8 @@ def resolve(**options: Unpack[ListOptions]) -> Options:
     config_dir = options.get("config_dir")
     providers = options.get("providers")
     rdma_core = options.get("rdma_core")
-    if source not in registry.names():
-        raise UsageError(f"source must be one of {', '.join(registry.names())}, not {source!r}")
+    if source not in source_names():
+        raise UsageError(f"source must be one of {', '.join(source_names())}, not {source!r}")
     root = (
         env_sysfs_root()
         if sysfs_path is None

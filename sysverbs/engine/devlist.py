@@ -6,6 +6,11 @@ the global ABI value, whether providers were loaded, the driver list and the
 persistent, ordered list of matched devices across calls.  Each distinct set of
 options (sysfs root, /dev directory, config directory, provider mode, release)
 gets its own ``Library``, created on first use and kept for the process.
+
+Which source a call reads is chosen here too: the registry of sources (sysfs, netlink,
+udev) and libibverbs' order of trying them (``source="auto"``: each source in
+:data:`AUTO_ORDER` is tried and the first that does not raise
+:class:`~sysverbs.errors.SourceUnavailable` is used).
 """
 
 from __future__ import annotations
@@ -18,23 +23,79 @@ from ..ground.errors import KernelAbiFatal, NoDriverWarning, ScanError, SourceUn
 from ..ground.messages import emit
 from ..ground.records import transport_number
 from ..providers.matching import Matcher
-from ..sources.sysfs import read_class_abi
-from . import registry
+from ..sources.base import Scan
+from ..sources.sysfs import read_class_abi, scan_sysfs
 from .device import Device
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Callable
 
     from ..ground.records import DeviceRecord
     from ..providers.table import Provider
     from ..sources.base import LibraryKey
 
-__all__ = ["Library", "library_for", "MIN_ABI", "MAX_ABI"]
+    SourceFunc = Callable[[LibraryKey], Scan]
+
+__all__ = ["Library", "library_for", "MIN_ABI", "MAX_ABI", "register_source", "source_names",
+           "scan_source", "AUTO_ORDER"]
 
 #: IB_USER_VERBS_MIN_ABI_VERSION / IB_USER_VERBS_MAX_ABI_VERSION.
 MIN_ABI = 3
 MAX_ABI = 6
+
+_SOURCES: dict[str, SourceFunc] = {}
+#: Sources tried in turn by ``source="auto"`` (netlink goes first once registered).
+AUTO_ORDER: list[str] = []
+
+
+def register_source(name: str, func: SourceFunc, *, auto_position: int | None = None) -> None:
+    """Register a source; ``auto_position`` inserts it into :data:`AUTO_ORDER`."""
+    _SOURCES[name] = func
+    if auto_position is not None and name not in AUTO_ORDER:
+        AUTO_ORDER.insert(auto_position, name)
+
+
+def source_names() -> tuple[str, ...]:
+    """Every accepted ``source=`` value."""
+    return ("auto", *_SOURCES)
+
+
+def scan_source(key: LibraryKey) -> Scan:
+    """Run the source the key names (``auto``: the first available in AUTO_ORDER)."""
+    if key.source != "auto":
+        return _SOURCES[key.source](key)
+    last: SourceUnavailable | None = None
+    for name in AUTO_ORDER:
+        try:
+            return _SOURCES[name](key)
+        except SourceUnavailable as e:
+            last = e
+    raise last or SourceUnavailable("no source available")
+
+
+def _sysfs(key: LibraryKey) -> Scan:
+    # abi_version and node_type are read later, only for records that are matched
+    # (not for devices that survive from an earlier call).
+    return Scan(scan_sysfs(key.sysfs_root, key.dev_dir, lazy=True))
+
+
+def _netlink(key: LibraryKey) -> Scan:
+    from ..sources.netlink import scan_netlink
+
+    return scan_netlink(key)
+
+
+def _udev(key: LibraryKey) -> Scan:
+    from ..sources.udev import scan_udev
+
+    return scan_udev(key)
+
+
+register_source("sysfs", _sysfs, auto_position=0)
+register_source("netlink", _netlink, auto_position=0)  # libibverbs asks netlink first
+register_source("udev", _udev)
 
 
 class Library:
@@ -118,7 +179,7 @@ class Library:
     def enumerate(self, env: Mapping[str, str]) -> list[Device]:
         """``ibverbs_get_device_list``: update the persistent list and return it."""
         try:
-            found = registry.scan(self.key)
+            found = scan_source(self.key)
         except ScanError as e:
             raise OSError(e.errno, os.strerror(e.errno), os.fsdecode(e.path)) from None
         except SourceUnavailable as e:  # a source asked for by name

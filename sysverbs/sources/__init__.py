@@ -10,5 +10,5 @@ objects, and every attribute value is read by
 :func:`sysverbs.ground.sysfs_read.read_sysfs_file`.
 
 Which source a call reads, and libibverbs' order of trying them, is the engine's
-choice: :mod:`sysverbs.engine.registry`.  Nothing here imports the engine.
+choice: :mod:`sysverbs.engine.devlist`.  Nothing here imports the engine.
 """
