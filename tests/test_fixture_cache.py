@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -348,9 +349,9 @@ def test_a_read_only_cache_falls_back(places: dict[str, Path]) -> None:
             "a read-only bind mount")
     code = ("from sysverbs.testing.cache import fixture_tree; t = fixture_tree('rxe'); "
             "print(t.root, t.cached)")
-    script = (f"mount --bind -o ro {places['xdg']} {places['xdg']} && "
-              f"{sys.executable} -c \"{code}\"")
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+    xdg = shlex.quote(str(places["xdg"]))
+    script = (f"mount --bind -o ro {xdg} {xdg} && {shlex.quote(sys.executable)} -c \"$0\"")
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script, code], capture_output=True,
                           text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
     require(None if "mount" not in proc.stderr else proc.stderr, "a read-only bind mount")
     assert proc.returncode == 0, proc.stderr
@@ -458,9 +459,10 @@ def test_a_full_file_system(places: dict[str, Path]) -> None:
             "for d in (os.environ['XDG_CACHE_HOME'], sys.argv[2]):\n"
             "    for p, ds, fs in os.walk(d):\n"
             "        print('LEFT', p, *ds, *fs)\n")
-    full = places["tmp"]
+    full = shlex.quote(str(places["tmp"]))
     script = (f"mount -t tmpfs -o size=64k none {full} && mkdir {full}/xdg {full}/tmp && "
-              f"XDG_CACHE_HOME={full}/xdg {sys.executable} -c \"$0\" {elsewhere} {full}/tmp")
+              f"XDG_CACHE_HOME={full}/xdg {shlex.quote(sys.executable)} -c \"$0\" "
+              f"{shlex.quote(str(elsewhere))} {full}/tmp")
     proc = subprocess.run(["unshare", "-m", "sh", "-c", script, code], capture_output=True,
                           text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
     require(None if "mount" not in proc.stderr else proc.stderr, "a small tmpfs")
