@@ -8,7 +8,7 @@
 
 The public names are those of :data:`_API` below.  The modules of the first call are
 imported with the package; the others when one of their names is first used, so
-that ``import sysverbs`` stays cheap (tests/test_layout.py holds it to 15 ms).
+that ``import sysverbs`` stays cheap (tests/test_layout.py lists the modules it loads).
 Public modules: :mod:`sysverbs.errors`, :mod:`sysverbs.attributes`,
 :mod:`sysverbs.topology`, :mod:`sysverbs.diagnosis`, :mod:`sysverbs.rdmacm`,
 :mod:`sysverbs.fork`, :mod:`sysverbs.devices.monitor`, :mod:`sysverbs.enrich`,

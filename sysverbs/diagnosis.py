@@ -1,6 +1,6 @@
 """The public import path of :mod:`sysverbs.devices.diagnosis` (the code is there).
 
-Why is my RDMA device missing?  One answer per device the kernel shows.
+Why is my RDMA device missing? One answer per device the kernel shows.
 """
 
 from .devices.diagnosis import *  # noqa: F403

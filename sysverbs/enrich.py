@@ -1,6 +1,6 @@
 """The public import path of :mod:`sysverbs.devices.enrich` (the code is there).
 
-What udev knows about a device beyond libibverbs' fields: its properties and the
+What udev knows about a device beyond libibverbs' fields.
 """
 
 from .devices.enrich import *  # noqa: F403

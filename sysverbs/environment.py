@@ -1,6 +1,6 @@
 """The public import path of :mod:`sysverbs.rank.environment` (the code is there).
 
-The environment for one rank: NCCL_IB_HCA, UCX_NET_DEVICES, NCCL_SOCKET_IFNAME and
+The environment for one rank: NCCL's and UCX's variables, and NCCL's GID index.
 """
 
 from .rank.environment import *  # noqa: F403

@@ -1,6 +1,6 @@
 """The public import path of :mod:`sysverbs.ground.errors` (the code is there).
 
-Every exception and warning class of sysverbs: one base per kind.
+Every exception and warning class of sysverbs, one base per kind.
 """
 
 from .ground.errors import *  # noqa: F403

@@ -1,6 +1,6 @@
 """The public import path of :mod:`sysverbs.devices.rdmacm` (the code is there).
 
-librdmacm's device list: ``rdma_get_devices()`` and ``rdma_free_devices()``
+librdmacm's device list, ``rdma_get_devices()``.
 """
 
 from .devices.rdmacm import *  # noqa: F403

@@ -1,6 +1,7 @@
 """The public import path of :mod:`sysverbs.devices.topology` (the code is there).
 
-Where an RDMA device sits: its PCI function, NUMA node and CPUs, SR-IOV and
+Where an RDMA device sits: its PCI function, auxiliary device, netdevs and character
+devices.
 """
 
 from .devices.topology import *  # noqa: F403
