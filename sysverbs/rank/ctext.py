@@ -15,16 +15,22 @@ __all__ = ["C_SPACE", "atoi", "int_cast", "encoded", "text_arg", "load_param"]
 C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
 
 
-def atoi(text: str) -> int:
-    """glibc ``atoi``: ``(int) strtol(text, NULL, 10)`` (leading C whitespace, a sign,
-    decimal digits; out of ``long`` range clamps, then the cast keeps 32 bits)."""
+def _number_start(text: str) -> tuple[int, bool]:
+    """Where strtol's digits start in ``text`` (after C whitespace and one sign), and
+    whether the sign was ``-``."""
     i, n = 0, len(text)
     while i < n and text[i] in C_SPACE:
         i += 1
-    neg = False
     if i < n and text[i] in "+-":
-        neg = text[i] == "-"
-        i += 1
+        return i + 1, text[i] == "-"
+    return i, False
+
+
+def atoi(text: str) -> int:
+    """glibc ``atoi``: ``(int) strtol(text, NULL, 10)`` (leading C whitespace, a sign,
+    decimal digits; out of ``long`` range clamps, then the cast keeps 32 bits)."""
+    i, neg = _number_start(text)
+    n = len(text)
     j = i
     while j < n and "0" <= text[j] <= "9":
         j += 1
@@ -67,13 +73,8 @@ def load_param(env: Mapping[str, str], name: str, default: int) -> int:
     text = env.get(name)
     if not text:
         return default
-    i, n = 0, len(text)
-    while i < n and text[i] in C_SPACE:
-        i += 1
-    neg = False
-    if i < n and text[i] in "+-":
-        neg = text[i] == "-"
-        i += 1
+    i, neg = _number_start(text)
+    n = len(text)
     base, digits = 10, "0123456789"
     if text[i:i + 2].lower() == "0x" and i + 2 < n and text[i + 2] in "0123456789abcdefABCDEF":
         base, digits, i = 16, "0123456789abcdefABCDEF", i + 2
