@@ -25,6 +25,8 @@ import pytest
 from sysverbs.cli import COMMANDS, _parser
 from sysverbs.cli.completion import command_words
 from sysverbs.cli.contract import POLICY
+from sysverbs.launch import SIZE_VARIABLES
+from sysverbs.placement import RANK_VARIABLES
 from sysverbs.testing import fixture_names
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,6 +59,8 @@ TABLE: dict[str, Command] = {
     "topo --assign": Command(("topo", "--assign"), "gpus", ("sysverbs.assign/1",)),
     "nccl check": Command(("nccl", "check"), "reports", ("sysverbs.nccl-check/1",)),
     "env": Command(("env", "--local-rank", "0"), "fails", ("sysverbs.env/1",)),
+    "run": Command(("run", "--dry-run", "--local-rank", "0", "--cpu", "exclusive"), "gpus",
+                   ("sysverbs.run/1",)),
     "fixtures": Command(("fixtures",), "none", ("sysverbs.fixtures/1",), frozenset({0})),
 }
 
@@ -70,8 +74,7 @@ class Run(NamedTuple):
 def sv(*argv: str) -> Run:
     env = dict(os.environ, PYTHONPATH=str(ROOT), LC_ALL="C.UTF-8")
     env.pop("SYSFS_PATH", None)
-    for name in ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "NCCL_IB_HCA",
-                 "CUDA_VISIBLE_DEVICES"):
+    for name in (*RANK_VARIABLES, *SIZE_VARIABLES, "NCCL_IB_HCA", "CUDA_VISIBLE_DEVICES"):
         env.pop(name, None)
     p = subprocess.run([sys.executable, "-m", "sysverbs", *argv], capture_output=True,
                        text=True, timeout=120, env=env)

@@ -16,7 +16,8 @@ import pytest
 
 from sysverbs.environment import rank_environment
 from sysverbs.errors import NotFoundError, UsageError
-from sysverbs.placement import read_host
+from sysverbs.launch import SIZE_VARIABLES
+from sysverbs.placement import RANK_VARIABLES, read_host
 from sysverbs.rank import nccl
 from sysverbs.testing import fixture_names
 from sysverbs.testing.cache import cached_fixture
@@ -27,8 +28,8 @@ GPU_FIXTURES = [n for n in fixture_names() if n.startswith("gpu-")]
 
 def sv(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = dict(os.environ, PYTHONPATH=str(ROOT), **env)
-    for name in ("SYSFS_PATH", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
-                 "NCCL_IB_HCA", "CUDA_VISIBLE_DEVICES"):
+    for name in ("SYSFS_PATH", *RANK_VARIABLES, *SIZE_VARIABLES, "NCCL_IB_HCA",
+                 "CUDA_VISIBLE_DEVICES"):
         if name not in env:
             full.pop(name, None)
     return subprocess.run([sys.executable, "-m", "sysverbs", *argv], capture_output=True,

@@ -9,6 +9,7 @@
     sysverbs snapshot [-o FILE]      # record this host's RDMA sysfs as a fixture
     sysverbs nccl check [VALUE]      # NCCL_IB_HCA as NCCL reads it, with fixes
     sysverbs env [--device DEV:PORT] # NCCL/UCX variables for a rank
+    sysverbs run -- COMMAND          # start COMMAND on the rank's CPUs, memory and NICs
     sysverbs devices --fixture dgx-demo   # a bundled demo host instead of this one
 
 Only this module is imported for ``devices`` and ``devinfo -l``; each other command
@@ -241,7 +242,7 @@ class _Parser(argparse.ArgumentParser):
 
 #: The commands, in the order of the parser's help.
 COMMANDS = ("devices", "devinfo", "netdev", "doctor", "watch", "snapshot", "topo", "nccl",
-            "env", "fixtures")
+            "env", "run", "fixtures")
 
 
 def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
@@ -387,6 +388,10 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         from .env import register as register_env
 
         register_env(sub, [common, js, proc, conf])
+    if want("run"):
+        from .run import register as register_run
+
+        register_run(sub, [common, js, proc])
     if want("fixtures"):
         from .fixtures import register as register_fixtures
 

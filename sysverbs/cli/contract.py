@@ -41,13 +41,14 @@ EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
 #: * ``fails``: ``error: no RDMA device ...``, exit 1 (nothing to show or choose);
 #: * ``reports``: the same line as a warning, then the command's own answer (doctor's
 #:   fix, NCCL's view, the recording), exit 1;
-#: * ``gpus``: the same warning; the GPU matrix still prints (exit 1 only when there is
-#:   no GPU either, or ``--assign`` has no NIC to give);
+#: * ``gpus``: the same warning; the GPU matrix still prints, ``run`` still places by the
+#:   GPUs (exit 1 only when there is no GPU either, or ``--assign`` has no NIC to give);
 #: * ``waits``: the same warning, then it watches for devices to appear (exit 0);
 #: * ``none``: the command reads no host.
 POLICY = {
     "devices": "rdma-core", "devinfo": "rdma-core", "netdev": "fails", "env": "fails",
     "doctor": "reports", "nccl check": "reports", "snapshot": "reports", "topo": "gpus",
+    "run": "gpus",
     "watch": "waits", "fixtures": "none",
 }
 

@@ -38,6 +38,7 @@ __all__ = [
     "UdevUnavailable",
     "ScanError",
     "NetlinkFailure",
+    "BindingError",
     # warnings
     "SysverbsWarning",
     "NoDriverWarning",
@@ -142,6 +143,22 @@ class NetlinkFailure(SysverbsError):
     def __init__(self, why: str, err: int) -> None:
         super().__init__(why)
         self.errno = err
+
+
+class BindingError(SysverbsError, OSError):
+    """A rank cannot be bound as asked (:mod:`sysverbs.launch`): ``str(e)`` names the
+    cause.  ``errno``: the kernel's when it refused the binding (EPERM from a seccomp
+    filter, EINVAL...), EINVAL when the plan's CPU or memory set is empty (what
+    ``sched_setaffinity`` gives for an empty mask), ENOSYS where sysverbs does not know
+    ``set_mempolicy``'s number."""
+
+    def __init__(self, why: str, err: int = _errno.EINVAL) -> None:
+        super().__init__(why)
+        self.args = (why, err)
+        self.errno = err
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 # ------------------------------------------------------------------------ warnings

@@ -21,8 +21,11 @@ below it a GPU or accelerator.
 
 from __future__ import annotations
 
+from ._anchor import find_anchor, gpu_anchor
+from ._bind import CPU_MODES, MEM_MODES, cpu_node, cpu_set, cpulist_text, mem_node
+from ._cpus import CpuTopology, read_cpus
 from ._distance import Distance
-from ._host import Gpu, Host, Nic, Port
+from ._host import Anchor, Gpu, Host, Nic, Port
 from ._pci import PciDevice
 from ._read import GPU_CLASSES, read_host
 from ._smi import FORMATS, host_json, render_matrix
@@ -48,7 +51,11 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CPU_MODES",
+    "CpuTopology",
     "FORMATS",
+    "MEM_MODES",
+    "Anchor",
     "Assignment",
     "Distance",
     "Filtered",
@@ -62,8 +69,15 @@ __all__ = [
     "RANK_VARIABLES",
     "assign",
     "assign_rank",
+    "cpu_node",
+    "cpu_set",
+    "cpulist_text",
+    "find_anchor",
+    "gpu_anchor",
     "host_json",
     "local_rank",
+    "mem_node",
+    "read_cpus",
     "read_host",
     "render_matrix",
     "visible_gpus",

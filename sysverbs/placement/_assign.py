@@ -12,15 +12,17 @@ from ..engine.api import environ_arg, index_arg, items_arg
 from ..ground.errors import NotFoundError, UsageError, WrongTypeError
 from ..ground.records import FrozenRecord, init
 from ._distance import Distance, smi_rank
-from ._host import Gpu, Host, Nic, Port, endpoints, host_arg, smi_between
+from ._host import Anchor, Gpu, Host, Nic, Port, endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from typing import Optional, TypedDict
+    from typing import Optional, TypedDict, Union
 
     from typing_extensions import Unpack
+
+    Target = Union[Gpu, Anchor]
 
     class NicFilters(TypedDict, total=False):
         """The NIC filters of :func:`assign` and :func:`assign_rank`, declared once;
@@ -33,7 +35,11 @@ if TYPE_CHECKING:
         include_vfs: bool
         include_bond_slaves: bool
 
-RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+#: The launchers' local rank, the first set wins: torchrun, Open MPI, Slurm, MPICH's
+#: Hydra (and Intel MPI), HPE/Cray PALS, MVAPICH2, IBM's jsrun.
+RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                  "MPI_LOCALRANKID", "PALS_LOCAL_RANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                  "JSM_NAMESPACE_LOCAL_RANK")
 #: The names of the NIC filters (``NicFilters``, for the type checker).
 FILTER_NAMES = ("link_layer", "min_rate_gbps", "require_active", "require_usable",
                 "include_vfs", "include_bond_slaves")
@@ -95,22 +101,26 @@ class Assignment(FrozenRecord):
 
     ``gpu`` is None when the rank's GPU could not be decided (``reason`` says why);
     ``nics`` is then empty.  ``rank`` is the local rank this was asked for, if any.
+    ``anchor``: the device the NICs were chosen for when it was given as an
+    :class:`~sysverbs.placement.Anchor` (``gpu`` is then its GPU, if it is one).
     """
 
-    __slots__ = _fields = ("gpu", "rank", "nics", "reason", "filtered")
+    __slots__ = _fields = ("gpu", "rank", "nics", "reason", "filtered", "anchor")
     gpu: Optional[Gpu]
     rank: Optional[int]
     nics: tuple[NicChoice, ...]
     reason: str
     filtered: tuple[Filtered, ...]
+    anchor: Optional[Anchor]
 
     def __init__(self, gpu: Optional[Gpu], rank: Optional[int], nics: tuple[NicChoice, ...],
-                 reason: str, filtered: tuple[Filtered, ...] = ()) -> None:
-        init(self, gpu, rank, nics, reason, filtered)
+                 reason: str, filtered: tuple[Filtered, ...] = (),
+                 anchor: Optional[Anchor] = None) -> None:
+        init(self, gpu, rank, nics, reason, filtered, anchor)
 
     def as_dict(self) -> dict[str, object]:
         g = self.gpu
-        return {
+        out: dict[str, object] = {
             "rank": self.rank,
             "gpu": None if g is None else {"index": g.index, "address": g.address,
                                            "uuid": g.uuid, "numa_node": g.pci.numa_node},
@@ -118,6 +128,9 @@ class Assignment(FrozenRecord):
             "reason": self.reason,
             "filtered": [f.as_dict() for f in self.filtered],
         }
+        if self.anchor is not None:
+            out["anchor"] = self.anchor.as_dict()
+        return out
 
 
 class _Candidate(FrozenRecord):
@@ -228,25 +241,28 @@ def _cls(d: Distance) -> str:
     return d.smi or "undecidable"
 
 
-def _groups(gpus: Sequence[Gpu], best: Mapping[str, list[int]]) -> list[list[Gpu]]:
+def _groups(gpus: Sequence[Target], best: Mapping[str, list[int]],
+            order: Mapping[str, tuple[int, int]]) -> list[list[Target]]:
     """The GPUs whose candidate ports overlap, transitively (in GPU order)."""
-    groups: list[tuple[set[int], list[Gpu]]] = []
+    groups: list[tuple[set[int], list[Target]]] = []
     for g in gpus:
         ports = set(best[g.address])
         joined = [grp for grp in groups if grp[0] & ports]
         for grp in joined:
             groups.remove(grp)
             ports |= grp[0]
-        members = sorted([g, *(m for grp in joined for m in grp[1])], key=lambda x: x.index)
+        members = sorted([g, *(m for grp in joined for m in grp[1])],
+                         key=lambda x: order[x.address])
         groups.append((ports, members))
-    return sorted((grp[1] for grp in groups), key=lambda m: m[0].index)
+    return sorted((grp[1] for grp in groups), key=lambda m: order[m[0].address])
 
 
-def _names(gpus: Sequence[Gpu]) -> str:
+def _names(gpus: Sequence[Target]) -> str:
     return ", ".join(g.name for g in gpus)
 
 
-def _share(group: Sequence[Gpu], best: Mapping[str, list[int]], split_ties: bool
+def _share(group: Sequence[Target], best: Mapping[str, list[int]], split_ties: bool,
+           order: Mapping[str, tuple[int, int]]
            ) -> tuple[dict[str, list[int]], dict[str, str]]:
     """Each GPU of ``group`` its ports (indices) and the reason's note.
 
@@ -256,21 +272,22 @@ def _share(group: Sequence[Gpu], best: Mapping[str, list[int]], split_ties: bool
     more each; fewer ports than GPUs: one each, round-robin.  ``split_ties=False``:
     each GPU all its candidates."""
     k = len(group)
+    noun = "GPUs" if all(isinstance(g, Gpu) for g in group) else "devices"
     ports = sorted({i for g in group for i in best[g.address]})
     m = len(ports)
     if k == 1 or not split_ties:
-        shared = f" (shared by {k} GPUs: {_names(group)})" if k > 1 else ""
+        shared = f" (shared by {k} {noun}: {_names(group)})" if k > 1 else ""
         return ({g.address: list(best[g.address]) for g in group},
                 {g.address: ("the one port" if len(best[g.address]) == 1 else
                              f"all {len(best[g.address])} ports")
                  + f" at its nearest class{shared}" for g in group})
-    order = sorted(group, key=lambda g: (len(best[g.address]), g.index))
+    by_need = sorted(group, key=lambda g: (len(best[g.address]), order[g.address]))
     load = {i: 0 for i in ports}
     primary: set[int] = set()
     mine: dict[str, list[int]] = {g.address: [] for g in group}
     each = max(1, m // k)
 
-    def take(g: Gpu, prefer_unshared: bool) -> None:
+    def take(g: Target, prefer_unshared: bool) -> None:
         free = [i for i in best[g.address] if i not in mine[g.address]]
         if not free:
             return
@@ -278,35 +295,36 @@ def _share(group: Sequence[Gpu], best: Mapping[str, list[int]], split_ties: bool
         mine[g.address].append(i)
         load[i] += 1
 
-    for g in order:
+    for g in by_need:
         for _ in range(each):
             take(g, False)
         primary.update(mine[g.address])
     if m > k and m % k:
-        for g in order:
+        for g in by_need:
             take(g, True)
-    users: dict[int, list[Gpu]] = {i: [] for i in ports}
+    users: dict[int, list[Target]] = {i: [] for i in ports}
     for g in group:
         for i in mine[g.address]:
             users[i].append(g)
     notes: dict[str, str] = {}
     for g in group:
-        peers = sorted({o.index: o for i in mine[g.address] for o in users[i]
-                        if o.address != g.address}.values(), key=lambda o: o.index)
+        peers = sorted({o.address: o for i in mine[g.address] for o in users[i]
+                        if o.address != g.address}.values(),
+                       key=lambda o: order[o.address])
         also = f"; shares a port with {_names(peers)}" if peers else ""
         if m < k:
-            notes[g.address] = (f"fewer NIC ports ({m}) than GPUs ({k}: {_names(group)}) "
+            notes[g.address] = (f"fewer NIC ports ({m}) than {noun} ({k}: {_names(group)}) "
                                 f"at the nearest class: shared round-robin{also}")
         else:
             notes[g.address] = (f"{m} ports at the nearest class shared out among {k} "
-                                f"GPUs ({_names(group)}), {len(mine[g.address])} each, "
+                                f"{noun} ({_names(group)}), {len(mine[g.address])} each, "
                                 f"in PCI address order{also}")
     return mine, notes
 
 
 def assign(
     host: Host,
-    gpus: Optional[Sequence[Gpu]] = None,
+    gpus: Optional[Sequence[Target]] = None,
     *,
     split_ties: bool = True,
     **filters: Unpack[NicFilters],
@@ -330,22 +348,35 @@ def assign(
     ports are listed nearest first (fewest hops), then by PCI address, so the answer
     does not depend on readdir order.  A GPU that is not one of the host's is a
     :class:`~sysverbs.errors.NotFoundError`.
+
+    ``gpus`` may also hold :class:`~sysverbs.placement.Anchor` objects
+    (:func:`~sysverbs.placement.find_anchor`: an NVMe drive, a NIC, any PCI function):
+    each gets NICs as a GPU would, in the order given, after the GPUs; two anchors on
+    one PCI function get the same NICs.
     """
     host_arg(host)
-    gpu_list = list(host.gpus) if gpus is None else items_arg(gpus, "gpus")
-    if not all(isinstance(g, Gpu) for g in gpu_list):
-        raise WrongTypeError("gpus must be the host's Gpu objects")
+    given = list(host.gpus) if gpus is None else items_arg(gpus, "gpus")
+    if not all(isinstance(g, (Gpu, Anchor)) for g in given):
+        raise WrongTypeError("gpus must be the host's Gpu objects (or Anchor objects)")
     known = {g.address for g in host.gpus}
-    for g in gpu_list:
-        if g.address not in known:
+    for g in given:
+        if isinstance(g, Gpu) and g.address not in known:
             raise NotFoundError(f"{g.name} ({g.address}) is not a GPU of this host")
+        if isinstance(g, Anchor) and g.address not in host.pci:
+            raise NotFoundError(f"{g.name} ({g.address}) is not a PCI function of this host")
+    order: dict[str, tuple[int, int]] = {}
+    gpu_list: list[Target] = []
+    for pos, g in enumerate(given):
+        if g.address not in order:
+            order[g.address] = (0, g.index) if isinstance(g, Gpu) else (1, pos)
+            gpu_list.append(g)
     keep, filtered = candidates(host, **filters)
     ftuple = tuple(filtered)
     if not gpu_list:
         return ()
     if not keep:
         why = "no NIC port left after the filters" if filtered else "no RDMA device"
-        return tuple(Assignment(g, None, (), why, ftuple) for g in gpu_list)
+        return tuple(_assignment(g, (), why, ftuple) for g in given)
     # Every pair is ranked by its nvidia-smi class and hops; the full distance (with
     # NCCL's path type) is computed only for the pairs chosen.
     rank: dict[str, list[tuple[int, int]]] = {}  # GPU -> the rank of each port
@@ -355,7 +386,7 @@ def assign(
                            for nic_end in nic_ends]
     full: dict[tuple[str, int], Distance] = {}
 
-    def dist_of(g: Gpu, i: int) -> Distance:
+    def dist_of(g: Target, i: int) -> Distance:
         d = full.get((g.address, i))
         if d is None:
             d = full[g.address, i] = host.distance(g, keep[i].nic)
@@ -371,8 +402,8 @@ def assign(
         best[g.address] = sorted((i for i, r in enumerate(ranks) if r[0] == top),
                                  key=lambda i: keep[i].key)
     out: dict[str, Assignment] = {}
-    for group in _groups(gpu_list, best):
-        mine, notes = _share(group, best, split_ties)
+    for group in _groups(gpu_list, best, order):
+        mine, notes = _share(group, best, split_ties, order)
         for g in group:
             picked = sorted(mine[g.address], key=lambda i: rank[g.address][i])
             choices = []
@@ -380,19 +411,29 @@ def assign(
                 d = dist_of(g, i)
                 choices.append(_choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}"))
             first = dist_of(g, picked[0])
-            out[g.address] = Assignment(
-                g, None, tuple(choices),
+            out[g.address] = _assignment(
+                g, tuple(choices),
                 f"nearest class {_cls(first)}, {_hops(first.hops)}; {notes[g.address]}",
                 ftuple)
-    return tuple(out[g.address] for g in gpu_list)
+    done = [out[g.address] for g in given]
+    return tuple(a if a.anchor is g or (a.anchor is None and isinstance(g, Gpu))
+                 else _assignment(g, a.nics, a.reason, ftuple) for g, a in zip(given, done))
+
+
+def _assignment(g: Target, nics: tuple[NicChoice, ...], reason: str,
+                filtered: tuple[Filtered, ...]) -> Assignment:
+    if isinstance(g, Anchor):
+        return Assignment(g.gpu, None, nics, reason, filtered, g)
+    return Assignment(g, None, nics, reason, filtered)
 
 
 # ------------------------------------------------------------------------ ranks, CUDA
 
 
 def local_rank(env: Optional[Mapping[str, str]] = None) -> tuple[Optional[int], str]:
-    """The local rank from LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID
-    (the first set); (None, why) when none is set or it is not a number."""
+    """The local rank from the first of :data:`RANK_VARIABLES` that is set (LOCAL_RANK,
+    OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID...); (None, why) when none is set or it is
+    not a number."""
     env = environ_arg(env)
     for name in RANK_VARIABLES:
         value = env.get(name)

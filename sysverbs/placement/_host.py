@@ -13,9 +13,10 @@ if TYPE_CHECKING:
 
     from ._pci import PciDevice
 
-    Endpoint = Union[str, "Gpu", "Nic"]
+    Endpoint = Union[str, "Gpu", "Nic", "Anchor"]
 
-__all__ = ["Gpu", "Host", "Nic", "Port", "endpoints", "host_arg", "smi_between", "smi_hops"]
+__all__ = ["Anchor", "Gpu", "Host", "Nic", "Port", "endpoints", "host_arg", "smi_between",
+           "smi_hops"]
 
 
 class Gpu(FrozenRecord):
@@ -95,6 +96,29 @@ class Nic(FrozenRecord):
         return tuple(out)
 
 
+class Anchor(FrozenRecord):
+    """A device placement starts from: ``name`` as given, ``kind`` (``"gpu"``,
+    ``"pci"``, ``"rdma"``, ``"netdev"``, ``"block"``, ``"nvme"``), ``address`` the PCI
+    function it sits on, ``pci`` that function, ``gpu`` the GPU when it is one, and
+    ``via`` how it was found."""
+
+    __slots__ = _fields = ("name", "kind", "address", "pci", "gpu", "via")
+    name: str
+    kind: str
+    address: str
+    pci: PciDevice
+    gpu: Optional[Gpu]
+    via: str
+
+    def __init__(self, name: str, kind: str, address: str, pci: PciDevice,
+                 gpu: Optional[Gpu], via: str) -> None:
+        init(self, name, kind, address, pci, gpu, via)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"name": self.name, "kind": self.kind, "address": self.address,
+                "numa_node": self.pci.numa_node, "via": self.via}
+
+
 class Host(FrozenRecord):
     """What :func:`read_host` found (see ``docs/placement.md``)."""
 
@@ -143,7 +167,7 @@ class Host(FrozenRecord):
         return found if isinstance(found, Nic) else None
 
     def _endpoint(self, x: Endpoint) -> tuple[Optional[PciDevice], bool, str]:
-        if isinstance(x, Gpu):
+        if isinstance(x, (Gpu, Anchor)):
             return x.pci, False, x.name
         if isinstance(x, Nic):
             dev = self.pci.get(x.address) if x.address is not None else None

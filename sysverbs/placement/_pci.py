@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     _Place = tuple[tuple[str, ...], tuple[str, ...], Optional[str], Optional[str],
                    Optional[str]]
 
-__all__ = ["BRIDGE_CLASS", "PciDevice", "PciReader", "is_dir", "read_text", "to_int"]
+__all__ = ["BRIDGE_CLASS", "PciDevice", "PciReader", "is_dir", "read_text", "resolve_link",
+           "to_int"]
 
 _HEX = re.compile(r"0x([0-9a-fA-F]{1,8})")
 _INT = re.compile(r"-?[0-9]{1,10}")
@@ -79,6 +80,13 @@ def _hexnum(text: Optional[str]) -> Optional[int]:
 
 def to_int(text: Optional[str]) -> Optional[int]:
     return int(text) if text is not None and _INT.fullmatch(text.strip()) else None
+
+
+def resolve_link(root: bytes, link: bytes) -> Optional[bytes]:
+    """The directory the symlink ``link`` (below ``root``) points to, resolved as the
+    PCI walk resolves links: lexically, never leaving ``root``; None when it does not
+    resolve there."""
+    return _Root(root).resolve(link)
 
 
 class _Root:

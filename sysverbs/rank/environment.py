@@ -487,7 +487,7 @@ def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optio
             raise UsageError(
                 f"this host has {len(host.gpus)} GPUs and no local rank "
                 f"({rank_from(env)[1]}): say which rank this is (--local-rank N, or "
-                "LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID) or name the NICs")
+                "LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID...) or name the NICs")
         local_rank = 0
     chosen = assign_rank(host, local_rank, env)  # NotFoundError: the rank has no GPU
     if not chosen.nics:

@@ -1,0 +1,93 @@
+"""The memory policy of the calling thread, by the ``set_mempolicy(2)`` and
+``get_mempolicy(2)`` system calls from Python (ctypes; no libnuma, no numactl).
+
+The policy is the thread's own: it survives ``execve(2)`` and is inherited by the
+threads and processes the thread creates (set_mempolicy(2)), so ``sysverbs run`` sets
+it in its one thread just before it ``exec``s the command.
+
+>>> before = get_mempolicy()
+>>> set_mempolicy(MPOL_PREFERRED, [0])
+>>> MODE_NAMES[get_mempolicy()[0]], sorted(get_mempolicy()[1])
+('preferred', [0])
+>>> set_mempolicy(*before)
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from ..ground.errors import BindingError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["MPOL_BIND", "MPOL_DEFAULT", "MPOL_PREFERRED", "MODE_NAMES", "get_mempolicy",
+           "set_mempolicy"]
+
+#: include/uapi/linux/mempolicy.h
+MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND = 0, 1, 2
+#: The policies as ``numactl --show`` names them.
+MODE_NAMES = {0: "default", 1: "preferred", 2: "bind", 3: "interleave", 4: "local",
+              5: "preferred-many", 6: "weighted-interleave"}
+#: (set_mempolicy, get_mempolicy) by ``platform.machine()``: x86_64 from
+#: arch/x86/entry/syscalls/syscall_64.tbl, the others use asm-generic/unistd.h (both
+#: as Debian 12's linux-libc-dev installs them).  Elsewhere: ENOSYS, said clearly.
+SYSCALLS = {"x86_64": (238, 239), "aarch64": (237, 236), "arm64": (237, 236),
+            "riscv64": (237, 236), "loongarch64": (237, 236)}
+_BITS = 64  # a C unsigned long on the 64-bit machines above
+_MAX_NODES = 1024  # the mask get_mempolicy fills (the kernel's MAX_NUMNODES is lower)
+
+
+def _call(index: int, what: str, *args: object) -> int:
+    import ctypes
+
+    numbers = SYSCALLS.get(platform.machine())
+    if numbers is None:
+        raise BindingError(f"{what}: sysverbs does not know its system call number on "
+                           f"{platform.machine()} (it knows {', '.join(sorted(SYSCALLS))})",
+                           38)  # ENOSYS
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    ret = int(libc.syscall(ctypes.c_long(numbers[index]), *args))
+    if ret < 0:
+        err = ctypes.get_errno()
+        why = os.strerror(err)
+        hint = (" (a seccomp filter refuses it: Docker's default profile does unless the "
+                "container has CAP_SYS_NICE)" if err == 1 else "")
+        raise BindingError(f"the kernel refused {what}: [Errno {err}] {why}{hint}", err)
+    return ret
+
+
+def set_mempolicy(mode: int, nodes: Iterable[int] = ()) -> None:
+    """Set the calling thread's memory policy (``MPOL_DEFAULT`` with no nodes,
+    ``MPOL_PREFERRED`` with one, ``MPOL_BIND`` with one or more);
+    :class:`~sysverbs.errors.BindingError` with the kernel's errno when it refuses."""
+    import ctypes
+
+    wanted = sorted(set(nodes))
+    if any(n < 0 or n >= _MAX_NODES for n in wanted):
+        raise BindingError(f"node numbers must be 0 to {_MAX_NODES - 1}: {wanted}")
+    words = (wanted[-1] // _BITS + 1) if wanted else 1
+    mask = (ctypes.c_ulong * words)()
+    for n in wanted:
+        mask[n // _BITS] |= 1 << (n % _BITS)
+    # maxnode: the kernel reads maxnode - 1 bits (mm/mempolicy.c get_nodes)
+    what = f"set_mempolicy({MODE_NAMES.get(mode, mode)}, nodes {wanted or 'none'})"
+    _call(0, what, ctypes.c_int(mode), mask if wanted else None,
+          ctypes.c_ulong(words * _BITS + 1 if wanted else 0))
+
+
+def get_mempolicy() -> tuple[int, frozenset[int]]:
+    """The calling thread's policy mode and its nodes (``MODE_NAMES`` names the mode)."""
+    import ctypes
+
+    mode = ctypes.c_int(0)
+    words = _MAX_NODES // _BITS
+    mask = (ctypes.c_ulong * words)()
+    _call(1, "get_mempolicy", ctypes.byref(mode), mask, ctypes.c_ulong(_MAX_NODES),
+          None, ctypes.c_ulong(0))
+    nodes = frozenset(w * _BITS + b for w in range(words) for b in range(_BITS)
+                      if mask[w] >> b & 1)
+    return mode.value, nodes
