@@ -1,5 +1,5 @@
 """What :class:`~sysverbs.testing.HostBuilder`'s PCI trees and CPUs are made of: PCI
-function addresses, a bridge's config space, and the CPU and NUMA layout of
+function addresses, a bridge's config space, and the CPU, cache and NUMA layout of
 :meth:`~sysverbs.testing.HostBuilder.cpu_topology` with its records."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from .layout import cpulist as _cpulist
 from .layout import cpumask as _cpumask
 from .umockdev import Attribute, Record
 
-__all__ = ["PORT_TYPES", "BDF_RE", "bdf_of", "bridge_config", "CpuLayout"]
+__all__ = ["PORT_TYPES", "BDF_RE", "bdf_of", "bridge_config", "CacheModel", "CPU_CACHES",
+           "CpuLayout"]
 
 #: PCIe capability device/port types of the bridge ports (PCI_EXP_TYPE_*).
 PORT_TYPES: Mapping[str, int] = {"root": 4, "upstream": 5, "downstream": 6, "pci": 7}
@@ -59,6 +60,43 @@ def bridge_config(rec: Record, bus: int, secondary: int, subordinate: int, port_
 
 
 @dataclass(frozen=True)
+class CacheModel:
+    """The caches of one CPU model, each as (size in KiB, ways of associativity), with
+    64-byte lines: L1 data and instruction and L2 per core (shared by its SMT threads),
+    one L3 per group of cores (see :meth:`~sysverbs.testing.HostBuilder.cpu_topology`'s
+    ``cores_per_l3``)."""
+
+    l1d: tuple[int, int]
+    l1i: tuple[int, int]
+    l2: tuple[int, int]
+    l3: tuple[int, int]
+
+
+#: The cache models :meth:`~sysverbs.testing.HostBuilder.cpu_topology` knows
+#: (``caches=``): the L3 size is one L3's, a CCX's or CCD's on AMD, a socket's on Intel.
+#: Sizes and ways are the vendors' published figures (AMD's and Intel's product pages
+#: and optimization guides; the fixtures' recipes in tools/fixturegen/gpu_hosts.py say
+#: which machine uses which).  ``xeon-8570``'s L3 ways are filled in (16; no published
+#: figure was found); ``qemu`` is QEMU's default (legacy) cache
+#: model of a ``-cpu host`` guest without ``host-cache-info`` (target/i386/cpu.c
+#: ``legacy_l1d_cache``... ``legacy_l3_cache``); ``generic`` is round figures of no
+#: particular CPU.
+CPU_CACHES: Mapping[str, CacheModel] = {
+    "generic": CacheModel((32, 8), (32, 8), (1024, 16), (32768, 16)),
+    # Zen 2 (Rome): 16 MB L3 per CCX of 4 cores.
+    "epyc-7742": CacheModel((32, 8), (32, 8), (512, 8), (16384, 16)),
+    # Zen 4 (Genoa, EPYC 9004): 32 MB L3 per CCD (8 cores, fewer on small SKUs).
+    "epyc-genoa": CacheModel((32, 8), (32, 8), (1024, 8), (32768, 16)),
+    # Sapphire Rapids (4th gen Xeon): 48 KB L1d, 2 MB L2, 15-way L3 per socket.
+    "xeon-8468": CacheModel((48, 12), (32, 8), (2048, 16), (107520, 15)),
+    "xeon-6426y": CacheModel((48, 12), (32, 8), (2048, 16), (38400, 15)),
+    # Emerald Rapids (5th gen Xeon): the same cores, 300 MB L3 per socket.
+    "xeon-8570": CacheModel((48, 12), (32, 8), (2048, 16), (307200, 16)),
+    "qemu": CacheModel((32, 8), (32, 8), (4096, 16), (16384, 16)),
+}
+
+
+@dataclass(frozen=True)
 class CpuLayout:
     sockets: int
     cores: int  # per socket
@@ -66,6 +104,8 @@ class CpuLayout:
     nodes_per_socket: int
     mem_kb: int
     distances: Optional[tuple[tuple[int, ...], ...]]
+    cores_per_l3: Optional[int] = None  # None: one L3 per socket
+    caches: CacheModel = CPU_CACHES["generic"]
 
     @property
     def total_cores(self) -> int:
@@ -85,6 +125,36 @@ class CpuLayout:
                 out.setdefault(self.node_of(core), []).append(self.cpu(t, core))
         return {n: tuple(sorted(c)) for n, c in sorted(out.items())}
 
+    def l3_of(self, core: int) -> int:
+        """The L3 (its ``id``) of a core: L3s are numbered socket by socket."""
+        return core // (self.cores_per_l3 or self.cores)
+
+    def l3_cpus(self) -> dict[int, tuple[int, ...]]:
+        out: dict[int, list[int]] = {}
+        for core in range(self.total_cores):
+            out.setdefault(self.l3_of(core), []).extend(
+                self.cpu(t, core) for t in range(self.threads))
+        return {i: tuple(sorted(c)) for i, c in sorted(out.items())}
+
+    def cache_attrs(self, core: int, l3: tuple[int, ...], n: int) -> list[tuple[str, str]]:
+        """``cache/indexN/...`` of a CPU of ``core`` (the files of x86 Linux, whose
+        cache ids are the APIC ids shifted by the sharing width: with contiguous APIC
+        ids, the core's index for L1 and L2, the L3's for L3)."""
+        siblings = [self.cpu(t, core) for t in range(self.threads)]
+        m = self.caches
+        out: list[tuple[str, str]] = []
+        for index, (level, kind, (kb, ways), shared, ident) in enumerate((
+                (1, "Data", m.l1d, siblings, core), (1, "Instruction", m.l1i, siblings, core),
+                (2, "Unified", m.l2, siblings, core),
+                (3, "Unified", m.l3, list(l3), self.l3_of(core)))):
+            out += [(f"cache/index{index}/{key}", value) for key, value in (
+                ("coherency_line_size", "64"), ("id", str(ident)), ("level", str(level)),
+                ("number_of_sets", str(kb * 1024 // (ways * 64))),
+                ("physical_line_partition", "1"), ("shared_cpu_list", _cpulist(shared)),
+                ("shared_cpu_map", _cpumask(shared, n)), ("size", f"{kb}K"), ("type", kind),
+                ("ways_of_associativity", str(ways)))]
+        return out
+
     def distance(self, a: int, b: int) -> int:
         if self.distances is not None:
             return self.distances[a][b]
@@ -96,6 +166,7 @@ class CpuLayout:
         n = self.total_cores * self.threads
         every = _cpulist(range(n))
         node_cpus = self.node_cpus()
+        l3_cpus = self.l3_cpus()
         recs: list[Record] = []
         for cpu in range(n):
             thread, core = divmod(cpu, self.total_cores)
@@ -116,6 +187,7 @@ class CpuLayout:
                           (f"topology/{key}_list", _cpulist(value))]
             attrs += [("topology/core_id", str(core % self.cores)), ("topology/die_id", "0"),
                       ("topology/physical_package_id", str(socket))]
+            attrs += self.cache_attrs(core, l3_cpus[self.l3_of(core)], n)
             path = f"/devices/system/cpu/cpu{cpu}"
             node = self.node_of(core)
             recs.append(Record(path, (("SUBSYSTEM", "cpu"),),

@@ -14,7 +14,14 @@ from typing import Optional, Union
 from ..ground.errors import UsageError
 from . import umockdev as recording
 from .builder_base import BuilderBase
-from .builder_machine import BDF_RE, PORT_TYPES, CpuLayout, bdf_of, bridge_config
+from .builder_machine import (
+    BDF_RE,
+    CPU_CACHES,
+    PORT_TYPES,
+    CpuLayout,
+    bdf_of,
+    bridge_config,
+)
 from .builder_tables import GPU_MODELS
 from .layout import Value
 from .layout import cpulist as _cpulist
@@ -48,6 +55,8 @@ class PciTreeBuilder(BuilderBase):
         nodes_per_socket: int = 1,
         mem_per_node_kb: int = 64 << 20,
         distances: Optional[Sequence[Sequence[int]]] = None,
+        cores_per_l3: Optional[int] = None,
+        caches: str = "generic",
     ) -> Self:
         """CPUs and NUMA nodes (``/sys/devices/system/cpu`` and ``.../node``), laid out
         as Linux numbers them on x86: the first threads of all cores (socket by
@@ -57,7 +66,19 @@ class PciTreeBuilder(BuilderBase):
         ``cpulist``, ``distance`` (10 local, 12 same socket, 32 remote unless
         ``distances`` is given) and ``meminfo``.  PCI functions added with
         :meth:`host_bridge` trees get ``local_cpus``/``local_cpulist`` of their node
-        (all CPUs for ``numa_node`` -1)."""
+        (all CPUs for ``numa_node`` -1).
+
+        Each ``cpuN`` also has the ``cache/index0``-``index3`` of x86 Linux (L1 data,
+        L1 instruction, L2, L3; ``level``, ``type``, ``size`` such as ``32K``, ``id``,
+        ``shared_cpu_map``/``shared_cpu_list``, ``coherency_line_size``,
+        ``number_of_sets``, ``ways_of_associativity``, ``physical_line_partition``):
+        L1 and L2 shared by the core's SMT threads, one L3 per ``cores_per_l3``
+        consecutive cores of a socket (AMD EPYC: a CCX or CCD, several per NUMA node;
+        a divisor of the cores of one node), or per socket with ``None`` (Intel Xeon,
+        VMs).  L3s are numbered socket by socket (their ``id``).  ``caches`` names the
+        sizes and ways, a key of ``CPU_CACHES`` (``sysverbs.testing.builder_machine``):
+        ``generic``, ``epyc-7742``, ``epyc-genoa``, ``xeon-8468``, ``xeon-6426y``,
+        ``xeon-8570``, ``qemu``."""
         if min(sockets, cores_per_socket, threads_per_core, nodes_per_socket) < 1:
             raise UsageError("counts must be >= 1")
         if cores_per_socket % nodes_per_socket:
@@ -66,15 +87,27 @@ class PciTreeBuilder(BuilderBase):
         if distances is not None and (len(distances) != nodes
                                       or any(len(row) != nodes for row in distances)):
             raise UsageError(f"distances must be a {nodes}x{nodes} matrix")
+        if caches not in CPU_CACHES:
+            raise UsageError(f"unknown cache model {caches!r} (have: {', '.join(CPU_CACHES)})")
+        if cores_per_l3 is not None and (
+                cores_per_l3 < 1 or (cores_per_socket // nodes_per_socket) % cores_per_l3):
+            raise UsageError("cores_per_l3 must divide the cores of one NUMA node")
         self._cpu = CpuLayout(sockets, cores_per_socket, threads_per_core, nodes_per_socket,
                                mem_per_node_kb,
-                               tuple(tuple(r) for r in distances) if distances else None)
+                               tuple(tuple(r) for r in distances) if distances else None,
+                               cores_per_l3, CPU_CACHES[caches])
         return self
 
     @property
     def numa_cpus(self) -> Mapping[int, tuple[int, ...]]:
         """The CPUs of each NUMA node of :meth:`cpu_topology` (empty without one)."""
         return self._cpu.node_cpus() if self._cpu is not None else {}
+
+    @property
+    def l3_cpus(self) -> Mapping[int, tuple[int, ...]]:
+        """The CPUs of each L3 of :meth:`cpu_topology`, by its ``id`` (empty without
+        one)."""
+        return self._cpu.l3_cpus() if self._cpu is not None else {}
 
     def host_bridge(self, name: str = "pci0000:00", *, numa_node: int = 0,
                     parent: Optional[str] = None) -> str:

@@ -69,6 +69,28 @@ from .vendors import e810
 #   mlx5_core.sf.N with their own ib devices) on one switch, a bonded dual-port
 #   ConnectX-7 (RoCE LAG, mlx5_bond_0), an E810 with irdma, and an NVMe behind an
 #   Intel VMD domain (pci10000:e0 below the VMD endpoint 0000:00:0e.0).
+#
+# CPU CACHES of the GPU hosts (cpu_topology's cores_per_l3 and caches; the sizes and
+# ways of each model are in sysverbs/testing/builder_machine.py CPU_CACHES):
+# gpu-dgx-a100: 2x EPYC 7742 (NVIDIA's DGX A100 datasheet), Zen 2: 16 CCX of 4 cores
+#   per socket, each with its own 16 MB L3 (AMD's EPYC 7742 page: 256 MB L3), so four
+#   L3s per NPS4 node (cores_per_l3=4); 32K L1d/L1i, 512K L2 per core.
+# gpu-dgx-b200: 2x Xeon Platinum 8570 (NVIDIA's DGX B200 datasheet: 56 cores each),
+#   Emerald Rapids: one 300 MB L3 per socket (Intel's product page); 48K L1d, 32K L1i,
+#   2 MB L2 per core.
+# gpu-hgx-h100: Sapphire Rapids with 48 cores per socket, as the matrix's CPU lists
+#   show (0-47,96-143); filled in, as the matrix names no model: the Xeon Platinum
+#   8468, Intel's 48-core part, one 105 MB L3 per socket (Intel's product page).
+# gpu-mi300x: EPYC 9654 (Genoa, see PROVENANCE): 12 CCDs of 8 cores, each with its
+#   own 32 MB L3 (AMD: 384 MB), so twelve L3s per socket and node (cores_per_l3=8);
+#   1 MB L2 per core.
+# gpu-pcie-2socket: Genoa (its lspci shows the Genoa CCP/PSP) with 32 CPUs per node
+#   and names no model; filled in: EPYC 9354, a 32-core part with 256 MB L3 = 8 CCDs
+#   of 4 cores with 32 MB each (AMD's product page), cores_per_l3=4.
+# gpu-cloud-vm: QEMU's default cache model of a -cpu host guest (one 16 MB L3 for
+#   the whole socket, 4 MB L2 per core: target/i386/cpu.c legacy_*_cache).
+# gpu-sriov-sf: constructed (Sapphire Rapids root ports): a 16-core Xeon Gold 6426Y,
+#   one 37.5 MB L3 per socket.
 
 
 def tree_entries(table: str) -> list[tuple[str, str, int, int, int, int, int, str | None]]:
@@ -132,7 +154,8 @@ def fx_gpu_dgx_a100() -> Fixture:
     """DGX A100 with its GPUs, PCIe switches, NVSwitches and CPUs (see PROVENANCE)."""
     fx = Fixture("gpu-dgx-a100")
     fx.host.cpu_topology(sockets=2, cores_per_socket=64, threads_per_core=2,
-                         nodes_per_socket=4, mem_per_node_kb=131_000_000)
+                         nodes_per_socket=4, mem_per_node_kb=131_000_000,
+                         cores_per_l3=4, caches="epyc-7742")
     nics = [p.rsplit("/", 1)[1] for p, *_ in A100_NICS] + ["0000:e1:00.0", "0000:e1:00.1"]
     lay_out_tree(fx, DGX_A100_TREE, A100_NUMA, gpu_model="a100", skip=nics)
     a100_nics(fx, A100_NUMA)
@@ -143,7 +166,7 @@ def fx_gpu_dgx_b200() -> Fixture:
     """DGX B200 with its GPUs, bridges, 16 mlx5 and 2 irdma devices (see PROVENANCE)."""
     fx = Fixture("gpu-dgx-b200")
     fx.host.cpu_topology(sockets=2, cores_per_socket=56, threads_per_core=2,
-                         mem_per_node_kb=1_056_000_000)
+                         mem_per_node_kb=1_056_000_000, caches="xeon-8570")
     hbs = {e[0] for e in tree_entries(DGX_B200_TREE) if e[0].startswith("pci")}
     numa = {hb: 0 if int(hb[-2:], 16) < 0x80 else 1 for hb in hbs}
     nics = [e[0].rsplit("/", 1)[1] for e in B200_MLX5] + ["0000:82:00.0", "0000:82:00.1"]
@@ -204,7 +227,7 @@ def fx_gpu_hgx_h100() -> Fixture:
     bridge, four per socket, and four NVSwitches (see PROVENANCE)."""
     fx = Fixture("gpu-hgx-h100")
     fx.host.cpu_topology(sockets=2, cores_per_socket=48, threads_per_core=2,
-                         mem_per_node_kb=1_056_000_000)
+                         mem_per_node_kb=1_056_000_000, caches="xeon-8468")
     host = fx.host
     hb = host.host_bridge("pci0000:00", numa_node=0)
     rp = host.pci_bridge(f"{hb}/0000:00:01.0", port="root", vendor=0x8086, device=0x352A)
@@ -225,7 +248,7 @@ def fx_gpu_mi300x() -> Fixture:
     with a ConnectX-7, four per socket (constructed, see PROVENANCE)."""
     fx = Fixture("gpu-mi300x")
     fx.host.cpu_topology(sockets=2, cores_per_socket=96, threads_per_core=1,
-                         mem_per_node_kb=1_150_000_000)
+                         mem_per_node_kb=1_150_000_000, cores_per_l3=8, caches="epyc-genoa")
     for i, usp_bus in enumerate((0x05, 0x15, 0x25, 0x35, 0x85, 0x95, 0xA5, 0xB5)):
         switch_pair(fx, usp_bus, 0 if i < 4 else 1, gpu_model="mi300x", nic_index=i,
                     root=(0x1022, 0x14AB), gpu_bridges=(0x14A0, 0x14A1))
@@ -238,7 +261,8 @@ def fx_gpu_pcie_2socket() -> Fixture:
     fx = Fixture("gpu-pcie-2socket")
     host = fx.host
     host.cpu_topology(sockets=2, cores_per_socket=32, threads_per_core=1,
-                      mem_per_node_kb=197_000_000, distances=[[10, 32], [32, 10]])
+                      mem_per_node_kb=197_000_000, distances=[[10, 32], [32, 10]],
+                      cores_per_l3=4, caches="epyc-genoa")
     for bus, numa in ((0x00, 0), (0x40, 0), (0xC0, 1), (0xE0, 1)):
         hb = host.host_bridge(f"pci0000:{bus:02x}", numa_node=numa)
         rp = host.pci_bridge(f"{hb}/0000:{bus:02x}:01.1", port="root", vendor=0x1022,
@@ -265,7 +289,7 @@ def fx_gpu_cloud_vm() -> Fixture:
     fx = Fixture("gpu-cloud-vm")
     host = fx.host
     host.cpu_topology(sockets=1, cores_per_socket=48, threads_per_core=2,
-                      mem_per_node_kb=1_500_000_000)
+                      mem_per_node_kb=1_500_000_000, caches="qemu")
     hb = host.host_bridge("pci0000:00", numa_node=-1)
     ports = [(1, f) for f in range(8)] + [(2, f) for f in range(8)]
     for n, (dev, fn) in enumerate(ports[:16]):
@@ -299,7 +323,7 @@ def fx_gpu_sriov_sf() -> Fixture:
     fx = Fixture("gpu-sriov-sf")
     host = fx.host
     host.cpu_topology(sockets=1, cores_per_socket=16, threads_per_core=2,
-                      mem_per_node_kb=257_000_000)
+                      mem_per_node_kb=257_000_000, caches="xeon-6426y")
     hb = host.host_bridge("pci0000:00", numa_node=0)
     rp = host.pci_bridge(f"{hb}/0000:00:01.0", port="root", vendor=0x8086, device=0x352A)
     usp = host.pci_bridge(f"{rp}/0000:01:00.0", port="upstream")
