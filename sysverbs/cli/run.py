@@ -95,6 +95,12 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         raise UsageError(f"--local-size must be at least 1, not {args.local_size}")
     if args.local_rank is not None and args.local_rank < 0:
         raise UsageError(f"--local-rank must not be negative, not {args.local_rank}")
+    if args.allowed_cpus is not None:
+        from ..ground.text import parse_cpulist
+
+        if not parse_cpulist(args.allowed_cpus.strip()):
+            raise UsageError(f"--allowed-cpus {args.allowed_cpus!r}: not a CPU list such as "
+                             "0-23,48-71")
     sysfs = sysfs_root(opts)
     live = os.path.abspath(sysfs).rstrip("/") == "/sys"
     if not live and not args.dry_run:

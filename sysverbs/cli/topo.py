@@ -36,6 +36,9 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
         "RDMA devices, or --assign gives no GPU a NIC (or --rank names no GPU); 2 for a "
         "usage error.")
     t.add_argument("--assign", action="store_true", help="print each GPU's NICs")
+    t.add_argument("--near", metavar="DEV[,DEV...]",
+                   help="with --assign: the NICs of these devices instead of the GPUs' (a "
+                   "GPU, PCI address, RDMA device, netdev or block device such as nvme0n1)")
     t.add_argument("--smi-format", choices=["535", "525"], default="535",
                    help="nvidia-smi layout: 535 (R535+, GPU NUMA ID column; default) or 525")
     t.add_argument("--legend", choices=["mp", "m"], default="mp",
@@ -85,11 +88,16 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     rank = _rank_arg(args.rank)
     if rank is not None and not args.assign:
         raise UsageError("--rank needs --assign (the matrix shows every GPU)")
+    if args.near is not None and not args.assign:
+        raise UsageError("--near needs --assign (the matrix shows GPUs and NICs)")
+    if args.near is not None and rank is not None:
+        raise UsageError("--near and --rank exclude each other (sysverbs run --near takes a "
+                         "rank's device from a list)")
     sysfs = sysfs_root(opts)
     host = read_host(sysfs, proc_root(args.proc_path, sysfs), opts["dev_dir"],
                      recorded=args.fixture is not None)
     problem = args.root_problem
-    if not host.gpus and (problem is not None or not host.nics):
+    if not host.gpus and args.near is None and (problem is not None or not host.nics):
         return fail(args, "nothing-found",
                     f"no GPU and no RDMA device on {where(args, sysfs)}: nothing to show")
     if problem is not None:
@@ -112,7 +120,12 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
 
     plan: Sequence[Any]
     try:
-        if rank is not None:
+        if args.near is not None:
+            from ..placement import find_anchor
+
+            plan = assign(host, [find_anchor(host, s) for s in args.near.split(",")],
+                          **filters)
+        elif rank is not None:
             plan = (assign_rank(host, None if rank == "env" else rank, **filters),)
         else:
             plan = assign(host, **filters)
@@ -128,7 +141,9 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     sys.stdout.flush()
     if any(a.nics for a in plan):
         return 0
-    if not host.gpus:
+    if args.near is not None:
+        error("topo", "no device got a NIC: " + (plan[0].reason if plan else "no assignment"))
+    elif not host.gpus:
         error("topo", f"no GPU on {where(args, sysfs)} (NVIDIA/AMD by PCI vendor and "
               "class): nothing to assign")
     else:
@@ -138,17 +153,23 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
 
 def _human(host: Any, plan: Sequence[Any]) -> str:
     out: list[str] = []
-    if not host.gpus:
+    if not host.gpus and not any(a.anchor for a in plan):
         out.append("no GPU found (NVIDIA/AMD by PCI vendor and class); nothing to assign")
     for a in plan:
         head = f"rank {a.rank}: " if a.rank is not None else ""
-        if a.gpu is None:
+        if a.anchor is not None:
+            numa = a.anchor.pci.numa_node if a.anchor.pci.numa_node is not None else "N/A"
+            nics = ", ".join(f"{n.device}:{n.port}" for n in a.nics) or "none"
+            out.append(f"{a.anchor.name} {a.anchor.address} (NUMA {numa}) -> {nics}")
+            out.append(f"  found: {a.anchor.via}")
+        elif a.gpu is None:
             out.append(f"{head}undecided: {a.reason}")
             continue
-        g = a.gpu
-        numa = g.pci.numa_node if g.pci.numa_node is not None else "N/A"
-        nics = ", ".join(f"{n.device}:{n.port}" for n in a.nics) or "none"
-        out.append(f"{head}GPU{g.index} {g.address} (NUMA {numa}) -> {nics}")
+        else:
+            g = a.gpu
+            numa = g.pci.numa_node if g.pci.numa_node is not None else "N/A"
+            nics = ", ".join(f"{n.device}:{n.port}" for n in a.nics) or "none"
+            out.append(f"{head}GPU{g.index} {g.address} (NUMA {numa}) -> {nics}")
         out.append(f"  why: {a.reason}")
         for n in a.nics:
             nd = ",".join(n.netdevs) or "-"

@@ -9,9 +9,10 @@ import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Optional
 
-__all__ = ["RATE", "parse_cpulist", "rate_fields"]
+__all__ = ["RATE", "cpulist_text", "parse_cpulist", "rate_fields"]
 
 #: The kernel's ``ports/N/rate`` text: ``"200 Gb/sec (4X HDR)"``, ``"2.5 Gb/sec (1X SDR)"``.
 RATE = re.compile(r"(\d{1,9})(\.5)? Gb/sec \((\d{1,3})X(?: ([A-Z][A-Z0-9]*))?\)")
@@ -51,3 +52,24 @@ def parse_cpulist(text: Optional[str]) -> Optional[frozenset[int]]:
             return None
         cpus.update(range(lo, hi + 1))
     return frozenset(cpus)
+
+
+def cpulist_text(cpus: Iterable[int]) -> str:
+    """The kernel's list format (``cpulist``, ``Cpus_allowed_list``), which
+    nvidia-smi's CPU Affinity column also uses; :func:`parse_cpulist`'s inverse.
+
+    >>> cpulist_text({0, 1, 2, 3, 8, 10, 11}), cpulist_text(())
+    ('0-3,8,10-11', '')
+    """
+    out: list[str] = []
+    start = prev = None
+    for c in sorted(set(cpus)):
+        if prev is not None and c == prev + 1:
+            prev = c
+            continue
+        if start is not None:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+        start = prev = c
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ",".join(out)

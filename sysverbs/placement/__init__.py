@@ -21,8 +21,9 @@ below it a GPU or accelerator.
 
 from __future__ import annotations
 
+from ..ground.text import cpulist_text
 from ._anchor import find_anchor, gpu_anchor
-from ._bind import CPU_MODES, MEM_MODES, cpu_node, cpu_set, cpulist_text, mem_node
+from ._bind import CPU_MODES, MEM_MODES, cpu_node, cpu_set, mem_node
 from ._cpus import CpuTopology, read_cpus
 from ._distance import Distance
 from ._host import Anchor, Gpu, Host, Nic, Port

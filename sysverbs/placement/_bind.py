@@ -18,6 +18,7 @@ torchrun's).
 from __future__ import annotations
 
 from ..ground.errors import UsageError
+from ..ground.text import cpulist_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
     from ._cpus import CpuTopology
 
-__all__ = ["CPU_MODES", "MEM_MODES", "cpu_node", "cpu_set", "cpulist_text", "mem_node"]
+__all__ = ["CPU_MODES", "MEM_MODES", "cpu_node", "cpu_set", "mem_node"]
 
 #: ``--cpu``: the node's CPUs, the package's, a share of the node's physical cores (with
 #: or without their SMT siblings), one last-level cache group, or no CPU binding.
@@ -34,22 +35,6 @@ CPU_MODES = ("node", "socket", "exclusive", "exclusive-nosmt", "core-complex", "
 #: ``--mem``: MPOL_PREFERRED (falls back to other nodes when the node is full),
 #: MPOL_BIND (never does), or no memory policy.
 MEM_MODES = ("preferred", "bind", "none")
-
-
-def cpulist_text(cpus: Iterable[int]) -> str:
-    """The kernel's list format (``cpulist``, ``Cpus_allowed_list``): ``0-3,8,10-11``."""
-    out: list[str] = []
-    start = prev = None
-    for c in sorted(set(cpus)):
-        if prev is not None and c == prev + 1:
-            prev = c
-            continue
-        if start is not None:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-        start = prev = c
-    if start is not None:
-        out.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ",".join(out)
 
 
 def _nearest(topo: CpuTopology, node: int, candidates: Iterable[int]) -> Optional[int]:

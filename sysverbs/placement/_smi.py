@@ -13,6 +13,7 @@ classes: NVLink is not visible in sysfs, so no cell is ever ``NV#``.
 from __future__ import annotations
 
 from ..ground.errors import UsageError
+from ..ground.text import cpulist_text
 from ._distance import numa_affinity
 from ._host import endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
@@ -43,19 +44,8 @@ UNDECIDED = "N/A"
 
 
 def cpulist(cpus: Optional[frozenset[int]]) -> str:
-    """{0, 1, 2, 3, 8} -> ``"0-3,8"`` (nvidia-smi's CPU Affinity form)."""
-    if not cpus:
-        return ""
-    out: list[str] = []
-    ordered = sorted(cpus)
-    start = prev = ordered[0]
-    for c in ordered[1:] + [-2]:
-        if c == prev + 1:
-            prev = c
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = c
-    return ",".join(out)
+    """{0, 1, 2, 3, 8} -> ``"0-3,8"`` (nvidia-smi's CPU Affinity form); ``""`` for None."""
+    return cpulist_text(cpus or ())
 
 
 def matrix_nics(host: Host) -> list[Nic]:
