@@ -73,6 +73,10 @@ class CpuTopology(FrozenRecord):
         return None
 
 
+def _list(path: bytes) -> Optional[frozenset[int]]:
+    return parse_cpulist((read_text(path) or "").strip() or None)
+
+
 def _listdir(path: bytes) -> list[bytes]:
     try:
         return sorted(os.listdir(path))
@@ -115,21 +119,31 @@ def read_cpus(sysfs: bytes) -> CpuTopology:
     core: dict[int, int] = {}
     llc: dict[int, int] = {}
     level = 0
+    # One read per core, cache and package, not per CPU: the CPUs a list names share it
+    # (the kernel writes the same thread_siblings_list, shared_cpu_list and
+    # package_cpus_list for each of them), so a CPU already covered is not read again.
     for cpu in listed:
         if cpu not in online:
             continue
         d = cpu_base + b"/cpu%d" % cpu
-        pkg = to_int(read_text(d + b"/topology/physical_package_id", 64))
-        if pkg is not None:
-            package[cpu] = pkg
-        sib = parse_cpulist((read_text(d + b"/topology/thread_siblings_list") or "").strip()
-                            or None)
-        core[cpu] = min(sib) if sib else cpu
-        if not sib:
-            problems.append(f"cpu{cpu}/topology/thread_siblings_list unreadable: its own core")
-        lvl, shared = _llc(d, cpu, problems)
-        llc[cpu] = min(shared) if shared else cpu
-        level = max(level, lvl)
+        if cpu not in package:
+            pkg = to_int(read_text(d + b"/topology/physical_package_id", 64))
+            if pkg is not None:
+                mates = _list(d + b"/topology/package_cpus_list") or \
+                    _list(d + b"/topology/core_siblings_list") or frozenset({cpu})
+                package.update((c, pkg) for c in mates | {cpu} if c in online)
+        if cpu not in core:
+            sib = _list(d + b"/topology/thread_siblings_list")
+            if not sib:
+                problems.append(f"cpu{cpu}/topology/thread_siblings_list unreadable: its own "
+                                "core")
+            key = min(sib | {cpu}) if sib else cpu
+            core.update((c, key) for c in (sib or frozenset()) | {cpu} if c in online)
+        if cpu not in llc:
+            lvl, shared = _llc(d, cpu, problems)
+            key = min(shared | {cpu}) if shared else cpu
+            llc.update((c, key) for c in (shared or frozenset()) | {cpu} if c in online)
+            level = max(level, lvl)
     node_base = sysfs + b"/devices/system/node"
     nodes: dict[int, frozenset[int]] = {}
     distance: dict[tuple[int, int], int] = {}

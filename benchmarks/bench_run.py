@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Benchmark ``sysverbs run --dry-run`` against ``sysverbs topo`` on the 8-GPU/18-NIC
+host (gpu-dgx-b200): every rank of a job pays the plan once at its start, so the plan
+should cost about what the matrix does.
+
+    .venv/bin/python benchmarks/bench_run.py [--samples 11] [--fixture gpu-dgx-b200]
+
+The wall time of a fresh process, round by round, side by side, on the fixture
+materialized once into a temporary directory (``--sysfs-path``, so that neither side
+pays the fixture cache):
+
+(A) ``sysverbs topo`` (the matrix);
+(B) ``sysverbs run --dry-run --local-rank 3 --cpu exclusive`` (the plan: the host,
+    its CPUs and caches, the NICs and their environment);
+(C) ``sysverbs topo --assign --rank 3`` (the NIC choice alone, for scale).
+
+Target: B / A <= 1.5 (median of the per-round ratios).  Nothing asserts wall-clock
+time; the table says ``met`` or ``NOT MET``.  Writes the samples to
+``benchmarks/run-results.json`` (``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_placement import plain_python, walls  # noqa: E402
+
+TARGET = 1.5
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--samples", type=int, default=11)
+    ap.add_argument("--fixture", default="gpu-dgx-b200")
+    ap.add_argument("--json", default=str(REPO / "benchmarks" / "run-results.json"))
+    args = ap.parse_args()
+    from sysverbs.testing import materialize
+
+    with tempfile.TemporaryDirectory() as tmp:
+        host = materialize(args.fixture, Path(tmp) / "host")
+        python = plain_python(Path(tmp) / "venv")
+        where = ["--sysfs-path", str(host.sysfs), "--dev-dir", str(host.dev),
+                 "--providers", "builtin", "--source", "sysfs"]
+        env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "SYSFS_PATH")}
+        cmds = {
+            "topo": ([python, "-m", "sysverbs", "topo", *where], env),
+            "run --dry-run": ([python, "-m", "sysverbs", "run", "--dry-run", "--local-rank",
+                               "3", "--cpu", "exclusive", *where], env),
+            "topo --assign --rank 3": ([python, "-m", "sysverbs", "topo", "--assign",
+                                        "--rank", "3", *where], env),
+        }
+        times = walls(cmds, args.samples)
+    ratios = [b / a for a, b in zip(times["topo"], times["run --dry-run"])]
+    ratio = statistics.median(ratios)
+    print(f"{args.fixture}, {args.samples} rounds, median ms (fresh process each):")
+    for name, t in times.items():
+        print(f"  {name:24} {statistics.median(t):7.1f}")
+    verdict = "met" if ratio <= TARGET else "NOT MET"
+    print(f"run --dry-run / topo: {ratio:.2f} (target <= {TARGET}): {verdict}")
+    Path(args.json).write_text(json.dumps({
+        "fixture": args.fixture, "python": platform.python_version(),
+        "machine": platform.machine(), "samples_ms": times, "ratio": ratio,
+        "target": TARGET}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
