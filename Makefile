@@ -3,10 +3,11 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# The oracles the test suite runs: real libibverbs and its tools, umockdev, hwloc (lstopo).
+# The oracles the test suite runs: real libibverbs and its tools, umockdev, hwloc (lstopo),
+# and in the kernel lab's NUMA machine numactl and Open MPI's mpirun (tests/kernel/numa_vm.py).
 APT_PACKAGES := libibverbs1 ibverbs-providers ibverbs-utils umockdev util-linux python3-venv \
   udev gir1.2-umockdev-1.0 python3-gi qemu-system-x86 linux-image-amd64 busybox-static iproute2 \
-  librdmacm1 cpio kmod gcc libc6-dev strace hwloc ucx-utils \
+  librdmacm1 cpio kmod gcc libc6-dev strace hwloc ucx-utils numactl openmpi-bin \
   pypy3 pypy3-venv
 
 # The real NCCL oracle (tests/test_nccl_oracle.py): PyPI's nvidia-nccl-cu12 wheels (2.32.3,

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from tests import staging
 from tests.kernel import scenarios, vmlab
@@ -113,18 +113,26 @@ def unavailable_reason() -> Optional[str]:
     return None
 
 
-def run_lab(workdir: Optional[Path] = None) -> LabResults:
-    """Boot once, run every scenario; raises :class:`vmlab.VmError`."""
-    reason = unavailable_reason()
-    if reason:
-        raise vmlab.VmError("unavailable", reason)
+def lab_workdir(workdir: Optional[Path], prefix: str) -> Path:
+    """A boot's work directory, made and opened to the VM's workers: ``workdir``, or
+    a new one (``prefix``...) where the VM sees it; :class:`vmlab.VmError` when the VM
+    cannot see it."""
     if workdir is None:
-        workdir = Path(tempfile.mkdtemp(prefix="sysverbs-kernel-lab-", dir=vmlab.visible_tmp()))
+        workdir = Path(tempfile.mkdtemp(prefix=prefix, dir=vmlab.visible_tmp()))
     if vmlab.hidden_in_vm(workdir):
         raise vmlab.VmError("unavailable", f"the VM cannot see the work directory {workdir}: "
                             f"it mounts its own {', '.join(vmlab.VM_OWN_MOUNTS)}")
     workdir.mkdir(parents=True, exist_ok=True)
     os.chmod(workdir, 0o755)
+    return workdir
+
+
+def run_lab(workdir: Optional[Path] = None) -> LabResults:
+    """Boot once, run every scenario; raises :class:`vmlab.VmError`."""
+    reason = unavailable_reason()
+    if reason:
+        raise vmlab.VmError("unavailable", reason)
+    workdir = lab_workdir(workdir, "sysverbs-kernel-lab-")
     preload, preload_reason = build_preload(workdir)
     plan = scenarios.build(preload is not None)
     only = os.environ.get("SV_LAB_ONLY")
@@ -201,7 +209,9 @@ def boot(workdir: Optional[Path] = None) -> tuple[dict[str, str], Optional[LabRe
         return {"kind": "fail" if e.kind == "script" else "unavailable", "message": str(e)}, None
 
 
-def shared_boot(base: Path) -> dict[str, str]:
+def shared_boot(
+    base: Path, boot_in: Optional[Callable[[Path], dict[str, str]]] = None
+) -> dict[str, str]:
     """Boot once for everyone who asks with the same ``base`` directory.
 
     The first caller takes the lock ``base/lock``, boots into ``base/lab`` and writes
@@ -209,6 +219,7 @@ def shared_boot(base: Path) -> dict[str, str]:
     :func:`boot` (``fail`` also when anything else went wrong).
     ``make pytest`` calls this before pytest starts, so that the boot, which takes
     minutes under TCG, runs beside the rest of the suite instead of after it.
+    ``boot_in``: another machine's boot (``numa_vm.boot``), given its directory.
     """
     base.mkdir(parents=True, exist_ok=True)
     # The lab's own directory (made by `mktemp -d`: 0700) holds only the lab's files;
@@ -219,7 +230,7 @@ def shared_boot(base: Path) -> dict[str, str]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not outcome.exists():
             try:
-                done, _ = boot(base / "lab")
+                done = boot_in(base / "lab") if boot_in else boot(base / "lab")[0]
             except Exception as e:  # noqa: BLE001 - reported to every waiting test
                 done = {"kind": "fail", "message": f"{type(e).__name__}: {e}"}
             partial = base / "outcome.json.partial"
@@ -233,8 +244,15 @@ if __name__ == "__main__":
     # python -m tests.kernel.lab [WORKDIR]       one boot, results kept in WORKDIR
     # python -m tests.kernel.lab --shared BASE   shared_boot(BASE) (what make pytest runs)
     if sys.argv[1:2] == ["--shared"]:
+        # the NUMA machine (numa_vm.py) boots beside this one, into BASE/numa
+        Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)
+        os.chmod(sys.argv[2], 0o755)  # (shared_boot does it too, maybe after the child)
+        numa = subprocess.Popen(
+            [sys.executable, "-m", "tests.kernel.numa_vm", "--shared",
+             str(Path(sys.argv[2]) / "numa")], cwd=REPO)
         done = shared_boot(Path(sys.argv[2]))
         print(f"kernel lab: {done['kind']} {done.get('message', '')}".rstrip(), flush=True)
+        numa.wait()
         sys.exit(0)
     lab = run_lab(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
     print(f"{lab.seconds:.0f} s ({lab.accel}); results in {lab.workdir}")

@@ -308,17 +308,32 @@ def _kvm_device_usable() -> bool:
     return os.access("/dev/kvm", os.R_OK | os.W_OK)
 
 
+@dataclass(frozen=True)
+class Machine:
+    """What a boot's VM is, where it is not the lab's default (``SV_VM_MEM`` MiB,
+    ``SV_VM_CPUS`` vCPUs, qemu's default machine): ``mem`` and ``smp`` (``-smp``'s
+    value: ``2,sockets=1,cores=2``) replace those, ``args`` are more qemu arguments
+    (``-M q35``, ``-numa``, ``-device``...)."""
+
+    mem: Optional[int] = None
+    smp: Optional[str] = None
+    args: tuple[str, ...] = ()
+
+
 def _qemu_argv(
-    image: Path, initrd: Path, script: Path, outdir: Path, console: Path, kvm: bool
+    image: Path, initrd: Path, script: Path, outdir: Path, console: Path, kvm: bool,
+    machine: Machine = Machine(),
 ) -> list[str]:
     accel = ["-accel", "kvm", "-cpu", "host"] if kvm else ["-accel", "tcg,thread=multi"]
+    mem = machine.mem if machine.mem is not None else _env_int("SV_VM_MEM", 1024)
+    smp = machine.smp if machine.smp is not None else str(_env_int("SV_VM_CPUS", 1))
     return [
         "qemu-system-x86_64",
         *accel,
         "-m",
-        str(_env_int("SV_VM_MEM", 1024)),
+        str(mem),
         "-smp",
-        str(_env_int("SV_VM_CPUS", 1)),
+        smp,
         "-nodefaults",
         "-no-user-config",
         "-display",
@@ -336,6 +351,8 @@ def _qemu_argv(
         f"local,path={outdir},mount_tag=vmout,security_model=none",
         "-append",
         f"console=ttyS0 rdinit=/init quiet panic=-1 mitigations=off {MARK}_CMD={script}",
+        # last: qemu puts a device without a bus (the two -virtfs) on the newest bus
+        *machine.args,
     ]
 
 
@@ -397,12 +414,19 @@ def _console_text(console: Path) -> str:
     return console.read_text(errors="replace") if console.exists() else ""
 
 
-def run(script_text: str, workdir: Path, *, timeout: Optional[float] = None) -> VmResult:
+def run(
+    script_text: str,
+    workdir: Path,
+    *,
+    timeout: Optional[float] = None,
+    machine: Machine = Machine(),
+) -> VmResult:
     """Boot once and run ``script_text`` (a POSIX shell script) as root inside.
 
     ``workdir`` must be an empty host directory; it receives the script, the
     logs (``console.log``, ``qemu.log``) and the VM's output directory
-    ``out/`` (``/run/vmout`` inside).  Raises :class:`VmError`.
+    ``out/`` (``/run/vmout`` inside).  ``machine``: another VM than the default
+    one (:class:`Machine`).  Raises :class:`VmError`.
     """
     reason = unavailable_reason()
     if reason:
@@ -432,7 +456,7 @@ def run(script_text: str, workdir: Path, *, timeout: Optional[float] = None) -> 
         for f in (console, qemu_log):
             if f.exists():
                 f.rename(f.with_suffix(".kvm-try.log"))
-        argv = _qemu_argv(image, initrd, script, outdir, console, use_kvm)
+        argv = _qemu_argv(image, initrd, script, outdir, console, use_kvm, machine)
         (workdir / "qemu.argv").write_text(" ".join(argv) + "\n")
         probing = how == "try-kvm" and use_kvm
         end, seconds = _boot(argv, console, qemu_log, limit, probe if probing else None)
