@@ -17,9 +17,11 @@ cpuset controller.  Then the scenarios, whose raw outputs go into
 
 Starting Python costs seconds under emulation: this process imports the command line
 once and *forks* for each ``sysverbs`` command (``cli.main`` in the child, which
-``sysverbs run`` replaces with the command: the same path as ``python -m sysverbs``);
-a few commands run as real processes (``python`` is ``/run/bin/python``, this
-interpreter with ``-S``), and ``mpirun``'s ranks always do.
+``sysverbs run`` replaces with the command: the same path as ``python -m sysverbs``).
+A shell moved into a cgroup and ``mpirun``'s ranks run ``python -m sysverbs run`` as
+processes of their own (``python`` is ``/run/bin/python``: this interpreter with
+``-S``).  Each fork's ``run`` reads the host anew: the runner itself never calls
+sysverbs.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ def warm(args: list[str]) -> Result:
     path = os.path.join(OUT, "modules.json")
     r = sv(args, modules=path)
     t = time.monotonic()
+    if not os.path.exists(path):  # it crashed: test_setup says so
+        return {**r, "imported": 0, "import_failed": [], "import_t": 0.0}
     with open(path) as f:
         names = json.load(f)
     os.unlink(path)
@@ -161,28 +165,27 @@ def setup(layout: list[dict[str, Any]]) -> Result:
         if ep["kind"] == "nic":
             _write(f"{pci}/drivers_probe", ep["address"])
     log["probe nics"] = round(time.monotonic() - t, 2)
-    for ep in layout:
-        if ep["kind"] == "nvme":
-            _write(f"{pci}/drivers_probe", ep["address"])
-            log[f"wait {ep['block']}"] = wait_for(
-                ep["block"], lambda b=ep["block"]: os.path.exists(f"/sys/class/block/{b}"))
-    _write(f"{pci}/drivers_autoprobe", "1")
     nics = [ep for ep in layout if ep["kind"] == "nic"]
+    _write("/proc/sys/kernel/hostname", "numa-lab")  # (mpirun refuses "(none)")
     log["ip"] = cmd(["ip", "-batch", "-"],
                     stdin="link set lo up\n"  # (mpirun needs an interface)
                     + "".join(f"link set {ep['netdev']} up\n"
                               # an IPv4 address: a RoCE v2 GID NCCL can use
                               f"addr add 10.10.{i}.1/24 dev {ep['netdev']}\n"
                               for i, ep in enumerate(nics)))
+    log["rdma"] = cmd(["rdma", "-b", "-"], stdin="".join(
+        f"link add {ep['rdma']} type rxe netdev {ep['netdev']}\n" for ep in nics))
+    for ep in layout:  # (while the links come up)
+        if ep["kind"] == "nvme":
+            _write(f"{pci}/drivers_probe", ep["address"])
+            log[f"wait {ep['block']}"] = wait_for(
+                ep["block"], lambda b=ep["block"]: os.path.exists(f"/sys/class/block/{b}"))
+    _write(f"{pci}/drivers_autoprobe", "1")
     for ep in nics:
+        port = f"/sys/class/infiniband/{ep['rdma']}/ports/1"
         log[f"carrier {ep['netdev']}"] = wait_for(
             ep["netdev"] + " carrier",
             lambda n=ep["netdev"]: _read(f"/sys/class/net/{n}/carrier") == "1")
-    _write("/proc/sys/kernel/hostname", "numa-lab")  # (mpirun refuses "(none)")
-    log["rdma"] = cmd(["rdma", "-b", "-"], stdin="".join(
-        f"link add {ep['rdma']} type rxe netdev {ep['netdev']}\n" for ep in nics))
-    for ep in nics:
-        port = f"/sys/class/infiniband/{ep['rdma']}/ports/1"
         log[f"active {ep['rdma']}"] = wait_for(
             ep["rdma"] + " ACTIVE", lambda p=port: "ACTIVE" in (_read(f"{p}/state") or ""))
         # rxe's GIDs are RoCE v2: 0 the link-local address, then the IPv4 one
