@@ -27,7 +27,8 @@ UV := $(VENV)/bin/uv
 # of its command line, its testing kit, its data), that is every test but
 # - the kernel VM (tests/kernel);
 # - the comparisons with real counterparts (tests/test_*oracle*.py, the tests marked
-#   `oracle` elsewhere, tests/test_placement_hwloc.py) and the differential fuzzing
+#   `oracle` elsewhere, the hwloc ones: tests/test_placement_hwloc.py,
+#   tests/test_cpu_caches.py, tests/test_run_hwloc.py) and the differential fuzzing
 #   (tests/test_fuzz_*.py): the real tool and sysverbs side by side in child processes
 #   (a new interpreter per case, which under pypy3 costs more than the case), running
 #   the code that the other tests run in-process;
@@ -57,6 +58,7 @@ PYPY_TESTS := --assert=plain --ignore=tests/kernel --ignore=tests/test_bench.py 
   --ignore=tests/test_oracle_fixtures.py --ignore=tests/test_oracle_fork.py \
   --ignore=tests/test_diagnose_oracle.py --ignore=tests/test_rdmacm_oracle.py \
   --ignore=tests/test_nccl_oracle.py --ignore=tests/test_placement_hwloc.py \
+  --ignore=tests/test_cpu_caches.py --ignore=tests/test_run_hwloc.py \
   --deselect tests/test_monitor.py::test_udev_events_under_umockdev -m 'not oracle' \
   --deselect tests/test_cli.py::test_netdev_on_every_fixture \
   --deselect tests/test_cli.py::test_docs_shell_examples \
@@ -190,6 +192,7 @@ bench: $(VENV)/.installed oracle-deps
 	$(PY) benchmarks/bench_list.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_placement.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_fixture.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_run.py $(BENCH_ARGS)
 
 # NCCL_IB_HCA's InfiniBand side against the real NCCL (tests/device/device_nccl_ib.py):
 # only on a machine with an NVIDIA GPU, where NCCL builds a communicator and starts its IB
