@@ -161,8 +161,8 @@ def test_hwloc_l3s_of_each_node(name: str, roots: dict[str, Path]) -> None:
 
 @pytest.mark.parametrize("name", GPU_FIXTURES)
 def test_hwloc_cache_sizes_and_levels(name: str, roots: dict[str, Path]) -> None:
-    """lstopo's caches: the real CPU's L3 size and ways, one L2, L1d and L1i per core
-    (its SMT threads), each with the size its files give."""
+    """lstopo's caches: the real CPU's L3 size and ways; the fixtures carry the last
+    level only (cache/index3), so hwloc sees no L1 or L2."""
     root = roots[name]
     _, _, size, ways = REAL_L3[name]
     xml_text, _ = hwloc.lstopo(root)
@@ -173,6 +173,23 @@ def test_hwloc_cache_sizes_and_levels(name: str, roots: dict[str, Path]) -> None
             caches.setdefault(o.get("type") or "", []).append(o)
     assert {(o.get("cache_size"), o.get("cache_associativity"), o.get("cache_linesize"))
             for o in caches["L3Cache"]} == {(str(size), str(ways), "64")}
+    assert set(caches) == {"L3Cache"}
+
+
+def test_hwloc_sees_every_level_with_all_caches(tmp_path: Path) -> None:
+    """``all_caches=True``: one L2, L1d and L1i per core (its SMT threads) in lstopo,
+    each with the size its files give."""
+    reason = hwloc.unavailable_reason()
+    require(reason, "hwloc (lstopo)")
+    hb = HostBuilder().cpu_topology(sockets=2, cores_per_socket=8, threads_per_core=2,
+                                    cores_per_l3=4, caches="epyc-genoa", all_caches=True)
+    root = hb.materialize(tmp_path).root
+    xml_text, _ = hwloc.lstopo(root)
+    caches: dict[str, list[ET.Element]] = {}
+    for o in ET.fromstring(xml_text).iter("object"):
+        if (o.get("type") or "").endswith("Cache"):
+            caches.setdefault(o.get("type") or "", []).append(o)
+    assert len(caches["L3Cache"]) == 4
     cpu0 = root / "sys/devices/system/cpu/cpu0"
     cores = int(calc(root, "--number-of", "core", "all"))
     siblings = hwloc.parse_cpulist((cpu0 / "topology/thread_siblings_list").read_text())
@@ -226,7 +243,7 @@ def test_layout_files_like_the_kernel(tmp_path: Path) -> None:
     reason = None if (real / "level").is_file() else f"{real} not found"
     require(reason, "the kernel's CPU cache files")
     hb = HostBuilder().cpu_topology(sockets=2, cores_per_socket=8, threads_per_core=2,
-                                    cores_per_l3=4, caches="epyc-genoa")
+                                    cores_per_l3=4, caches="epyc-genoa", all_caches=True)
     assert hb.l3_cpus == {0: (0, 1, 2, 3, 16, 17, 18, 19), 1: (4, 5, 6, 7, 20, 21, 22, 23),
                           2: (8, 9, 10, 11, 24, 25, 26, 27),
                           3: (12, 13, 14, 15, 28, 29, 30, 31)}
@@ -251,6 +268,11 @@ def test_layout_files_like_the_kernel(tmp_path: Path) -> None:
     assert (cache / "index2/shared_cpu_list").read_text() == "5,21\n"
     assert (cache / "index2/size").read_text() == "1024K\n"
     assert (cache / "index0/id").read_text() == "5\n"
+    plain = HostBuilder().cpu_topology(sockets=2, cores_per_socket=8, threads_per_core=2,
+                                       cores_per_l3=4, caches="epyc-genoa")
+    last = plain.materialize(tmp_path / "plain").sysfs / "devices/system/cpu/cpu21/cache"
+    assert [p.name for p in last.iterdir()] == ["index3"]
+    assert (last / "index3/shared_cpu_list").read_text() == "4-7,20-23\n"
 
 
 def test_default_is_one_l3_per_socket() -> None:

@@ -138,20 +138,26 @@ class Plan(FrozenRecord):
         if not self.live:
             raise UsageError(f"this plan is for the host under {self.sysfs_path}, not "
                              "this one: it can be shown, not applied")
-        from .mempolicy import MPOL_BIND, MPOL_PREFERRED, set_mempolicy
+        from .mempolicy import (
+            MPOL_BIND,
+            MPOL_PREFERRED,
+            get_affinity,
+            set_affinity,
+            set_mempolicy,
+        )
 
-        old = os.sched_getaffinity(0)
+        old = get_affinity(0)
         if self.cpu_mode != "none":
             try:
-                os.sched_setaffinity(0, self.cpus)
+                set_affinity(0, self.cpus)
             except OSError as e:
                 raise BindingError(f"the kernel refused sched_setaffinity({self.cpus_text})"
                                    f": [Errno {e.errno}] {e.strerror}", e.errno or 22
                                    ) from None
             for tid in _threads():
                 try:
-                    if os.sched_getaffinity(tid) == old:
-                        os.sched_setaffinity(tid, self.cpus)
+                    if get_affinity(tid) == old:
+                        set_affinity(tid, self.cpus)
                 except OSError:
                     pass  # the thread ended
         if self.mems:
@@ -161,7 +167,7 @@ class Plan(FrozenRecord):
                               else [min(self.mems)])
             except BindingError:
                 if self.cpu_mode != "none":  # all or nothing: the affinity goes back
-                    os.sched_setaffinity(0, old)
+                    set_affinity(0, old)
                 raise
 
     def exec(self, argv: Sequence[str], environ: Optional[Mapping[str, str]] = None,
@@ -392,7 +398,9 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
 def _allowed(topo: CpuTopology, live: bool, cpus: Optional[frozenset[int]],
              mems: Optional[frozenset[int]]) -> tuple[frozenset[int], frozenset[int], str]:
     if live:
-        base_cpus = frozenset(os.sched_getaffinity(0))
+        from .mempolicy import get_affinity
+
+        base_cpus = get_affinity(0)
         base_mems = _live_mems() or frozenset(topo.nodes)
         why = (f"this process may use CPUs {cpulist_text(base_cpus)} (sched_getaffinity, "
                f"within its cgroup cpuset) and memory nodes {cpulist_text(base_mems)} "

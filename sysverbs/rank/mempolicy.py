@@ -1,5 +1,7 @@
 """The memory policy of the calling thread, by the ``set_mempolicy(2)`` and
-``get_mempolicy(2)`` system calls from Python (ctypes; no libnuma, no numactl).
+``get_mempolicy(2)`` system calls from Python (ctypes; no libnuma, no numactl), and
+the CPU affinity (``os.sched_getaffinity``/``os.sched_setaffinity``, or glibc's
+functions of those names where Python lacks them: PyPy 3.9 does).
 
 The policy is the thread's own: it survives ``execve(2)`` and is inherited by the
 threads and processes the thread creates (set_mempolicy(2)), so ``sysverbs run`` sets
@@ -22,9 +24,10 @@ from ..ground.errors import BindingError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Optional
 
-__all__ = ["MPOL_BIND", "MPOL_DEFAULT", "MPOL_PREFERRED", "MODE_NAMES", "get_mempolicy",
-           "set_mempolicy"]
+__all__ = ["MPOL_BIND", "MPOL_DEFAULT", "MPOL_PREFERRED", "MODE_NAMES", "get_affinity",
+           "get_mempolicy", "set_affinity", "set_mempolicy"]
 
 #: include/uapi/linux/mempolicy.h
 MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND = 0, 1, 2
@@ -91,3 +94,42 @@ def get_mempolicy() -> tuple[int, frozenset[int]]:
     nodes = frozenset(w * _BITS + b for w in range(words) for b in range(_BITS)
                       if mask[w] >> b & 1)
     return mode.value, nodes
+
+
+_AFFINITY_BYTES = 1024  # a cpu_set_t of 8192 CPUs (the kernel's NR_CPUS is at most that)
+
+
+def _libc_affinity(name: str, tid: int, cpus: Optional[Iterable[int]]) -> frozenset[int]:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    mask = (ctypes.c_ubyte * _AFFINITY_BYTES)()
+    if cpus is not None:
+        for c in cpus:
+            if not 0 <= c < _AFFINITY_BYTES * 8:
+                raise OSError(22, f"CPU {c} is out of range")
+            mask[c // 8] |= 1 << (c % 8)
+    func = getattr(libc, name)
+    if func(ctypes.c_int(tid), ctypes.c_size_t(_AFFINITY_BYTES), mask) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return frozenset(i * 8 + b for i in range(_AFFINITY_BYTES) for b in range(8)
+                     if mask[i] >> b & 1)
+
+
+def get_affinity(tid: int = 0) -> frozenset[int]:
+    """The CPUs thread ``tid`` (0: the calling one) may run on."""
+    getter = getattr(os, "sched_getaffinity", None)
+    if getter is not None:
+        return frozenset(getter(tid))
+    return _libc_affinity("sched_getaffinity", tid, None)
+
+
+def set_affinity(tid: int, cpus: Iterable[int]) -> None:
+    """Bind thread ``tid`` (0: the calling one) to ``cpus``; ``OSError`` with the
+    kernel's errno when it refuses (EINVAL: none of them is allowed)."""
+    setter = getattr(os, "sched_setaffinity", None)
+    if setter is not None:
+        setter(tid, set(cpus))
+        return
+    _libc_affinity("sched_setaffinity", tid, list(cpus))

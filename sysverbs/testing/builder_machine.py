@@ -106,6 +106,7 @@ class CpuLayout:
     distances: Optional[tuple[tuple[int, ...], ...]]
     cores_per_l3: Optional[int] = None  # None: one L3 per socket
     caches: CacheModel = CPU_CACHES["generic"]
+    all_caches: bool = False  # False: only the last level (index3)
 
     @property
     def total_cores(self) -> int:
@@ -143,10 +144,13 @@ class CpuLayout:
         siblings = [self.cpu(t, core) for t in range(self.threads)]
         m = self.caches
         out: list[tuple[str, str]] = []
-        for index, (level, kind, (kb, ways), shared, ident) in enumerate((
-                (1, "Data", m.l1d, siblings, core), (1, "Instruction", m.l1i, siblings, core),
-                (2, "Unified", m.l2, siblings, core),
-                (3, "Unified", m.l3, list(l3), self.l3_of(core)))):
+        levels = (
+            (1, "Data", m.l1d, siblings, core), (1, "Instruction", m.l1i, siblings, core),
+            (2, "Unified", m.l2, siblings, core),
+            (3, "Unified", m.l3, list(l3), self.l3_of(core)))
+        for index, (level, kind, (kb, ways), shared, ident) in enumerate(levels):
+            if not self.all_caches and index != 3:
+                continue
             out += [(f"cache/index{index}/{key}", value) for key, value in (
                 ("coherency_line_size", "64"), ("id", str(ident)), ("level", str(level)),
                 ("number_of_sets", str(kb * 1024 // (ways * 64))),

@@ -57,6 +57,7 @@ class PciTreeBuilder(BuilderBase):
         distances: Optional[Sequence[Sequence[int]]] = None,
         cores_per_l3: Optional[int] = None,
         caches: str = "generic",
+        all_caches: bool = False,
     ) -> Self:
         """CPUs and NUMA nodes (``/sys/devices/system/cpu`` and ``.../node``), laid out
         as Linux numbers them on x86: the first threads of all cores (socket by
@@ -68,8 +69,11 @@ class PciTreeBuilder(BuilderBase):
         :meth:`host_bridge` trees get ``local_cpus``/``local_cpulist`` of their node
         (all CPUs for ``numa_node`` -1).
 
-        Each ``cpuN`` also has the ``cache/index0``-``index3`` of x86 Linux (L1 data,
-        L1 instruction, L2, L3; ``level``, ``type``, ``size`` such as ``32K``, ``id``,
+        Each ``cpuN`` also has its last-level cache, ``cache/index3`` as x86 Linux
+        numbers it, and with ``all_caches`` the ``cache/index0``-``index3`` of x86 Linux
+        (L1 data, L1 instruction, L2, L3: four times the files, which a fixture of 224
+        CPUs pays at every materialization; binding and hwloc's L3 groups need only
+        the last level).  The files: ``level``, ``type``, ``size`` such as ``32K``, ``id``,
         ``shared_cpu_map``/``shared_cpu_list``, ``coherency_line_size``,
         ``number_of_sets``, ``ways_of_associativity``, ``physical_line_partition``):
         L1 and L2 shared by the core's SMT threads, one L3 per ``cores_per_l3``
@@ -95,7 +99,7 @@ class PciTreeBuilder(BuilderBase):
         self._cpu = CpuLayout(sockets, cores_per_socket, threads_per_core, nodes_per_socket,
                                mem_per_node_kb,
                                tuple(tuple(r) for r in distances) if distances else None,
-                               cores_per_l3, CPU_CACHES[caches])
+                               cores_per_l3, CPU_CACHES[caches], bool(all_caches))
         return self
 
     @property
