@@ -377,8 +377,12 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     reasons["allowed"] = why_allowed
     numa, source = host.numa_affinity(anchor)
     node, why_node = cpu_node(topo, numa, ok_cpus)
-    reasons["node"] = f"{anchor.name}'s NUMA node {numa} ({source}): CPUs of {why_node}" \
-        if numa is not None else f"{anchor.name}: {why_node} ({source})"
+    if numa is None:
+        reasons["node"] = f"{anchor.name}: {why_node} ({source})"
+    elif node is None:
+        reasons["node"] = f"{anchor.name} is on node {numa} ({source}): {why_node}"
+    else:
+        reasons["node"] = f"{anchor.name}'s NUMA node {numa} ({source}): CPUs of {why_node}"
     cpus, mems = _sets(topo, cpu, mem, me, peers, node, numa, ok_cpus, ok_mems,
                        host, reasons, warnings)
     names: tuple[str, ...] = ()
@@ -431,7 +435,7 @@ def _sets(topo: CpuTopology, cpu: str, mem: str, me: int, peers: list[Anchor],
         reasons["cpus"] = "cpu mode none: the affinity is left as it is"
     elif node is None:
         if numa is not None:  # the node is known, but none of its CPUs is allowed
-            raise BindingError(f"{anchor.name} is on node {numa}, but {reasons['node']}")
+            raise BindingError(reasons["node"])
         cpus = ok_cpus
         reasons["cpus"] = (f"{anchor.name}'s NUMA node is unknown: every allowed CPU "
                            f"(cpu mode {cpu} needs a node)")

@@ -556,3 +556,20 @@ def test_mpirun_ranks_on_their_nodes(numa: NumaResults) -> None:
                "Cpus_allowed_list": cpus(status_r.get("Cpus_allowed_list")),
                "Mems_allowed_list": status_r.get("Mems_allowed_list")}
         assert got == want, f"rank {r}:\n{text}{where(numa)}"
+
+
+def test_docs_show_the_real_mpirun_output(numa: NumaResults) -> None:
+    """docs/run.md's ``mpirun ... -- numactl --show`` is this VM's: the same command
+    line and the same two ranks' blocks (their order varies from run to run)."""
+    from tests.kernel.numa_scenarios import MPIRUN, NEAR, SHOW
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "run.md").read_text()
+    command = " ".join([*MPIRUN, *NEAR, "--", *SHOW])
+    m = re.search(r"```\n\$ (mpirun --allow-run-as-root[^\n]*)\n(.*?)```", doc, re.S)
+    assert m is not None and m.group(1) == command, m and m.group(1)
+
+    def blocks(text: str) -> list[str]:
+        return sorted("policy:" + b for b in text.split("policy:")[1:])
+
+    real = numa.scenario("mpirun")["show"]["stdout"]
+    assert blocks(m.group(2)) == blocks(real), real
