@@ -12,7 +12,11 @@ pays the fixture cache):
 (A) ``sysverbs topo`` (the matrix);
 (B) ``sysverbs run --dry-run --local-rank 3 --cpu exclusive`` (the plan: the host,
     its CPUs and caches, the NICs and their environment);
-(C) ``sysverbs topo --assign --rank 3`` (the NIC choice alone, for scale).
+(C) ``sysverbs topo --assign --rank 3`` (the NIC choice alone, for scale);
+(D) ``sysverbs env --local-rank 3``: the NIC variables the plan carries, computed as
+    ``sysverbs env`` computes them (its imports, its GID scan and NCCL check): the
+    floor under (B), which adds the CPUs, caches and nodes.  ``run --dry-run
+    --no-nics`` (E) is (B) without them.
 
 Target: B / A <= 1.5 (median of the per-round ratios).  Nothing asserts wall-clock
 time; the table says ``met`` or ``NOT MET``.  Writes the samples to
@@ -59,6 +63,11 @@ def main() -> int:
                                "3", "--cpu", "exclusive", *where], env),
             "topo --assign --rank 3": ([python, "-m", "sysverbs", "topo", "--assign",
                                         "--rank", "3", *where], env),
+            "env --local-rank 3": ([python, "-m", "sysverbs", "env", "--local-rank", "3",
+                                    *where], env),
+            "run --dry-run --no-nics": ([python, "-m", "sysverbs", "run", "--dry-run",
+                                         "--local-rank", "3", "--cpu", "exclusive",
+                                         "--no-nics", *where], env),
         }
         times = walls(cmds, args.samples)
     ratios = [b / a for a, b in zip(times["topo"], times["run --dry-run"])]
@@ -66,11 +75,14 @@ def main() -> int:
     print(f"{args.fixture}, {args.samples} rounds, median ms (fresh process each):")
     for name, t in times.items():
         print(f"  {name:24} {statistics.median(t):7.1f}")
+    floor = statistics.median(e / a for a, e in zip(times["topo"],
+                                                     times["env --local-rank 3"]))
     verdict = "met" if ratio <= TARGET else "NOT MET"
-    print(f"run --dry-run / topo: {ratio:.2f} (target <= {TARGET}): {verdict}")
+    print(f"run --dry-run / topo: {ratio:.2f} (target <= {TARGET}): {verdict}; "
+          f"the floor, env / topo: {floor:.2f}")
     Path(args.json).write_text(json.dumps({
         "fixture": args.fixture, "python": platform.python_version(),
-        "machine": platform.machine(), "samples_ms": times, "ratio": ratio,
+        "machine": platform.machine(), "samples_ms": times, "ratio": ratio, "floor": floor,
         "target": TARGET}, indent=2) + "\n")
     return 0
 
