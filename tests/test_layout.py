@@ -97,7 +97,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("devices", "testing"),
     ("placement",),
     ("rank",),
-    ("cli",),
+    ("cli", "compat", "compat/pyverbs"),
     ("",),
 )
 

@@ -39,6 +39,10 @@ __all__ = [
     "ScanError",
     "NetlinkFailure",
     "BindingError",
+    "OutOfScopeError",
+    "PyverbsError",
+    "PyverbsRDMAError",
+    "PyverbsUserError",
     # warnings
     "SysverbsWarning",
     "NoDriverWarning",
@@ -199,3 +203,60 @@ class MemlockWarning(SysverbsWarning):
 
 class ForkWarning(SysverbsWarning):
     """``fork()-safety requested but init failed``."""
+
+
+# ------------------------------------------------- out of scope; pyverbs' exceptions
+
+
+class OutOfScopeError(SysverbsError, ImportError):
+    """A name that belongs to what sysverbs does not do: opening a device and using it
+    (a verbs context, PD, QP, CQ, MR...).  :mod:`sysverbs.compat.pyverbs` raises it for
+    pyverbs' names and modules beyond discovery; ``str(e)`` says what sysverbs offers
+    instead.  An ``ImportError``, so that ``from ... import Context`` shows the text."""
+
+
+class PyverbsError(SysverbsError):
+    """pyverbs' base exception (:mod:`sysverbs.compat.pyverbs.pyverbs_error`).
+
+    As pyverbs: ``str(e)`` is ``msg``, followed by ``. Errno: N, <strerror>`` when
+    ``error_code`` is not -1."""
+
+    def __init__(self, msg: str, error_code: int = -1) -> None:
+        if error_code != -1:
+            from os import strerror  # (this module imports nothing at its top)
+
+            msg = f"{msg}. Errno: {error_code}, {strerror(error_code)}"
+        super().__init__(msg)
+
+
+class PyverbsRDMAError(PyverbsError, OSError):
+    """pyverbs' exception for a failed rdma-core call: :attr:`error_code` is pyverbs'
+    (-1 where pyverbs passes none, as ``get_device_list()`` does).  Also an
+    ``OSError`` whose ``errno`` is the one libibverbs set (``ENOSYS``, ``ENOMEM``...),
+    where it is known, else ``error_code`` (``None`` for -1)."""
+
+    def __init__(self, msg: str, error_code: int = -1, *,
+                 errno: int | None = None) -> None:
+        super().__init__(msg, error_code)
+        self._error_code = error_code
+        err = errno if errno is not None else (None if error_code == -1 else error_code)
+        self.errno = err  # None where unknown, as OSError's
+        if err is not None:
+            from os import strerror
+
+            self.strerror = strerror(err)
+
+    @property
+    def error_code(self) -> int:
+        """pyverbs' error code: an errno, or -1."""
+        return self._error_code
+
+    def __str__(self) -> str:  # pyverbs' text, not OSError's "[Errno N] ..."
+        return str(self.args[0]) if self.args else ""
+
+
+class PyverbsUserError(PyverbsError, UsageError):
+    """pyverbs' exception for a caller's mistake; also a :class:`UsageError`."""
+
+    def __init__(self, msg: str) -> None:
+        super().__init__(msg)
