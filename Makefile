@@ -21,6 +21,13 @@ NCCL_CACHE ?= $(if $(filter 0,$(shell id -u)),/var/cache/sysverbs-test/nccl,$(HO
 NCCL_LIB := $(NCCL_CACHE)/$(NCCL_VERSION)/nvidia/nccl/lib/libnccl.so.2
 NCCL_OLD_LIB := $(NCCL_CACHE)/$(NCCL_OLD_VERSION)/nvidia/nccl/lib/libnccl.so.2
 NCCL_ENV := SYSVERBS_NCCL_LIB=$(NCCL_LIB) SYSVERBS_NCCL_OLD_LIB=$(NCCL_OLD_LIB)
+# Python caches the bytecode it compiles, as it does by default, even where the environment
+# says not to (PYTHONDONTWRITEBYTECODE=1, common in container images): the suite starts
+# thousands of interpreters, CPython and pypy3, each of which would compile every module it
+# imports again (about 40 ms of a 90 ms `sysverbs env` here), and pytest would rewrite
+# every test module in every worker.  The caches go to the clone's __pycache__ folders,
+# which git ignores.
+unexport PYTHONDONTWRITEBYTECODE
 # Python 3.9 (the declared floor) and a second implementation: Debian's pypy3.
 PYPY ?= pypy3
 VENV_PYPY := .venv-pypy
