@@ -7,10 +7,14 @@ PY := $(VENV)/bin/python
 # and in the kernel lab's NUMA machine numactl and Open MPI's mpirun (tests/kernel/numa_vm.py).
 # python3-pyverbs: rdma-core's own Python bindings (for /usr/bin/python3), which
 # tests/test_pyverbs_oracle.py runs beside sysverbs.compat.pyverbs.
+# libibverbs-dev, librdmacm-dev, libnl-3-dev, libnl-route-3-dev and pkg-config: the static
+# libibverbs.a and librdmacm.a (with their provider archives) that tests/oracle/static.py
+# links tests/oracle/static_probe.c against (gcc -static), the oracle of static_providers.
 APT_PACKAGES := libibverbs1 ibverbs-providers ibverbs-utils umockdev util-linux python3-venv \
   udev gir1.2-umockdev-1.0 python3-gi qemu-system-x86 linux-image-amd64 busybox-static iproute2 \
   librdmacm1 cpio kmod gcc libc6-dev strace hwloc ucx-utils numactl openmpi-bin \
-  pypy3 pypy3-venv python3-pyverbs
+  pypy3 pypy3-venv python3-pyverbs \
+  libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev pkg-config
 
 # The real NCCL oracle (tests/test_nccl_oracle.py): PyPI's nvidia-nccl-cu12 wheels (2.32.3,
 # ~350 MB, and 2.21.5, ~190 MB, for the rules that changed: parseStringList, config files),
@@ -73,6 +77,7 @@ PYPY_TESTS := --assert=plain --ignore=tests/kernel --ignore=tests/test_bench.py 
   --ignore=tests/test_nccl_oracle.py --ignore=tests/test_placement_hwloc.py \
   --ignore=tests/test_cpu_caches.py --ignore=tests/test_run_hwloc.py \
   --ignore=tests/test_pyverbs_oracle.py \
+  --ignore=tests/test_static_probe_build.py --ignore=tests/test_static_oracle.py \
   --deselect tests/test_monitor.py::test_udev_events_under_umockdev -m 'not oracle' \
   --deselect tests/test_cli.py::test_netdev_on_every_fixture \
   --deselect tests/test_cli.py::test_docs_shell_examples \
