@@ -92,7 +92,8 @@ def seen_of_json(doc: dict[str, Any]) -> Seen:
 
 
 def run(root: Path, **kw: Any) -> Seen:
-    kw.setdefault("providers", "builtin")
+    if "static_providers" not in kw:
+        kw.setdefault("providers", "builtin")
     kw.setdefault("rdma_core", "44")
     return seen_of(diagnose(sysfs_path=root / "sys", dev_dir=root / "dev/infiniband", **kw))
 
@@ -298,6 +299,21 @@ def _(s: Seen) -> None:
         assert "not enabled" in msg and "driver mlx5" in msg
     else:
         assert "ibverbs-providers" in msg
+
+
+def _not_linked(root: Path) -> Seen:
+    fixture("mlx5-cx6")(root)
+    return run(root, static_providers="mlx4")
+
+
+@scenario(_not_linked)
+def _(s: Seen) -> None:
+    d = s.devices["mlx5_0"]
+    assert d["codes"] == ["provider_not_linked"] and d["provider"] == "mlx5"
+    assert not d["listed"]
+    msg = d["messages"]["provider_not_linked"]
+    assert "it links mlx4" in msg and "-DRDMA_STATIC_PROVIDERS=mlx4,mlx5" in msg
+    assert "no_providers_installed" not in s.host
 
 
 def _not_enabled(root: Path) -> Seen:

@@ -323,11 +323,12 @@ def test_import_sysverbs_loads_only_what_its_first_call_needs() -> None:
 
 
 def test_the_list_options_are_declared_once() -> None:
-    """The six listing options are spelled out in ``ListOptions`` only: every listing
+    """The seven listing options are spelled out in ``ListOptions`` only: every listing
     function takes ``**options: Unpack[ListOptions]``.  (The constructors of the record
     tuples that hold what they resolve to, :class:`sysverbs.Options` and the sources'
     ``LibraryKey``, have a field for each: they are no listing functions.)"""
-    names = {"source", "sysfs_path", "dev_dir", "config_dir", "providers", "rdma_core"}
+    names = {"source", "sysfs_path", "dev_dir", "config_dir", "providers", "rdma_core",
+             "static_providers"}
     from sysverbs.engine.api import OPTION_NAMES
 
     assert set(OPTION_NAMES) == names

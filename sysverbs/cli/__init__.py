@@ -270,6 +270,9 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     g.add_argument("--rdma-core", metavar="RELEASE",
                    help="rdma-core release of the provider tables "
                    "(e.g. 44, latest; default: the installed one, else latest)")
+    g.add_argument("--static-providers", metavar="LIST",
+                   help="answer as a statically linked libibverbs built with "
+                   "RDMA_STATIC_PROVIDERS=LIST (e.g. mlx5, mlx4,mlx5, all; '' for no define)")
     g.add_argument("--fixture", metavar="NAME",
                    help="use a bundled fixture host (e.g. dgx-demo) instead of this machine")
     js = _Parser(add_help=False)

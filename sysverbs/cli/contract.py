@@ -191,7 +191,7 @@ def listing_options(args: argparse.Namespace) -> dict[str, Any]:
                          f"fixtures lists them){_close(args.fixture)}") from e
     opts["sysfs_path"] = host.sysfs
     opts["dev_dir"] = host.dev
-    if args.providers is None:
+    if args.providers is None and args.static_providers is None:
         opts["providers"] = "builtin"
     if args.source == "auto":
         # A fixture is a sysfs tree: on a host with RDMA netlink, "auto" would list

@@ -86,6 +86,8 @@ CODES: dict[str, tuple[str, str]] = {
     "no_providers_installed": (ERROR, "no provider library is installed"),
     "no_provider": (ERROR, "no provider of this rdma-core release matches the device"),
     "provider_not_installed": (ERROR, "the matching provider is not installed or enabled"),
+    "provider_not_linked": (ERROR, "the matching provider is not linked into the static "
+                            "libibverbs"),
     "provider_abi": (ERROR, "the device's uverbs ABI is outside the provider's range"),
     "dev_path_too_long": (ERROR, "the uverbs sysfs path is too long for libibverbs"),
     "dev_node_wrong": (ERROR, "the /dev node is not the device's char device"),
@@ -232,7 +234,7 @@ def _candidates(key: LibraryKey) -> tuple[list[DeviceRecord], list[Skipped], boo
 
 
 def _load(key: LibraryKey) -> tuple[tuple[Provider, ...], tuple[bytes, ...]]:
-    load = load_for_mode(key.providers, key.release, key.config_dir, os.environ)
+    load = load_for_mode(key.providers, key.release, key.config_dir, os.environ, key.static)
     return tuple(load.providers), tuple(body for body, _ in load.messages)
 
 
@@ -318,6 +320,21 @@ def _not_installed(prov: Provider, key: LibraryKey, messages: tuple[bytes, ...])
     return _reason("provider_not_installed", text)
 
 
+def _not_linked(prov: Provider, key: LibraryKey) -> Reason:
+    linked = ",".join(key.static)
+    if linked:
+        has = f"it links {', '.join(key.static)} (in link order)"
+        define = f"RDMA_STATIC_PROVIDERS={linked},{prov.library}"
+    else:
+        has = "it links no provider (RDMA_STATIC_PROVIDERS unset, or none)"
+        define = f"RDMA_STATIC_PROVIDERS={prov.library}"
+    return _reason(
+        "provider_not_linked",
+        f"The {prov.name} provider is not linked into this statically linked libibverbs: "
+        f"{has}, and a static libibverbs loads no provider library. Build with "
+        f"-D{define} (or RDMA_STATIC_PROVIDERS=all) and link again.")
+
+
 def _match(rec: DeviceRecord, key: LibraryKey, installed: tuple[Provider, ...],
            messages: tuple[bytes, ...]) -> tuple[Optional[str], list[Reason]]:
     """Which provider takes the record, and why none of the installed ones does."""
@@ -338,6 +355,8 @@ def _match(rec: DeviceRecord, key: LibraryKey, installed: tuple[Provider, ...],
                 f"{_fs(rec.sysfs_root)}/class/infiniband_verbs/{_fs(rec.dev_name)} is 256 "
                 "bytes or longer, so libibverbs drops the device: use a shorter sysfs path.")]
     table_prov, _ = explain_match(rec, provider_table(key.release))
+    if table_prov is not None and key.providers == "static":
+        return table_prov.name, [_not_linked(table_prov, key)]
     if table_prov is not None:
         return table_prov.name, [_not_installed(table_prov, key, messages)]
     modalias = os.fsdecode(modalias_of(rec)) or "no modalias"

@@ -22,6 +22,7 @@ from .devlist import library_for, source_names
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any, Optional, TypedDict, Union
 
     from typing_extensions import Unpack
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         config_dir: Optional[PathArg]
         providers: Optional[str]
         rdma_core: ReleaseArg
+        static_providers: Union[str, Sequence[str], None]
 
 __all__ = [
     "DeviceList",
@@ -57,7 +59,8 @@ __all__ = [
 
 
 #: The names of the listing options (``ListOptions``, for the type checker).
-OPTION_NAMES = ("source", "sysfs_path", "dev_dir", "config_dir", "providers", "rdma_core")
+OPTION_NAMES = ("source", "sysfs_path", "dev_dir", "config_dir", "providers", "rdma_core",
+                "static_providers")
 
 OPTION_NAMES_SET = frozenset(OPTION_NAMES)
 DEFAULT_SYSFS = b"/sys"
@@ -68,20 +71,21 @@ PROVIDER_MODES = ("installed", "builtin")
 _env_root: Optional[bytes] = None
 
 
-class Options(RecordTuple, tuple[str, str, str, str, str, str, int, str]):
+class Options(RecordTuple, tuple[str, str, str, str, str, str, int, str, "Optional[str]"]):
     """What a call with these options does, and why (see :func:`sysverbs.effective_options`).
 
     A named tuple: ``_fields``, ``_replace()``, ``_asdict()``, unpacking, equality."""
 
     __slots__ = ()
     _fields = ("source", "sysfs_path", "dev_dir", "config_dir", "providers",
-               "providers_reason", "rdma_core", "rdma_core_reason")
+               "providers_reason", "rdma_core", "rdma_core_reason", "static_providers")
 
     def __new__(cls, source: str, sysfs_path: str, dev_dir: str, config_dir: str,
                 providers: str, providers_reason: str, rdma_core: int,
-                rdma_core_reason: str) -> Options:
+                rdma_core_reason: str, static_providers: Optional[str] = None) -> Options:
         return tuple.__new__(cls, (source, sysfs_path, dev_dir, config_dir, providers,
-                                   providers_reason, rdma_core, rdma_core_reason))
+                                   providers_reason, rdma_core, rdma_core_reason,
+                                   static_providers))
 
     @property
     def source(self) -> str:
@@ -115,7 +119,19 @@ class Options(RecordTuple, tuple[str, str, str, str, str, str, int, str]):
     def rdma_core_reason(self) -> str:
         return self[7]
 
+    @property
+    def static_providers(self) -> Optional[str]:
+        """None: a dynamically linked libibverbs; else the RDMA_STATIC_PROVIDERS value of
+        a static one (``""``: linked without the define), and ``providers`` is
+        ``"static"``."""
+        return self[8]
+
     def key(self) -> LibraryKey:
+        static: tuple[str, ...] = ()
+        if self.static_providers is not None:
+            from ..providers.static import static_link
+
+            static = static_link(self.static_providers, self.rdma_core).linked
         return LibraryKey(
             source=self.source,
             sysfs_root=os.fsencode(self.sysfs_path),
@@ -123,6 +139,7 @@ class Options(RecordTuple, tuple[str, str, str, str, str, str, int, str]):
             config_dir=os.fsencode(self.config_dir),
             providers=self.providers,
             release=self.rdma_core,
+            static=static,
         )
 
 
@@ -228,8 +245,12 @@ def resolve(**options: Unpack[ListOptions]) -> Options:
       config dir exists, else ``"builtin"``;
     * ``rdma_core``: the rdma-core release whose provider tables apply (``"44"``,
       ``"latest"``...); default: the installed libibverbs' release, else latest.
+    * ``static_providers``: None (default) for a dynamically linked libibverbs; else a
+      statically linked one with the providers ``RDMA_STATIC_PROVIDERS`` names
+      (``"mlx4,mlx5"``, ``"all"``, a list of names; ``""``: linked without the define,
+      so no provider); ``providers`` is then ``"static"`` and may not be given.
     """
-    if len(options) > 6 or not OPTION_NAMES_SET.issuperset(options):
+    if len(options) > 7 or not OPTION_NAMES_SET.issuperset(options):
         unknown = sorted(set(options) - OPTION_NAMES_SET)
         raise WrongTypeError(f"unexpected keyword argument {unknown[0]!r}")
     source = options.get("source", "auto")
@@ -238,6 +259,7 @@ def resolve(**options: Unpack[ListOptions]) -> Options:
     config_dir = options.get("config_dir")
     providers = options.get("providers")
     rdma_core = options.get("rdma_core")
+    static = options.get("static_providers")
     if source not in source_names():
         raise UsageError(f"source must be one of {', '.join(source_names())}, not {source!r}")
     root = (
@@ -247,7 +269,12 @@ def resolve(**options: Unpack[ListOptions]) -> Options:
     )
     ddir = DEFAULT_DEV_DIR if dev_dir is None else path_arg(dev_dir, "dev_dir").rstrip(b"/")
     cdir = DEFAULT_CONFIG_DIR if config_dir is None else path_arg(config_dir, "config_dir")
-    if providers is None:
+    if static is not None and providers is not None:
+        raise UsageError("providers and static_providers exclude each other: a static "
+                         "libibverbs loads no provider library")
+    if static is not None:
+        mode, why = "static", ""
+    elif providers is None:
         mode, why = _default_mode(cdir)
     elif providers in PROVIDER_MODES:
         mode, why = providers, "given"
@@ -262,6 +289,9 @@ def resolve(**options: Unpack[ListOptions]) -> Options:
         rwhy = f"default: installed {libibverbs_library()}"
     else:
         rwhy = "default: latest (no libibverbs installed)"
+    given: Optional[str] = None
+    if static is not None:
+        given, why = _static_reason(static, release)
     return Options(
         source=source,
         sysfs_path=os.fsdecode(root),
@@ -271,7 +301,32 @@ def resolve(**options: Unpack[ListOptions]) -> Options:
         providers_reason=why,
         rdma_core=release,
         rdma_core_reason=rwhy,
+        static_providers=given,
     )
+
+
+def _static_reason(value: object, release: int) -> tuple[str, str]:
+    """The canonical RDMA_STATIC_PROVIDERS value and what the static link holds."""
+    from ..providers.static import static_link, unmodeled
+
+    link = static_link(value, release)
+    if not link.given:
+        why = ("given: a static libibverbs linked without RDMA_STATIC_PROVIDERS: no "
+               "provider, so every device list is empty")
+    elif link.linked:
+        why = (f"given: a static libibverbs with {', '.join(link.linked)} linked in (in link "
+               "order, the order they match in); no provider library, config dir or "
+               "RDMAV_DRIVERS is read")
+    else:
+        why = "given: a static libibverbs with no provider linked in ('none')"
+    if link.dropped:
+        why += (f"; {', '.join(link.dropped) or 'empty names'} dropped: the define takes "
+                f"{len(link.given.split(',')) - len(link.dropped)} names in rdma-core {release}")
+    missing = unmodeled(release, link.linked)
+    if missing:
+        why += (f"; sysverbs has no match table for {', '.join(missing)} (gone from "
+                "rdma-core since), so their devices are not listed")
+    return link.given, why
 
 
 class DeviceList(list):  # type: ignore[type-arg]

@@ -109,13 +109,18 @@ class Library:
         self.driver_list: tuple[Provider, ...] = ()
         self.matcher = Matcher(self.driver_list)
         self.devices: list[Device] = []
+        if key.providers == "static":
+            # A static libibverbs: the linked providers registered themselves from
+            # constructors at program start, and its load_drivers() does nothing.
+            self._load_drivers({})
+            self.drivers_loaded = True
 
     # -- provider loading ----------------------------------------------------------
     def _load_drivers(self, env: Mapping[str, str]) -> None:
         from ..providers.drivers import load_for_mode
 
         key = self.key
-        load = load_for_mode(key.providers, key.release, key.config_dir, env)
+        load = load_for_mode(key.providers, key.release, key.config_dir, env, key.static)
         for body, category in load.messages:
             emit(body, category)
         known = list(self.driver_list)

@@ -286,11 +286,17 @@ def load_drivers(
 
 
 def load_for_mode(
-    mode: str, release: int, config_dir: bytes, env: Mapping[str, str]
+    mode: str, release: int, config_dir: bytes, env: Mapping[str, str],
+    static: tuple[str, ...] = (),
 ) -> DriverLoad:
-    """The driver list of ``providers=mode`` ("builtin" or "installed") for a release."""
+    """The driver list of ``providers=mode`` ("builtin", "installed" or "static", with
+    the providers ``static`` names linked in) for a release."""
     from .table import provider_table
 
+    if mode == "static":  # registered by constructors; load_drivers() is empty there
+        from .static import static_drivers
+
+        return DriverLoad(static_drivers(release, static), ())
     table = provider_table(release)
     if mode == "builtin":
         return builtin_drivers(table)

@@ -14,15 +14,17 @@ if TYPE_CHECKING:
 __all__ = ["LibraryKey", "Scan", "SourceUnavailable"]
 
 
-class LibraryKey(RecordTuple, tuple[str, bytes, bytes, bytes, str, int]):
+class LibraryKey(RecordTuple, tuple[str, bytes, bytes, bytes, str, int, "tuple[str, ...]"]):
     """The options that make one emulated libibverbs instance."""
 
     __slots__ = ()
-    _fields = ("source", "sysfs_root", "dev_dir", "config_dir", "providers", "release")
+    _fields = ("source", "sysfs_root", "dev_dir", "config_dir", "providers", "release",
+               "static")
 
     def __new__(cls, source: str, sysfs_root: bytes, dev_dir: bytes, config_dir: bytes,
-                providers: str, release: int) -> LibraryKey:
-        return tuple.__new__(cls, (source, sysfs_root, dev_dir, config_dir, providers, release))
+                providers: str, release: int, static: tuple[str, ...] = ()) -> LibraryKey:
+        return tuple.__new__(cls, (source, sysfs_root, dev_dir, config_dir, providers, release,
+                                   static))
 
     @property
     def source(self) -> str:
@@ -42,12 +44,17 @@ class LibraryKey(RecordTuple, tuple[str, bytes, bytes, bytes, str, int]):
 
     @property
     def providers(self) -> str:
-        """"installed" or "builtin"."""
+        """"installed", "builtin" or "static"."""
         return self[4]
 
     @property
     def release(self) -> int:
         return self[5]
+
+    @property
+    def static(self) -> tuple[str, ...]:
+        """With ``providers="static"``: the providers linked in, in link order."""
+        return self[6]
 
 
 class Scan:
