@@ -280,3 +280,34 @@ def test_rdma_get_devices_needs_the_programs_define(otmp: Path) -> None:
         assert run.results() == [{"op": "rdma_get", "errno": 19}] * 2
         assert sorted(run.stderr.splitlines(keepends=True)) == sorted(
             [no_driver("rxe_a"), no_driver("rxe_b")] * 2)
+
+
+# -- the second driver pass ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stash", [False, True])
+def test_second_pass_repeats_the_abi_warning(otmp: Path, stash: bool) -> None:
+    """ibverbs_get_device_list tries the drivers again over the devices left unclaimed,
+    once per process, at the first call that leaves one (the dynamic library loads its
+    providers in between, and its first pass has none); the static program tries the
+    same providers twice, so that call prints the ABI warning twice, every later call
+    once.  A call that leaves nothing unclaimed does not count (``stash``: rxe0 appears
+    after the first call)."""
+    tree = trees.host(rdma_dev("uverbs1", "mlx5_0", pci="0000:08:00.0"),
+                      rxe_dev("uverbs9", "rxe0", abi="3\n"))
+    dyn_src, src, dst = pair(otmp, tree)
+    ops = ["list", "list", "list"]
+    if stash:
+        for root in (dyn_src, src):
+            (root / "sys/class/stash").mkdir()
+            (root / "sys/class/infiniband_verbs/uverbs9").rename(root / "sys/class/stash/uverbs9")
+        ops[1:1] = ["rename", "sys/class/stash/uverbs9", "sys/class/infiniband_verbs/uverbs9"]
+    warning = abi_warning("rxe", 3, 1, 2, dst, "rxe0")
+    run = run_static("rxe,mlx5", src, dst, ops, env=SHOW)
+    per_call = [warning * 2 + no_driver("rxe0"), warning + no_driver("rxe0")]
+    assert run.stderr == b"".join(per_call if stash else [per_call[0], *per_call[1:] * 2])
+    steps = static.plan_steps(ops)
+    assert [names(run, i) for i, st in enumerate(steps) if st["op"] == "list"] == [["mlx5_0"]] * 3
+    # the dynamic library: one pass with providers, so once per call
+    real = harness.run_impl("libibverbs", dyn_src, dst, steps, env=SHOW)
+    assert real.stderr == (warning + no_driver("rxe0")) * (2 if stash else 3)

@@ -176,8 +176,10 @@ def run(
     env: Optional[Mapping[str, Optional[str]]] = None,
     **kw: Any,
 ) -> harness.Run:
-    """``binary OP...`` on the tree ``src`` mounted at ``dst`` (SYSFS_PATH=dst/sys)."""
-    return harness.run_in_ns(src, dst, [str(binary), *ops], env=env, **kw)
+    """``binary OP...`` on the tree ``src`` mounted at ``dst`` (SYSFS_PATH=dst/sys;
+    the ``rename``/``remove`` operations' paths are relative to ``dst``)."""
+    full = {"STATIC_PROBE_ROOT": str(dst), **(env or {})}
+    return harness.run_in_ns(src, dst, [str(binary), *ops], env=full, **kw)
 
 
 def plan_steps(ops: Sequence[str]) -> list[dict[str, Any]]:
@@ -187,6 +189,10 @@ def plan_steps(ops: Sequence[str]) -> list[dict[str, Any]]:
     for op in it:
         if op in ("free", "rdma_free"):
             steps.append({"op": op, "list": int(next(it))})
+        elif op == "rename":
+            steps.append({"op": op, "path": next(it), "to": next(it)})
+        elif op == "remove":
+            steps.append({"op": op, "path": next(it)})
         else:
             steps.append({"op": op})
     return steps

@@ -18,6 +18,9 @@
  *   devices       what rdma-core's ibv_devices prints (text, not JSON): the two
  *                 header lines and one line per device; on a NULL list the
  *                 perror line on stderr and exit status 1
+ *   rename P Q    rename(2) P to Q, paths relative to $STATIC_PROBE_ROOT (the tree's
+ *                 root), as probe.py's {"op": "rename", "path": P, "to": Q}
+ *   remove P      unlink(2) P (a file or a link), as probe.py's "remove"
  *
  * Device and context identity is reported as labels: d0, d1... for the same
  * struct ibv_device * (one numbering for list, another for rdma_get, as the two
@@ -34,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -156,6 +160,36 @@ static void put_json_string(const char *str)
 static unsigned long long guid_of(struct ibv_device *dev)
 {
 	return (unsigned long long)be64toh(ibv_get_device_guid(dev));
+}
+
+/* P below $STATIC_PROBE_ROOT. */
+static const char *tree_path(const char *rel, char *buf, size_t size)
+{
+	const char *root = getenv("STATIC_PROBE_ROOT");
+
+	if (!rel || !root)
+		die("rename/remove need a path and STATIC_PROBE_ROOT");
+	if ((size_t)snprintf(buf, size, "%s/%s", root, rel) >= size)
+		die("path too long");
+	return buf;
+}
+
+static void op_rename(const char *from, const char *to)
+{
+	char a[4096], b[4096];
+
+	if (rename(tree_path(from, a, sizeof(a)), tree_path(to, b, sizeof(b))))
+		die("rename failed");
+	puts("{\"op\": \"rename\"}");
+}
+
+static void op_remove(const char *rel)
+{
+	char a[4096];
+
+	if (unlink(tree_path(rel, a, sizeof(a))))
+		die("remove failed");
+	puts("{\"op\": \"remove\"}");
 }
 
 static int list_index(const char *arg, int count)
@@ -320,6 +354,11 @@ int main(int argc, char **argv)
 			op_ibv_list();
 		} else if (!strcmp(op, "devices")) {
 			op_devices();
+		} else if (!strcmp(op, "rename")) {
+			op_rename(argv[i + 1], i + 2 < argc ? argv[i + 2] : NULL);
+			i += 2;
+		} else if (!strcmp(op, "remove")) {
+			op_remove(argv[++i]);
 		} else {
 			die("unknown operation");
 		}
