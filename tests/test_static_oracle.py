@@ -22,7 +22,7 @@ import json
 import random
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import pytest
 
@@ -65,11 +65,11 @@ def binaries(static_ready: None) -> dict[str, Path]:
 
 
 def sysverbs_run(probe: str, src: Path, dst: Path, steps: list[dict[str, Any]],
-                 value: str, **kw: Any) -> harness.Run:
+                 value: Union[str, list[str]], **kw: Any) -> harness.Run:
     """tests/oracle/<probe> sysverbs, with ``static_providers=value``."""
     plan = {"root": str(dst), "steps": steps,
             "options": {"source": "sysfs", "static_providers": value}}
-    python, code = staging.python_and_code(False)
+    python, code = staging.python_and_code(bool(kw.get("setpriv")))
     argv = [python, str(code / "tests" / "oracle" / probe), "sysverbs", json.dumps(plan)]
     env = {"PYTHONPATH": str(code), **(kw.pop("env", None) or {})}
     return harness.run_in_ns(src, dst, argv, env=env, **kw)
@@ -85,7 +85,7 @@ def difference(real: harness.Run, ours: harness.Run, what: str) -> Optional[str]
             f"  sysverbs: {ours.stdout!r}\n            {ours.stderr!r}")
 
 
-def compare(binary: Path, value: str, src: Path, dst: Path, *,
+def compare(binary: Path, value: Union[str, list[str]], src: Path, dst: Path, *,
             env: Optional[Mapping[str, str]] = None, **kw: Any) -> list[harness.Run]:
     """:func:`differences`, which must be none; the static runs."""
     runs, diffs = differences(binary, value, src, dst, env=env, **kw)
@@ -93,7 +93,7 @@ def compare(binary: Path, value: str, src: Path, dst: Path, *,
     return runs
 
 
-def differences(binary: Path, value: str, src: Path, dst: Path, *,
+def differences(binary: Path, value: Union[str, list[str]], src: Path, dst: Path, *,
                 env: Optional[Mapping[str, str]] = None,
                 **kw: Any) -> tuple[list[harness.Run], list[str]]:
     """The static program and sysverbs on one tree: the lists without and with
@@ -155,6 +155,25 @@ def test_link_order(ftmp: Path, value: str) -> None:
     runs = compare(static.build(value), value, ftmp / "tree", ftmp / "mnt")
     if "," in value:  # the PCI provider's ABI warning, in both orders
         assert b"does not support the kernel ABI" in runs[0].stderr
+
+
+def test_a_list_of_names_is_the_define(ftmp: Path) -> None:
+    """``static_providers=["rxe", "vmw_pvrdma", "mlx4"]`` is ``rxe,vmw_pvrdma,mlx4``."""
+    trees.build(ftmp / "tree", ORDER_TREE)
+    (ftmp / "mnt").mkdir()
+    compare(static.build("rxe,vmw_pvrdma,mlx4"), ["rxe", "vmw_pvrdma", "mlx4"],
+            ftmp / "tree", ftmp / "mnt")
+
+
+@pytest.mark.parametrize("memlock", [32768, 33792])
+def test_memlock_as_user(binaries: dict[str, Path], ftmp: Path, memlock: int) -> None:
+    """As uid 65534 with a low RLIMIT_MEMLOCK, the static program warns as the dynamic
+    library does (once, without IBV_SHOW_WARNINGS)."""
+    root = Path(fixture_tree("mlx5-cx7").root)
+    (ftmp / "mnt").mkdir()
+    runs = compare(binaries["mlx5"], "mlx5", root, ftmp / "mnt", memlock=memlock,
+                   setpriv=staging.SETPRIV_NOBODY)
+    assert (b"RLIMIT_MEMLOCK is 32768 bytes" in runs[0].stderr) == (memlock == 32768)
 
 
 # -- the second pass over unclaimed devices ----------------------------------------------------
