@@ -178,17 +178,13 @@ def test_memlock_as_user(binaries: dict[str, Path], ftmp: Path, memlock: int) ->
 
 # -- the second pass over unclaimed devices ----------------------------------------------------
 
-#: What sysverbs does not do yet.  libibverbs' ibverbs_get_device_list tries the driver
-#: list a second time over the devices the first pass left unclaimed, once per process,
-#: at the first call that leaves one (the dynamic library loads its provider libraries
-#: in between); a static program has nothing to load and tries the same providers
-#: again, so each message of that first pass (the ABI warning) comes twice
+#: libibverbs' ibverbs_get_device_list tries the driver list a second time over the
+#: devices the first pass left unclaimed, once per process, at the first call that leaves
+#: one (the dynamic library loads its provider libraries in between); a static program
+#: has nothing to load and tries the same providers again, so each message of that first
+#: pass (the ABI warning) comes twice
 #: (tests/test_static_probe_build.py::test_second_pass_repeats_the_abi_warning).
-#: sysverbs prints it once.
-SECOND_PASS = ("sysverbs prints a static program's ABI warnings once where the static "
-               "libibverbs' second driver pass prints them twice")
-#: The fuzzer's trees that show it (the rest pass).
-SECOND_PASS_CASES = frozenset({3, 8, 17})
+#: The fuzzer's trees 3, 8 and 17 show it too.
 STASH = "sys/class/stash/uverbs9"
 
 
@@ -200,7 +196,6 @@ def second_pass_tree(root: Path, stash: bool) -> None:
         (root / "sys/class/infiniband_verbs/uverbs9").rename(root / STASH)
 
 
-@pytest.mark.xfail(strict=True, reason=SECOND_PASS)
 @pytest.mark.parametrize("stash", [False, True])
 def test_second_pass(ftmp: Path, stash: bool) -> None:
     """A device only rxe's name entry matches, with an ABI rxe refuses, beside a device
@@ -252,9 +247,7 @@ def fuzz_dir() -> Iterator[Path]:
         yield path
 
 
-@pytest.mark.parametrize("index", [
-    pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=SECOND_PASS))
-    if i in SECOND_PASS_CASES else i for i in range(FUZZ_CASES)])
+@pytest.mark.parametrize("index", range(FUZZ_CASES))
 def test_fuzz_tree(binaries: dict[str, Path], fuzz_dir: Path, index: int) -> None:
     """Every variant on one generated tree, with the case's environment, config
     directory and SYSFS_PATH (the static program ignores the config directory and the

@@ -3,7 +3,7 @@ STATIC libibverbs/librdmacm (rdma-core 44, Debian 12's libibverbs-dev) that need
 sysverbs option: the probe against the real ``ibv_devices`` and the dynamic library,
 what the build refuses and what it silently drops, the driver order of a static
 program (the link order, not the define's order), what a static program ignores.
-The findings, with the commands and their output: /work/notes/static-findings.md.
+The findings, each with the test that shows it: docs/static-linking.md.
 tests/test_static_oracle.py compares sysverbs' ``static_providers`` with it.
 
 CPython only, like the other oracle files (the Makefile leaves it out of the pypy3 run).

@@ -111,9 +111,10 @@ class Library:
         self.devices: list[Device] = []
         if key.providers == "static":
             # A static libibverbs: the linked providers registered themselves from
-            # constructors at program start, and its load_drivers() does nothing.
+            # constructors at program start.  Its load_drivers() does nothing, but the
+            # first call that leaves a device unclaimed still tries them all again
+            # (and repeats their ABI warnings), as enumerate() does.
             self._load_drivers({})
-            self.drivers_loaded = True
 
     # -- provider loading ----------------------------------------------------------
     def _load_drivers(self, env: Mapping[str, str]) -> None:
