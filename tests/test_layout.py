@@ -97,6 +97,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("devices", "testing"),
     ("placement",),
     ("rank",),
+    ("fleet",),
     ("cli", "compat", "compat/pyverbs"),
     ("",),
 )

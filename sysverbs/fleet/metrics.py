@@ -1,0 +1,274 @@
+"""A host's facts as Prometheus metrics: the families, the text exposition, the HTTP
+server and the file for node_exporter's textfile collector (``sysverbs metrics``).
+
+:func:`families` turns a :class:`~sysverbs.fleet.facts.HostFacts` into the metric
+families (plain records: no prometheus_client needed, ``sysverbs metrics --json`` prints
+them); :class:`FactsCollector` is a prometheus_client custom collector that takes a fresh
+snapshot and builds fresh ``GaugeMetricFamily``/``InfoMetricFamily`` objects at every
+scrape; :func:`render` is the text exposition (format 0.0.4), :func:`serve` the HTTP
+server on the address given (there is no default address), :func:`write_textfile`
+writes ``DIR/sysverbs.prom`` atomically (a temporary file in ``DIR``, then a rename; no
+timestamps, which the textfile collector refuses).  Every metric is a gauge; nothing
+here counts or repeats node_exporter's ``node_infiniband_*`` port counters and states:
+the ``device`` and ``port`` labels are node_exporter's, for joins.
+
+prometheus_client (``pip install 'sysverbs[metrics]'``) is imported only by
+:func:`render`, :func:`serve`, :func:`write_textfile` and the collector.
+
+>>> from sysverbs.fleet.metrics import families
+>>> from sysverbs.fleet.facts import HostFacts
+>>> empty = HostFacts("0.1.0", "44", "/sys", False, (), (), False, float("inf"), (), (), (),
+...                   (), "socket", ())
+>>> [f.name for f in families(empty)][:3]
+['sysverbs_build_info', 'sysverbs_rdma_device_info', 'sysverbs_rdma_device_listed']
+>>> [s for f in families(empty) if f.name == "sysverbs_nccl_transport" for s in f.samples]
+[((('transport', 'ib'),), 0.0), ((('transport', 'socket'),), 1.0)]
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
+
+from .facts import COLLECTORS, DEVICE_REASONS, GID_TYPES, HOST_REASONS, HostFacts
+from .files import replace_file
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from prometheus_client.registry import CollectorRegistry
+
+__all__ = ["CONTENT_TYPE", "FAMILY_NAMES", "TEXTFILE_NAME", "Family", "FactsCollector",
+           "families", "missing_client", "registry", "render", "rules_path", "serve",
+           "write_textfile"]
+
+#: The file :func:`write_textfile` writes in the textfile collector's directory.
+TEXTFILE_NAME = "sysverbs.prom"
+#: The text exposition format :func:`render` writes.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_USABLE_HELP = (
+    "1 if the device is listed and its char device opens with no error among its reasons "
+    "(sysverbs doctor), 0 if not; judged with THIS EXPORTER's credentials: its uid, gids, "
+    "device cgroup and RLIMIT_MEMLOCK, not those of the jobs that will use the device")
+
+#: name -> (kind, help, label names): the families, in the order they are written.
+_FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "sysverbs_build_info": (
+        "info", "sysverbs' version and the rdma-core release whose rules it applies",
+        ("version", "rdma_core")),
+    "sysverbs_rdma_device_info": (
+        "info", "One per RDMA device of /sys/class/infiniband: its node type and GUID, the "
+        "driver, PCI address, PCIe root (pciDDDD:BB) and NUMA node (as sysfs says) of its "
+        "PCI function, the libibverbs provider that matches it",
+        ("device", "node_type", "node_guid", "kernel_driver", "provider", "pci_address",
+         "pcie_root", "numa_node")),
+    "sysverbs_rdma_device_listed": (
+        "gauge", "1 if ibv_get_device_list() would return the device, 0 if libibverbs "
+        "drops it", ("device",)),
+    "sysverbs_rdma_device_usable": ("gauge", _USABLE_HELP, ("device",)),
+    "sysverbs_rdma_device_problem": (
+        "gauge", "1 if sysverbs doctor finds this reason for the device, else 0; every "
+        "device-level reason code is present (codes: docs/diagnose.md); judged with this "
+        "exporter's credentials", ("device", "reason")),
+    "sysverbs_rdma_host_problem": (
+        "gauge", "1 if sysverbs doctor finds this host-level reason, else 0; every "
+        "host-level reason code is present (memlock: this exporter's RLIMIT_MEMLOCK)",
+        ("reason",)),
+    "sysverbs_rdma_port_info": (
+        "info", "One per RDMA device port: its link layer and first network interface "
+        "(empty when none), for joins with node_infiniband_* on device and port",
+        ("device", "port", "link_layer", "netdev")),
+    "sysverbs_rdma_port_gids": (
+        "gauge", "Valid GIDs of the port by type (ib, roce_v1, roce_v2; all three present)",
+        ("device", "port", "gid_type")),
+    "sysverbs_rdma_cm_available": (
+        "gauge", "1 if librdmacm's rdma_cm char device exists with a usable ABI and opens "
+        "for this exporter, else 0", ()),
+    "sysverbs_memlock_limit_bytes": (
+        "gauge", "This exporter's soft RLIMIT_MEMLOCK in bytes (+Inf when unlimited); a job "
+        "has its own", ()),
+    "sysverbs_gpu_nic_link": (
+        "gauge", "1 per GPU and RDMA device: their PCIe class as nvidia-smi topo -m and "
+        "sysverbs topo name it (PIX, PXB, PHB, NODE, SYS; N/A undecidable); gpu is the "
+        "nvidia-smi index, pci_bus_id as NVML and DCGM write it",
+        ("gpu", "pci_bus_id", "device", "link")),
+    "sysverbs_gpu_nic_assigned": (
+        "gauge", "1 for each NIC port sysverbs' placement (sysverbs topo --assign) gives "
+        "the GPU", ("gpu", "pci_bus_id", "device", "port")),
+    "sysverbs_nccl_net_device_info": (
+        "info", "One per device port NCCL's IB transport would use, with this exporter's "
+        "environment and NCCL's config files (sysverbs nccl check)", ("device", "port")),
+    "sysverbs_nccl_transport": (
+        "gauge", "1 for the network NCCL would use between nodes (ib, socket), 0 for the "
+        "other; both 0 when the nccl collector failed", ("transport",)),
+    "sysverbs_collector_success": (
+        "gauge", "1 if the collector (discovery, topology, nccl) ran, 0 if it failed (the "
+        "other collectors still report)", ("collector",)),
+    "sysverbs_collector_duration_seconds": (
+        "gauge", "How long the collector took in this scrape", ("collector",)),
+}
+#: Every family name, in the order they are written.
+FAMILY_NAMES = tuple(_FAMILIES)
+
+
+class Family(NamedTuple):
+    """One metric family: ``kind`` ``"gauge"`` or ``"info"`` (a gauge of 1 whose name ends
+    in ``_info``, OpenMetrics' info type), the label names, and the samples: the label
+    values as ``(name, value)`` pairs in that order, and the value."""
+
+    name: str
+    kind: str
+    help: str
+    labels: tuple[str, ...]
+    samples: tuple[tuple[tuple[tuple[str, str], ...], float], ...]
+
+
+def _flag(value: bool) -> float:
+    return 1.0 if value else 0.0
+
+
+def _samples(facts: HostFacts) -> dict[str, list[tuple[tuple[str, ...], float]]]:
+    out: dict[str, list[tuple[tuple[str, ...], float]]] = {n: [] for n in _FAMILIES}
+    out["sysverbs_build_info"].append(((facts.version, facts.rdma_core), 1.0))
+    for d in facts.devices:
+        out["sysverbs_rdma_device_info"].append(((
+            d.name, d.node_type, d.node_guid, d.kernel_driver, d.provider, d.pci_address,
+            d.pcie_root, d.numa_node), 1.0))
+        if d.listed is not None and d.usable is not None:
+            out["sysverbs_rdma_device_listed"].append(((d.name,), _flag(d.listed)))
+            out["sysverbs_rdma_device_usable"].append(((d.name,), _flag(d.usable)))
+            for code in DEVICE_REASONS:
+                out["sysverbs_rdma_device_problem"].append(((d.name, code),
+                                                            _flag(code in d.reasons)))
+        for p in d.ports:
+            port = str(p.port)
+            out["sysverbs_rdma_port_info"].append(((d.name, port, p.link_layer, p.netdev),
+                                                   1.0))
+            for gid_type in GID_TYPES:
+                out["sysverbs_rdma_port_gids"].append(((d.name, port, gid_type),
+                                                       float(p.gid_count(gid_type))))
+    if facts.host_reasons is not None:
+        for code in HOST_REASONS:
+            out["sysverbs_rdma_host_problem"].append(((code,),
+                                                      _flag(code in facts.host_reasons)))
+        out["sysverbs_rdma_cm_available"].append(((), _flag(facts.rdma_cm_available)))
+    out["sysverbs_memlock_limit_bytes"].append(((), facts.memlock_limit_bytes))
+    for link in facts.gpu_links:
+        out["sysverbs_gpu_nic_link"].append(((str(link.gpu), link.pci_bus_id, link.device,
+                                              link.link), 1.0))
+    for a in facts.assigned:
+        out["sysverbs_gpu_nic_assigned"].append(((str(a.gpu), a.pci_bus_id, a.device,
+                                                  str(a.port)), 1.0))
+    for device, number in facts.nccl_devices:
+        out["sysverbs_nccl_net_device_info"].append(((device, str(number)), 1.0))
+    for transport in ("ib", "socket"):
+        out["sysverbs_nccl_transport"].append(((transport,),
+                                               _flag(facts.nccl_transport == transport)))
+    by_name = {c.name: c for c in facts.collectors}
+    for name in COLLECTORS:
+        c = by_name.get(name)
+        if c is None:
+            continue
+        out["sysverbs_collector_success"].append(((name,), _flag(c.success)))
+        out["sysverbs_collector_duration_seconds"].append(((name,), c.duration_seconds))
+    return out
+
+
+def families(facts: HostFacts) -> list[Family]:
+    """The metric families of ``facts``, in :data:`FAMILY_NAMES` order (a family with no
+    sample is still there: its HELP and TYPE are written)."""
+    found = _samples(facts)
+    return [Family(name, kind, text, labels,
+                   tuple((tuple(zip(labels, values)), value) for values, value in found[name]))
+            for name, (kind, text, labels) in _FAMILIES.items()]
+
+
+def missing_client() -> Optional[str]:
+    """None when prometheus_client can be imported, else what to install."""
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        return "needs prometheus_client: pip install 'sysverbs[metrics]'"
+    return None
+
+
+class FactsCollector:
+    """A prometheus_client custom collector: each :meth:`collect` calls ``collect_facts``
+    (a fresh snapshot; one at a time, so concurrent scrapes do not read the host twice
+    at once) and yields fresh metric families built from it.  ``on_facts`` sees each
+    snapshot (the command prints the failures)."""
+
+    def __init__(self, collect_facts: Callable[[], HostFacts],
+                 on_facts: Optional[Callable[[HostFacts], None]] = None) -> None:
+        self._collect = collect_facts
+        self._on_facts = on_facts
+        self._lock = threading.Lock()
+
+    def describe(self) -> list[object]:
+        """Nothing: registering the collector takes no snapshot."""
+        return []
+
+    def collect(self) -> Iterator[object]:
+        from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+
+        with self._lock:
+            facts = self._collect()
+        if self._on_facts is not None:
+            self._on_facts(facts)
+        for fam in families(facts):
+            if fam.kind == "info":  # written name_info{labels...} 1
+                info = InfoMetricFamily(fam.name[: -len("_info")], fam.help, labels=())
+                for pairs, _ in fam.samples:
+                    info.add_metric((), dict(pairs))
+                yield info
+            else:
+                gauge = GaugeMetricFamily(fam.name, fam.help, labels=fam.labels)
+                for pairs, value in fam.samples:
+                    gauge.add_metric([v for _, v in pairs], value)
+                yield gauge
+
+
+def registry(collect_facts: Callable[[], HostFacts],
+             on_facts: Optional[Callable[[HostFacts], None]] = None) -> CollectorRegistry:
+    """A registry of its own (no process or platform collectors) holding a
+    :class:`FactsCollector`."""
+    from prometheus_client import CollectorRegistry
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(FactsCollector(collect_facts, on_facts))  # type: ignore[arg-type]
+    return reg
+
+
+def render(facts: HostFacts) -> bytes:
+    """The text exposition (format 0.0.4, :data:`CONTENT_TYPE`) of ``facts``."""
+    from prometheus_client import generate_latest
+
+    return generate_latest(registry(lambda: facts))
+
+
+def write_textfile(directory: str, facts: HostFacts, name: str = TEXTFILE_NAME) -> str:
+    """Write ``render(facts)`` to ``directory/name`` (default ``sysverbs.prom``) for
+    node_exporter's textfile collector, atomically and readable by its user
+    (:func:`sysverbs.fleet.files.replace_file`).  Returns the path."""
+    if not name.endswith(".prom"):
+        raise ValueError(f"the textfile collector reads *.prom files only, not {name!r}")
+    return replace_file(directory, name, render(facts))
+
+
+def serve(addr: str, port: int, collect_facts: Callable[[], HostFacts],
+          on_facts: Optional[Callable[[HostFacts], None]] = None) -> object:
+    """Serve ``/metrics`` on ``addr:port`` (exactly there: pass ``0.0.0.0`` yourself to
+    listen on every interface) from a daemon thread, with prometheus_client's
+    ``start_http_server``; each scrape takes a fresh snapshot.  Returns what that
+    returns (the server and its thread on prometheus_client 0.20 and later); a port in
+    use raises :class:`OSError`."""
+    from prometheus_client import start_http_server
+
+    return start_http_server(port, addr=addr, registry=registry(collect_facts, on_facts))
+
+
+def rules_path() -> str:
+    """The alert rules shipped with the package (``sysverbs metrics --rules``)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules.yml")
