@@ -61,6 +61,7 @@ TABLE: dict[str, Command] = {
     "env": Command(("env", "--local-rank", "0"), "fails", ("sysverbs.env/1",)),
     "run": Command(("run", "--dry-run", "--local-rank", "0", "--cpu", "exclusive"), "gpus",
                    ("sysverbs.run/1",)),
+    "metrics": Command(("metrics",), "waits", ("sysverbs.metrics/1",), frozenset({0})),
     "fixtures": Command(("fixtures",), "none", ("sysverbs.fixtures/1",), frozenset({0})),
 }
 

@@ -226,7 +226,8 @@ BASH = shutil.which("bash")
 @pytest.mark.skipif(BASH is None, reason="bash is not installed")
 @pytest.mark.parametrize(("words", "want"), [
     ("sysverbs to", "topo"),
-    ("sysverbs ", "devices devinfo netdev doctor watch snapshot topo nccl env run fixtures "
+    ("sysverbs ", "devices devinfo netdev doctor watch snapshot topo nccl env run metrics "
+                  "fixtures "
                   "-h --help --version --completion"),
     ("sysverbs topo --fix", "--fixture"),
     ("sysverbs topo --fixture gpu-h", "gpu-hgx-h100"),

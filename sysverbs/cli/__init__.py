@@ -10,6 +10,7 @@
     sysverbs nccl check [VALUE]      # NCCL_IB_HCA as NCCL reads it, with fixes
     sysverbs env [--device DEV:PORT] # NCCL/UCX variables for a rank
     sysverbs run -- COMMAND          # start COMMAND on the rank's CPUs, memory and NICs
+    sysverbs metrics [--listen A:P]  # this host's RDMA facts as Prometheus metrics
     sysverbs devices --fixture dgx-demo   # a bundled demo host instead of this one
 
 Only this module is imported for ``devices`` and ``devinfo -l``; each other command
@@ -242,7 +243,7 @@ class _Parser(argparse.ArgumentParser):
 
 #: The commands, in the order of the parser's help.
 COMMANDS = ("devices", "devinfo", "netdev", "doctor", "watch", "snapshot", "topo", "nccl",
-            "env", "run", "fixtures")
+            "env", "run", "metrics", "fixtures")
 
 
 def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
@@ -395,6 +396,10 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         from .run import register as register_run
 
         register_run(sub, [common, js, proc])
+    if want("metrics"):
+        from .metrics import register as register_metrics
+
+        register_metrics(sub, [common, js, proc, conf])
     if want("fixtures"):
         from .fixtures import register as register_fixtures
 

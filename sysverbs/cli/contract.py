@@ -43,13 +43,14 @@ EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
 #:   fix, NCCL's view, the recording), exit 1;
 #: * ``gpus``: the same warning; the GPU matrix still prints, ``run`` still places by the
 #:   GPUs (exit 1 only when there is no GPU either, or ``--assign`` has no NIC to give);
-#: * ``waits``: the same warning, then it watches for devices to appear (exit 0);
+#: * ``waits``: the same warning, then it goes on (exit 0): ``watch`` watches for devices
+#:   to appear, ``metrics`` reports the host as it is (its no_kernel_support series is 1);
 #: * ``none``: the command reads no host.
 POLICY = {
     "devices": "rdma-core", "devinfo": "rdma-core", "netdev": "fails", "env": "fails",
     "doctor": "reports", "nccl check": "reports", "snapshot": "reports", "topo": "gpus",
     "run": "gpus",
-    "watch": "waits", "fixtures": "none",
+    "watch": "waits", "metrics": "waits", "fixtures": "none",
 }
 
 
