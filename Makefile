@@ -10,11 +10,16 @@ PY := $(VENV)/bin/python
 # libibverbs-dev, librdmacm-dev, libnl-3-dev, libnl-route-3-dev and pkg-config: the static
 # libibverbs.a and librdmacm.a (with their provider archives) that tests/oracle/static.py
 # links tests/oracle/static_probe.c against (gcc -static), the oracle of static_providers.
+# prometheus (with promtool) and prometheus-node-exporter: the real Prometheus that scrapes
+# `sysverbs metrics` and the node_exporter that serves its textfile
+# (tests/test_prometheus_oracle.py, tests/prom.py), promtool's check of every fixture's
+# exposition (tests/test_metrics.py); the tests start their own, on 127.0.0.1, and stop them.
 APT_PACKAGES := libibverbs1 ibverbs-providers ibverbs-utils umockdev util-linux python3-venv \
   udev gir1.2-umockdev-1.0 python3-gi qemu-system-x86 linux-image-amd64 busybox-static iproute2 \
   librdmacm1 cpio kmod gcc libc6-dev strace hwloc ucx-utils numactl openmpi-bin \
   pypy3 pypy3-venv python3-pyverbs \
-  libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev pkg-config
+  libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev pkg-config \
+  prometheus prometheus-node-exporter
 
 # The real NCCL oracle (tests/test_nccl_oracle.py): PyPI's nvidia-nccl-cu12 wheels (2.32.3,
 # ~350 MB, and 2.21.5, ~190 MB, for the rules that changed: parseStringList, config files),
