@@ -46,7 +46,9 @@ UV := $(VENV)/bin/uv
 # - the kernel VM (tests/kernel);
 # - the comparisons with real counterparts (tests/test_*oracle*.py, the tests marked
 #   `oracle` elsewhere, the hwloc ones: tests/test_placement_hwloc.py,
-#   tests/test_cpu_caches.py, tests/test_run_hwloc.py) and the differential fuzzing
+#   tests/test_cpu_caches.py, tests/test_run_hwloc.py; promtool, Prometheus and
+#   node_exporter beside sysverbs metrics: tests/test_metrics.py,
+#   tests/test_prometheus_oracle.py) and the differential fuzzing
 #   (tests/test_fuzz_*.py): the real tool and sysverbs side by side in child processes
 #   (a new interpreter per case, which under pypy3 costs more than the case), running
 #   the code that the other tests run in-process;
@@ -83,6 +85,7 @@ PYPY_TESTS := --assert=plain --ignore=tests/kernel --ignore=tests/test_bench.py 
   --ignore=tests/test_cpu_caches.py --ignore=tests/test_run_hwloc.py \
   --ignore=tests/test_pyverbs_oracle.py \
   --ignore=tests/test_static_probe_build.py --ignore=tests/test_static_oracle.py \
+  --ignore=tests/test_metrics.py --ignore=tests/test_prometheus_oracle.py \
   --deselect tests/test_monitor.py::test_udev_events_under_umockdev -m 'not oracle' \
   --deselect tests/test_cli.py::test_netdev_on_every_fixture \
   --deselect tests/test_cli.py::test_docs_shell_examples \
