@@ -62,6 +62,7 @@ TABLE: dict[str, Command] = {
     "run": Command(("run", "--dry-run", "--local-rank", "0", "--cpu", "exclusive"), "gpus",
                    ("sysverbs.run/1",)),
     "metrics": Command(("metrics",), "waits", ("sysverbs.metrics/1",), frozenset({0})),
+    "nfd": Command(("nfd",), "waits", ("sysverbs.nfd/1",), frozenset({0})),
     "fixtures": Command(("fixtures",), "none", ("sysverbs.fixtures/1",), frozenset({0})),
 }
 

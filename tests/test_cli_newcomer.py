@@ -227,7 +227,7 @@ BASH = shutil.which("bash")
 @pytest.mark.parametrize(("words", "want"), [
     ("sysverbs to", "topo"),
     ("sysverbs ", "devices devinfo netdev doctor watch snapshot topo nccl env run metrics "
-                  "fixtures "
+                  "nfd fixtures "
                   "-h --help --version --completion"),
     ("sysverbs topo --fix", "--fixture"),
     ("sysverbs topo --fixture gpu-h", "gpu-hgx-h100"),

@@ -19,8 +19,12 @@
 from __future__ import annotations
 
 import calendar
+import json
 import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -42,6 +46,7 @@ from sysverbs.fleet.nfd import (
 )
 from sysverbs.testing import fixture_names
 from sysverbs.testing.cache import fixture_tree
+from tests.bad_input import CORRUPTIONS, build_host, corrupt
 from tests.fuzz.profiles import fuzz_settings
 from tests.trees import build, host, rdma_dev
 
@@ -313,6 +318,22 @@ def test_a_host_without_dev_nodes(tmp_path: Path) -> None:
     assert "rdma.device.mlx5_1.problem.no-dev-node" not in features
 
 
+
+@pytest.mark.parametrize("kind", CORRUPTIONS)
+def test_broken_trees_give_a_file_nfd_reads(kind: str, tmp_path: Path) -> None:
+    """Every file (or link) of the host's sysfs broken one way (tests/bad_input.py):
+    still a file NFD reads whole, every key and value valid, every part reported."""
+    h = build_host(tmp_path / "host")
+    corrupt(h, kind)
+    facts = collect_facts(sysfs_path=str(h.sysfs), dev_dir=str(h.dev), providers="builtin",
+                          source="sysfs")
+    now = time.time()
+    r = _read_ok(feature_file(facts, expires_in=60, now=now).text(), now)
+    for key, value in r.features.items():
+        assert documented_key(key) and nfd_allows(key) and documented_value(value), key
+    assert {k.split("/")[1] for k in r.labels} >= {"rdma.usable", "rdma.devices"} or \
+        f"{NAMESPACE}/discovery.failed" in r.labels
+
 def _device(name: str, usable: bool = True, reasons: tuple[str, ...] = ()) -> DeviceFacts:
     port = PortFacts(1, "InfiniBand", "ACTIVE", "", (("ib", 1), ("roce_v1", 0), ("roce_v2", 0)))
     return DeviceFacts(name, usable, usable, reasons, "mlx5", "CA", "0" * 16, "mlx5_core",
@@ -414,3 +435,79 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         write_feature_file(str(tmp_path), "a=b\n")
     assert sorted(os.listdir(tmp_path)) == ["sysverbs"]
+
+
+# ----------------------------------------------------------------- the command line
+
+def _sv(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env.pop("NCCL_IB_HCA", None)
+    return subprocess.run([sys.executable, "-m", "sysverbs", "nfd", *argv],
+                          capture_output=True, text=True, timeout=120, env=env, **kw)
+
+
+@pytest.mark.parametrize("extra,expires_in", [(("--interval", "30"), 90), ((), 600)])
+def test_once_writes_the_file_expiring_as_said(tmp_path: Path, extra: tuple[str, ...],
+                                               expires_in: int) -> None:
+    """--once: 3 x --interval from the write, else 10 minutes; the file alone is left."""
+    before = time.time()
+    p = _sv("--fixture", "gpu-hgx-h100", "--features-dir", str(tmp_path), "--once", *extra)
+    after = time.time()
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+    assert sorted(os.listdir(tmp_path)) == ["sysverbs"]
+    r = _read_ok((tmp_path / "sysverbs").read_text(), after)
+    assert before + expires_in <= r.expiries[0] <= after + expires_in + 1
+    assert _short(r.labels)["gpu-nic.worst-link"] == "PIX"
+
+
+def test_stdout_and_json(tmp_path: Path) -> None:
+    text = _sv("--fixture", "rxe")
+    assert text.returncode == 0 and text.stdout.startswith("# +expiry-time=")
+    doc = json.loads(_sv("--fixture", "rxe", "--json").stdout)
+    assert doc["text"].split("\n", 1)[1] == text.stdout.split("\n", 1)[1]
+    assert doc["path"] is None and doc["dropped"] == []
+    assert doc["labels"] == _read_ok(doc["text"], time.time()).labels
+    written = json.loads(_sv("--fixture", "rxe", "--json", "--once", "--features-dir",
+                             str(tmp_path)).stdout)
+    assert written["path"] == str(tmp_path / "sysverbs") and "text" not in written
+
+
+def test_it_rewrites_until_sigterm(tmp_path: Path) -> None:
+    """--features-dir without --once: a new file every --interval (a new inode each time:
+    a rename), one JSON line per write, SIGTERM ends it with 0 and no dot file."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.Popen([sys.executable, "-m", "sysverbs", "nfd", "--fixture", "rxe",
+                             "--features-dir", str(tmp_path), "--interval", "0.2", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        inodes: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(inodes) < 3 and time.monotonic() < deadline:
+            try:
+                inodes.add((tmp_path / "sysverbs").stat().st_ino)
+            except FileNotFoundError:
+                pass
+            time.sleep(0.02)
+        assert len(inodes) >= 3
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (0, "")
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert len(docs) >= 3 and all(d["path"] == str(tmp_path / "sysverbs") for d in docs)
+    assert sorted(os.listdir(tmp_path)) == ["sysverbs"]
+    r = _read_ok((tmp_path / "sysverbs").read_text(), time.time() - 1)
+    assert r.expiries[0] - time.time() <= 0.6 + 1  # 3 x 0.2 s, rounded up to a second
+
+
+def test_errors(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    p = _sv("--fixture", "rxe", "--features-dir", str(missing), "--once", "--json")
+    assert p.returncode == 1
+    assert p.stderr == f"sysverbs nfd: error: --features-dir {missing}: not a directory\n"
+    assert json.loads(p.stdout)["error"]["kind"] == "os-error"
+    for bad in ("0", "-1", "nan", "inf", "x"):
+        p = _sv("--fixture", "rxe", "--interval", bad)
+        assert p.returncode == 2 and p.stdout == "", bad
+        assert p.stderr.splitlines()[-1].startswith("sysverbs nfd: error: "), p.stderr

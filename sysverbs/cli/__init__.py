@@ -11,6 +11,7 @@
     sysverbs env [--device DEV:PORT] # NCCL/UCX variables for a rank
     sysverbs run -- COMMAND          # start COMMAND on the rank's CPUs, memory and NICs
     sysverbs metrics [--listen A:P]  # this host's RDMA facts as Prometheus metrics
+    sysverbs nfd [--features-dir D]  # the same facts as Node Feature Discovery labels
     sysverbs devices --fixture dgx-demo   # a bundled demo host instead of this one
 
 Only this module is imported for ``devices`` and ``devinfo -l``; each other command
@@ -243,7 +244,7 @@ class _Parser(argparse.ArgumentParser):
 
 #: The commands, in the order of the parser's help.
 COMMANDS = ("devices", "devinfo", "netdev", "doctor", "watch", "snapshot", "topo", "nccl",
-            "env", "run", "metrics", "fixtures")
+            "env", "run", "metrics", "nfd", "fixtures")
 
 
 def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
@@ -400,6 +401,10 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         from .metrics import register as register_metrics
 
         register_metrics(sub, [common, js, proc, conf])
+    if want("nfd"):
+        from .nfd import register as register_nfd
+
+        register_nfd(sub, [common, js, proc, conf])
     if want("fixtures"):
         from .fixtures import register as register_fixtures
 

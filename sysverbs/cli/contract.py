@@ -44,13 +44,15 @@ EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
 #: * ``gpus``: the same warning; the GPU matrix still prints, ``run`` still places by the
 #:   GPUs (exit 1 only when there is no GPU either, or ``--assign`` has no NIC to give);
 #: * ``waits``: the same warning, then it goes on (exit 0): ``watch`` watches for devices
-#:   to appear, ``metrics`` reports the host as it is (its no_kernel_support series is 1);
+#:   to appear, ``metrics`` reports the host as it is (its no_kernel_support series is 1),
+#:   ``nfd`` labels it (``rdma.usable=false``);
 #: * ``none``: the command reads no host.
 POLICY = {
     "devices": "rdma-core", "devinfo": "rdma-core", "netdev": "fails", "env": "fails",
     "doctor": "reports", "nccl check": "reports", "snapshot": "reports", "topo": "gpus",
     "run": "gpus",
-    "watch": "waits", "metrics": "waits", "fixtures": "none",
+    "watch": "waits", "metrics": "waits", "nfd": "waits",
+    "fixtures": "none",
 }
 
 
