@@ -216,13 +216,16 @@ fuzz: $(VENV)/.installed oracle-deps nccl-oracle
 # (root; a few minutes on 2 CPUs): prints a table and the issue-8 targets, writes
 # benchmarks/results.json; then placement (issue 16: model + assign, VF scaling, topo
 # beside lstopo), benchmarks/placement-results.json; then --fixture on the fixture cache
-# against the unpacked tree (issue 26: within 1.5x), benchmarks/fixture-results.json.
+# against the unpacked tree (issue 26: within 1.5x), benchmarks/fixture-results.json;
+# then one scrape of sysverbs metrics in-process (collect + render, target < 50 ms) and
+# the series per node, benchmarks/metrics-results.json.
 # Options: BENCH_ARGS="--samples 9".
 bench: $(VENV)/.installed oracle-deps
 	$(PY) benchmarks/bench_list.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_placement.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_fixture.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_run.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_metrics.py $(BENCH_ARGS)
 
 # NCCL_IB_HCA's InfiniBand side against the real NCCL (tests/device/device_nccl_ib.py):
 # only on a machine with an NVIDIA GPU, where NCCL builds a communicator and starts its IB
