@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from tests import staging
-from tests.kernel import scenarios, vmlab
+from tests.kernel import scenario_metrics, scenarios, vmlab
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -81,6 +81,7 @@ def stage_code(workdir: Path) -> Path:
         )
     code = workdir / "code"
     shutil.rmtree(code, ignore_errors=True)
+    scenario_metrics.stage_prometheus_client(code)  # (the exporter's one dependency)
     return staging.stage_into(code)
 
 

@@ -19,8 +19,10 @@ rather than with libibverbs in lockstep (``hotplug``: kernel uevents and polling
 ``attributes``: ``rdma link``, ``ibv_devinfo -v``, sysfs text, librdmacm;
 ``cli_tools``: ``ibv_devices``/``ibv_devinfo``/``rdma link`` against the ``sysverbs``
 command; ``roce``: RoCE connections with the GID index ``sysverbs env`` picks, and
-UCX, see ``scenario_roce``).  Each sets up its own devices and removes them (and what it loaded), so
-the lockstep scenarios after them start from a kernel with no RDMA device.
+UCX, see ``scenario_roce``; ``metrics``: ``sysverbs metrics`` while rxe devices are
+removed, see ``scenario_metrics``).  Each sets up its own devices and removes them (and
+what it loaded), so the lockstep scenarios after them start from a kernel with no RDMA
+device.
 """
 
 from __future__ import annotations
@@ -695,6 +697,8 @@ def real_tools_scenarios() -> list[dict[str, Any]]:
         sh(NO_DEVICES),
         sh("ip link del v0"),
     ]
-    from tests.kernel.scenario_roce import roce_scenario  # (imports this module)
+    from tests.kernel.scenario_metrics import metrics_scenario  # (imports this module)
+    from tests.kernel.scenario_roce import roce_scenario
 
-    return [hotplug, attributes, scenario("cli_tools", steps, {}), roce_scenario()]
+    return [hotplug, attributes, scenario("cli_tools", steps, {}), roce_scenario(),
+            metrics_scenario()]
