@@ -51,20 +51,22 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "snapshot": ("snapshot", "--all-devices"),
     "watch": ("watch", "--existing", "--json", "--count", "3", "--timeout", "1",
               "--backend", "poll", "--interval", "0.1"),
+    "metrics": ("metrics",),
+    "metrics --json": ("metrics", "--json"),
 }
-_TAKES_PROC = ("topo", "env")
+_TAKES_PROC = ("topo", "env", "metrics")
 
 #: Exit statuses docs/cli.md allows for each command (2, a usage error, for all).
 ALLOWED: dict[str, frozenset[int]] = {
     "devices": frozenset({0, 1}), "devinfo": frozenset({0, 255}),
     "netdev": frozenset({0, 1}), "doctor": frozenset({0, 1}), "topo": frozenset({0, 1}),
     "env": frozenset({0, 1}), "nccl": frozenset({0, 1}), "snapshot": frozenset({0, 1}),
-    "watch": frozenset({0, 1}),
+    "watch": frozenset({0, 1}), "metrics": frozenset({0, 1}),
 }
 #: The statuses that say the command failed, so stderr must say why.
 FAILED = {"devices": {1}, "devinfo": {255}, "netdev": {1}, "doctor": set(), "topo": {1},
           "env": {1},
-          "nccl": set(), "snapshot": {1}, "watch": {1}}
+          "nccl": set(), "snapshot": {1}, "watch": {1}, "metrics": {1}}
 #: How a failure's line starts: the C tools' own messages, else ``sysverbs``.
 ERROR_PREFIXES = ("sysverbs", "Failed to get IB devices list", "No IB devices found",
                   "IB device '", "libibverbs: ")
@@ -75,7 +77,7 @@ def argv(command: Sequence[str], h: FakeHost) -> list[str]:
            "--source", "sysfs", "--providers", "builtin"]
     if command[0] in _TAKES_PROC:
         out += ["--proc-path", str(h.root / "proc")]
-    if command[0] in ("env", "nccl"):
+    if command[0] in ("env", "nccl", "metrics"):
         out += ["--conf-root", str(h.root)]
     if command[0] == "snapshot":
         out += ["-o", str(h.root / "snapshot.umockdev")]
@@ -156,7 +158,7 @@ def test_command_on_broken_tree(host: FakeHost, broken: dict[str, FakeHost], kin
 def test_commands_as_processes(broken: dict[str, FakeHost], kind: str) -> None:
     """The same as real processes (exit status, stderr): a few commands per kind."""
     for command in ("devinfo", "doctor", "topo --assign", "env", "nccl check", "snapshot",
-                    "watch"):
+                    "watch", "metrics"):
         words = argv(COMMANDS[command], broken[kind])
         rc, err = run_subprocess(words)
         check(words, rc, err)
@@ -259,7 +261,7 @@ def test_nccl_check_cut_name_prints_utf8(host: FakeHost) -> None:
 
 #: One command of each kind, as uid 65534 runs them.
 _AS_USER = ("devices", "devinfo", "netdev", "doctor", "topo --assign", "env", "nccl check",
-            "snapshot", "watch")
+            "snapshot", "watch", "metrics --json")
 
 
 def _unreadable(h: FakeHost, what: str) -> None:

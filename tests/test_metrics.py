@@ -269,9 +269,20 @@ def _entry_is_a_file(host: recording.Host) -> list[str]:
     return ["mlx5_5"]
 
 
+def _junk_bytes(host: recording.Host) -> list[str]:
+    """Bytes that are no UTF-8 in a label's source: the link layer, and two entries of
+    class/infiniband whose names differ only in such a byte."""
+    d = _dev(host, "mlx5_4")
+    (d / "ports/1/link_layer").write_bytes(b"Infini\xffBand\n")
+    ib = os.fsencode(Path(host.sysfs) / "class/infiniband")
+    for junk in (b"mlx5_\xff", b"mlx5_\xfe"):
+        os.symlink(os.readlink(ib + b"/mlx5_5"), ib + b"/" + junk)
+    return ["mlx5_4", "mlx5_\\xff", "mlx5_\\xfe"]
+
+
 BREAKAGE = {f.__name__.lstrip("_"): f for f in (
     _files_are_directories, _half_written, _ports_is_a_file, _dangling_device_link,
-    _uverbs_without_ibdev, _entry_is_a_file)}
+    _uverbs_without_ibdev, _entry_is_a_file, _junk_bytes)}
 
 
 @pytest.fixture
@@ -296,8 +307,9 @@ def test_a_broken_device_never_blanks_the_others(promtool: None, cx6: recording.
         ("discovery", True), ("topology", True), ("nccl", True)], facts.collectors
     text = metrics.render(facts)
     assert prom.promtool_check_metrics(text) == (0, "")
-    after = prom.samples(text.decode())
+    after = prom.samples(text.decode("utf-8"))  # strict: the page is UTF-8
     old, new = by_device(before), by_device(after)
+    old.update({name: set() for name in broken if name not in old})
     assert broken and set(broken) <= set(new), (broken, sorted(new))
     for name in broken:
         assert new[name] != old[name], f"{breakage} changed nothing of {name}"

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
 __all__ = ["CONTENT_TYPE", "FAMILY_NAMES", "TEXTFILE_NAME", "Family", "FactsCollector",
-           "families", "missing_client", "registry", "render", "rules_path", "serve",
+           "families", "label_value", "missing_client", "registry", "render", "rules_path", "serve",
            "write_textfile"]
 
 #: The file :func:`write_textfile` writes in the textfile collector's directory.
@@ -176,12 +176,25 @@ def _samples(facts: HostFacts) -> dict[str, list[tuple[tuple[str, ...], float]]]
     return out
 
 
+def label_value(text: str) -> str:
+    """A label value as UTF-8 can hold it: bytes of a sysfs name or file that are no UTF-8
+    (decoded with ``surrogateescape``) become ``\\xNN`` text, so that two such names stay
+    two series and the page stays valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text
+
+
 def families(facts: HostFacts) -> list[Family]:
     """The metric families of ``facts``, in :data:`FAMILY_NAMES` order (a family with no
-    sample is still there: its HELP and TYPE are written)."""
+    sample is still there: its HELP and TYPE are written).  Label values are
+    :func:`label_value`'s."""
     found = _samples(facts)
     return [Family(name, kind, text, labels,
-                   tuple((tuple(zip(labels, values)), value) for values, value in found[name]))
+                   tuple((tuple(zip(labels, map(label_value, values))), value)
+                         for values, value in found[name]))
             for name, (kind, text, labels) in _FAMILIES.items()]
 
 
