@@ -95,6 +95,9 @@ def register(subparsers: argparse._SubParsersAction[Any],
                      "(atomically: a temporary file in DIR, then a rename)")
     p.add_argument("--interval", type=_interval, metavar="SECONDS",
                    help="with --textfile: write it again every SECONDS until stopped")
+    p.add_argument("--no-open", action="store_true",
+                   help="do not open the device nodes (as doctor --no-open): in a pod that "
+                   "was not given the devices, the device cgroup refuses every open")
     p.add_argument("--no-gpu-links", action="store_true",
                    help="leave out sysverbs_gpu_nic_link (GPUs x RDMA devices series)")
     p.add_argument("--rules", action=_RulesAction, nargs=0,
@@ -176,7 +179,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
 
     def collect() -> HostFacts:
         return collect_facts(gpu_links=not args.no_gpu_links, proc_path=proc,
-                             recorded=args.fixture is not None, conf_root=args.conf_root,
+                             recorded=args.fixture is not None, probe_open=not args.no_open,
+                             conf_root=args.conf_root,
                              **opts)
 
     if args.listen is not None:
