@@ -20,6 +20,9 @@ import pytest
 
 from tests import trees
 from tests.conftest import require
+from tests.fuzz.model import Case, Dir, Entry, Fifo, Link
+from tests.fuzz.regressions import rxe_entries
+from tests.fuzz.runner import Runner
 from tests.oracle import harness, static
 from tests.trees import rdma_dev, rxe_dev
 
@@ -112,6 +115,75 @@ def test_list_equals_the_dynamic_library(otmp: Path) -> None:
     assert ours.results() == real.results()
     assert ours.stderr == real.stderr == no_driver("efa_0") * 3  # each call says it
     assert len(names(real)) == len(devs) - 1
+
+
+def test_tree_changes_and_open_equal_the_dynamic_probe(otmp: Path) -> None:
+    """Without ``--fuzz`` the probe runs tests/oracle/probe.py's steps as probe.py does:
+    every tree change (a device added with mkdir, write and symlink, then touched,
+    renamed, chmod, utime, mknod, a tree removed), ``open`` and the fork calls; the
+    results equal the dynamic library's."""
+    tree = trees.host(rxe_dev("uverbs0", "rxe0"), rdma_dev("uverbs1", "mlx5_0"))
+    dyn_src, st_src, dst = pair(otmp, tree)
+    dev = "sys/devices/virtual/rxe9"
+    ops = ["list", "mkdir", f"{dev}/uv", "mkdir", f"{dev}/ib/", "write", f"{dev}/uv/ibdev",
+           b"rxe9\n".hex(), "write", f"{dev}/uv/dev", b"231:9\n".hex(), "write",
+           f"{dev}/uv/abi_version", b"2\n".hex(), "symlink",
+           "sys/class/infiniband_verbs/uverbs9", f"../../../{dev}/uv", "symlink",
+           "sys/class/infiniband/rxe9", f"../../../{dev}/ib", "write", "dev/infiniband/uverbs9",
+           "", "list", "open", "1", "0", "open", "1", "2", "touch", "sys/class/infiniband/rxe0",
+           "5", "utime", "sys/class/infiniband/rxe9", "sys/class/infiniband/rxe0", "chmod",
+           f"{dev}/uv/dev", "600", "mknod", "dev/infiniband/uverbs7", "1", "3", "rename",
+           "sys/class/infiniband_verbs/uverbs1", "sys/class/infiniband_verbs/uverbs7",
+           "remove", dev, "list", "fork_init", "fork_status"]
+    ours = run_static("all", st_src, dst, ops)
+    real = harness.run_impl("libibverbs", dyn_src, dst, static.plan_steps(ops))
+    assert real.returncode == 0, real.stderr
+    assert (ours.results(), ours.stderr) == (real.results(), real.stderr)
+    lists = [sorted(d["dev_name"] + " " + d["name"] for d in r["devices"])
+             for r in ours.results() if r["op"] == "list"]
+    assert lists == [["uverbs0 rxe0", "uverbs1 mlx5_0"],
+                     ["uverbs0 rxe0", "uverbs1 mlx5_0", "uverbs9 rxe9"],
+                     ["uverbs0 rxe0", "uverbs7 mlx5_0"]]
+    assert [r["errno"] for r in ours.results() if r["op"] == "open"] == [2, 2]
+
+
+def open_case(static_value: Optional[str]) -> Case:
+    """rxe devices whose ``/dev`` nodes are what the fuzzer makes of them (a regular file,
+    missing, a directory, a dangling link, a loop, a link to ``.``, a FIFO), with their
+    ``dev`` and with 0:0, opened before and after a node is removed, before and after
+    their list is freed."""
+    nodes: list[Optional[Entry]] = [b"", None, Dir(), Link("/nonexistent"), Link("uverbs4"),
+                                    Link("."), Fifo(), b"", Dir(), Fifo()]
+    tree: dict[str, Entry] = {"sys/class/infiniband_verbs": Dir(), "sys/class/infiniband": Dir(),
+                              "sys/class/infiniband_verbs/abi_version": b"6\n"}
+    for n, node in enumerate(nodes):
+        tree.update(rxe_entries(n, f"rxe{n}"))
+        if n >= 7:
+            tree[f"sys/devices/d{n}/uv/dev"] = b"0:0\n"
+        if node is None:
+            del tree[f"dev/infiniband/uverbs{n}"]
+        else:
+            tree[f"dev/infiniband/uverbs{n}"] = node
+    opens = [{"op": "open", "list": 0, "device": i} for i in range(len(nodes) + 1)]
+    steps = [{"op": "list"}, *opens, {"op": "remove", "path": "dev/infiniband/uverbs0"},
+             {"op": "list"}, {"op": "open", "list": 1, "device": 0}, {"op": "free", "list": 0},
+             *opens[:1], {"op": "open", "list": 2, "device": 0}]
+    return Case(tree=tree, steps=steps, static=static_value)
+
+
+def test_open_equals_the_dynamic_library() -> None:
+    """``--fuzz``'s ``open`` (tests/fuzz/probe.py's rules): the static library's
+    ibv_open_device fails as the dynamic one does on the fuzzer's /dev nodes, errno
+    for errno (null where it leaves errno alone), and both equal sysverbs."""
+    with Runner() as runner:
+        dynamic = runner.run(open_case(None))
+        linked = runner.run(open_case("all"))
+    assert dynamic.differences() == [] and linked.differences() == []
+    assert linked.real.stdout == dynamic.real.stdout
+    got = [r.get("errno", "skipped") for r in linked.real.results() if r["op"] == "open"]
+    # null: a node that is no char device with dev 0:0; EISDIR, ENOENT (the list's
+    # order, so which is which, is the work directory's readdir order)
+    assert set(got[:-2]) == {None, 21, 2} and got[-2:] == ["skipped", "skipped"]
 
 
 def test_devices_is_ibv_devices(otmp: Path) -> None:

@@ -21,6 +21,10 @@ source (:meth:`Case.source`) and pasted into :mod:`tests.fuzz.regressions`:
   "nobody" (``setpriv --reuid=65534 --regid=65534 --clear-groups``) or "setuid"
   (``setpriv --ruid=65534``: real uid differs from the effective one);
   ``memlock``: ``RLIMIT_MEMLOCK`` in bytes.
+* ``static``: None for the dynamic libibverbs; else the case runs a program linked with
+  the static libibverbs.a (tests/oracle/static_probe.c) with that
+  ``RDMA_STATIC_PROVIDERS`` ("" for none: no define), and sysverbs with the option
+  ``static_providers`` of the same value.
 
 :func:`build_tree` is not :func:`sysverbs.testing.materialize`: a case's tree is a
 hostile file tree, not a host, and holds what that writer refuses by design (names
@@ -94,6 +98,7 @@ class Case:
     modes: dict[str, int] = field(default_factory=dict)
     user: str = "root"
     memlock: Optional[int] = None
+    static: Optional[str] = None
 
     @property
     def mutates(self) -> bool:
@@ -107,7 +112,8 @@ class Case:
     def summary(self) -> str:
         n = sum(1 for p in self.tree if p.count("/") == 3 and "/class/infiniband_verbs/" in p)
         lists = sum(1 for s in self.steps if s["op"] == "list")
-        return f"{n} class entries, {len(self.tree)} paths, {lists} list calls"
+        linked = "" if self.static is None else f", static libibverbs {self.static!r}"
+        return f"{n} class entries, {len(self.tree)} paths, {lists} list calls{linked}"
 
     def source(self, name: str = "case") -> str:
         """Python source that rebuilds this case (for tests/fuzz/regressions.py)."""
@@ -121,6 +127,7 @@ class Case:
             "modes": self.modes,
             "user": self.user,
             "memlock": self.memlock,
+            "static": self.static,
         }
         defaults = Case(tree={})
         parts = []

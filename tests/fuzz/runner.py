@@ -11,10 +11,17 @@ Per example the runner
 3. compares the exit status, every JSON result line (every field, the order,
    device identity across calls, errno) and the stderr bytes.
 
+A case with ``static`` set (:class:`tests.fuzz.model.Case`) runs, in place of the
+libibverbs probe, the program linked with the static libibverbs.a and that
+``RDMA_STATIC_PROVIDERS`` (tests/oracle/static_probe.c with ``--fuzz``, built once per
+variant and machine by tests/oracle/static.py), in the same namespace, environment,
+config directory, rlimit and user; sysverbs gets the option ``static_providers``.
+
 Two ways to start a probe:
 
 * ``fork`` (default): a fork server per implementation (:mod:`tests.fuzz.zygote`)
-  forks a fresh child per example; ~10 ms instead of ~150 ms.
+  forks a fresh child per example; ~10 ms instead of ~150 ms (the static program:
+  the libibverbs server's child executes it after its mounts).
 * ``exec``: a new interpreter through :func:`tests.oracle.harness.run_in_ns`
   (``unshare``/``mount``/``setpriv``/``prlimit`` as the hand-written oracle tests
   do).  ``SYSVERBS_FUZZ_SPAWN=exec`` selects it; the test suite also runs a slice
@@ -39,7 +46,7 @@ from typing import Any, Optional
 
 from tests import staging
 from tests.fuzz.model import Case, build_tree, relocate, sys_dir_for, sysfs_value
-from tests.oracle import harness
+from tests.oracle import harness, static
 
 REPO = Path(__file__).resolve().parents[2]
 IMPLS = ("libibverbs", "sysverbs")
@@ -61,28 +68,29 @@ class Outcome:
     ours: harness.Run
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: What ran as the oracle ("libibverbs", or "static" for a static case).
+    oracle: str = "libibverbs"
 
     def differences(self) -> list[str]:
         """Human-readable differences; empty when the two agree exactly."""
         out = []
-        real, ours = self.real, self.ours
+        real, ours, name = self.real, self.ours, self.oracle
         if real.returncode != 0:
-            out.append(f"libibverbs probe exited {real.returncode}: {real.stderr[-2000:]!r}")
+            out.append(f"{name} probe exited {real.returncode}: {real.stderr[-2000:]!r}")
         if ours.returncode != real.returncode:
             out.append(
-                f"exit status: libibverbs {real.returncode}, sysverbs {ours.returncode}: "
+                f"exit status: {name} {real.returncode}, sysverbs {ours.returncode}: "
                 f"{ours.stderr[-3000:].decode(errors='replace')}"
             )
         rl, ol = real.stdout.splitlines(), ours.stdout.splitlines()
+        pad = " " * max(len(name) - len("sysverbs"), 0)
         for i in range(max(len(rl), len(ol))):
             a = rl[i] if i < len(rl) else "<missing>"
             b = ol[i] if i < len(ol) else "<missing>"
             if a != b and not _unspecified_errno(a, b):
-                out.append(f"step {i}:\n  libibverbs {a}\n  sysverbs   {b}")
+                out.append(f"step {i}:\n  {name:8} {a}\n  sysverbs {pad}{b}")
         if real.stderr != ours.stderr:
-            out.append(
-                "stderr:\n  libibverbs " + repr(real.stderr) + "\n  sysverbs   " + repr(ours.stderr)
-            )
+            out.append(f"stderr:\n  {name:8} {real.stderr!r}\n  sysverbs {pad}{ours.stderr!r}")
         return out
 
 
@@ -175,6 +183,7 @@ class Runner:
         self.dst.mkdir(exist_ok=True)
         os.chmod(self.dst, 0o755)
         self.zygotes: dict[str, _Zygote] = {}
+        self.static_binaries: dict[str, Path] = {}
         self.examples = 0
         self.seconds = 0.0
 
@@ -189,6 +198,13 @@ class Runner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def static_binary(self, variant: str) -> Path:
+        """The static program for ``static=variant`` ("": no RDMA_STATIC_PROVIDERS)."""
+        binary = self.static_binaries.get(variant)
+        if binary is None:
+            binary = self.static_binaries[variant] = static.build(variant or None)
+        return binary
 
     # -- one example ---------------------------------------------------------------
     def _prepare(self, case: Case) -> tuple[dict[str, Path], Optional[Path], Path, dict[str, str]]:
@@ -219,10 +235,13 @@ class Runner:
         out = self.work / "out"
         out.mkdir()
         os.chmod(out, 0o755)
+        options: dict[str, Any] = dict(OPTIONS)
+        if case.static is not None:
+            options["static_providers"] = case.static
         plan = {
             "root": root,
             "steps": [_relocate_step(s, sys_dir) for s in case.steps],
-            "options": OPTIONS,
+            "options": options,
         }
         plan_file = out / "plan.json"
         plan_file.write_text(json.dumps(plan), encoding="utf-8")
@@ -230,7 +249,16 @@ class Runner:
         env = harness.base_env()
         env["SYSFS_PATH"] = sysfs_value(case, root)
         env.update(case.env)
+        if case.static is not None:
+            env["STATIC_PROBE_ROOT"] = root
         return srcs, conf, plan_file, env
+
+    def _static_argv(self, case: Case, plan_file: Path) -> Optional[list[str]]:
+        """The static program's command line for a static case (None: not one)."""
+        if case.static is None:
+            return None
+        steps = json.loads(plan_file.read_text(encoding="utf-8"))["steps"]
+        return [str(self.static_binary(case.static)), "--fuzz", *static.plan_ops(steps)]
 
     def run(self, case: Case) -> Outcome:
         t0 = time.monotonic()
@@ -242,7 +270,7 @@ class Runner:
         dt = time.monotonic() - t0
         self.examples += 1
         self.seconds += dt
-        return Outcome(real, ours, dt)
+        return Outcome(real, ours, dt, oracle="libibverbs" if case.static is None else "static")
 
     def _run_fork(
         self,
@@ -253,6 +281,7 @@ class Runner:
         env: dict[str, str],
     ) -> tuple[harness.Run, harness.Run]:
         pids = {}
+        static_argv = self._static_argv(case, plan_file)
         for impl in IMPLS:
             z = self.zygotes.get(impl)
             if z is None or z.proc.poll() is not None:
@@ -268,6 +297,8 @@ class Runner:
                 "user": case.user,
                 "memlock": case.memlock,
             }
+            if impl == "libibverbs" and static_argv is not None:
+                req["exec"] = static_argv
             pids[impl] = z.send(req)
         deadline = time.monotonic() + PROBE_TIMEOUT
         runs = []
@@ -287,14 +318,19 @@ class Runner:
         setpriv = SETPRIV.get(case.user)
         # another user may not enter this checkout: it runs the staged copy
         python, code = staging.python_and_code(bool(setpriv))
+        static_argv = self._static_argv(case, plan_file)
 
         def one(impl: str) -> None:
             argv = [python, "-m", "tests.fuzz.probe", impl, str(plan_file)]
+            env = {**case.env, "PYTHONPATH": str(code)}
+            if impl == "libibverbs" and static_argv is not None:
+                argv = static_argv
+                env = {**case.env, "STATIC_PROBE_ROOT": root}
             results[impl] = harness.run_in_ns(
                 srcs[impl],
                 self.dst,
                 argv,
-                env={**case.env, "PYTHONPATH": str(code)},
+                env=env,
                 config_dir=conf,
                 setpriv=setpriv,
                 memlock=case.memlock,

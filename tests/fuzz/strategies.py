@@ -30,7 +30,11 @@ generate (docs/reliability.md has the full list):
 * plans of several ``list`` calls with the tree changed in between (devices
   added, removed, renamed, touched, their ``ibdev``/``node_guid``/``abi_version``
   /``node_type`` rewritten, ``/dev`` nodes removed, equal-mtime renames), ``free``
-  and ``open``.
+  and ``open``;
+* where the caller passes ``static`` variants (:data:`STATIC_VARIANTS`), one case in
+  four runs as a program linked with the static libibverbs.a and one of them
+  (``Case.static``); without variants nothing is drawn for it, so that
+  tests/test_static_oracle.py's seeded trees stay what they were.
 
 Excluded, each because the spec says libibverbs does not define the result
 (docs/behaviour.md: sysverbs' choices) or because sysverbs
@@ -68,7 +72,15 @@ from hypothesis import strategies as st
 
 from tests.fuzz.model import Case, CharDev, Dir, Entry, Fifo, Link
 
-__all__ = ["cases", "unprivileged_cases", "G", "DevSpec", "devices", "render_device"]
+__all__ = [
+    "cases",
+    "unprivileged_cases",
+    "G",
+    "DevSpec",
+    "devices",
+    "render_device",
+    "STATIC_VARIANTS",
+]
 
 T = TypeVar("T")
 Draw = Callable[[st.SearchStrategy[Any]], Any]
@@ -853,8 +865,18 @@ def _may_match_bnxt_re(tree: dict[str, Entry], steps: list[dict[str, Any]]) -> b
     return any(p in d for d in data for p in BNXT_RE_PREFIXES)
 
 
-def build_case(g: G, max_devices: int = 64, mutations: bool = True) -> Case:
-    """A whole example."""
+#: The RDMA_STATIC_PROVIDERS values of the static cases ("": no define, no provider;
+#: rxe,mlx4: a define whose order is not the link order).
+STATIC_VARIANTS = ("", "mlx5", "mlx4,mlx5", "all", "rxe,mlx4")
+
+
+def build_case(
+    g: G, max_devices: int = 64, mutations: bool = True, static: Sequence[str] = ()
+) -> Case:
+    """A whole example; one in four is static when ``static`` offers variants."""
+    linked: Optional[str] = None
+    if static and g.weighted((3, False), (1, True)):  # no draw without variants
+        linked = g.pick(tuple(static))
     size = g.weighted((4, 4), (3, 12), (1, max_devices))
     n = g.integer(1, min(size, max_devices)) if g.weighted((7, True), (1, False)) else 0
     numbers = list(range(2 * n))
@@ -887,7 +909,7 @@ def build_case(g: G, max_devices: int = 64, mutations: bool = True) -> Case:
         sysfs_len = g.integer(150, 245)
     if sysfs_len is not None and _may_match_bnxt_re(tree, steps):
         sysfs_len = None  # see BNXT_RE_PREFIXES
-    return Case(
+    case = Case(
         tree=tree,
         steps=steps,
         env=environments(g),
@@ -895,22 +917,27 @@ def build_case(g: G, max_devices: int = 64, mutations: bool = True) -> Case:
         sysfs=SYSFS_FORMS[form],
         sysfs_len=sysfs_len,
     )
+    case.static = linked
+    return case
 
 
 @st.composite
-def cases(draw: Draw, max_devices: int = 64, mutations: bool = True) -> Case:
-    """A whole example for the root (privileged) differential run."""
-    return build_case(G(draw), max_devices, mutations)
+def cases(
+    draw: Draw, max_devices: int = 64, mutations: bool = True, static: Sequence[str] = ()
+) -> Case:
+    """A whole example for the root (privileged) differential run (``static``: the
+    variants a static case may link, none by default)."""
+    return build_case(G(draw), max_devices, mutations, static)
 
 
 MODES = (0o000, 0o700, 0o711, 0o744, 0o600, 0o640, 0o604, 0o311)
 
 
 @st.composite
-def unprivileged_cases(draw: Draw) -> Case:
+def unprivileged_cases(draw: Draw, static: Sequence[str] = ()) -> Case:
     """A case run as nobody (unreadable entries, a low memlock limit) or setuid-like."""
     g = G(draw)
-    case = build_case(g, max_devices=16, mutations=False)
+    case = build_case(g, max_devices=16, mutations=False, static=static)
     case.user = g.weighted((6, "nobody"), (1, "setuid"))
     paths = [p for p, e in case.tree.items() if isinstance(e, (bytes, str, Dir))]
     if paths:

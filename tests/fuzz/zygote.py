@@ -21,7 +21,9 @@ forks, answers ``pid <n>``, waits and answers ``rc <exit status>``.  The child:
    ``/etc/libibverbs.d`` (as the harness's shell script does);
 2. sets ``RLIMIT_MEMLOCK``, the environment (exactly ``env``), stdout/stderr
    (files ``out``/``err``), the cwd (``/``) and the user (as ``setpriv`` would);
-3. runs :func:`tests.fuzz.probe.run` and exits.
+3. runs :func:`tests.fuzz.probe.run` and exits; or, when the request has ``"exec"``
+   (an argv: the static probe, tests/oracle/static_probe.c), executes that program
+   there instead, with the same mounts, limit, environment, files and user.
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ def _child(req: dict[str, Any]) -> None:
         os.setresuid(NOBODY, NOBODY, NOBODY)
     elif user == "setuid":  # setpriv --ruid=65534
         os.setresuid(NOBODY, 0, 0)
+    if req.get("exec"):
+        argv = req["exec"]
+        os.execve(argv[0], argv, dict(os.environ))
     with open(req["plan"], encoding="utf-8") as f:
         plan = json.load(f)
     probe.run(req["impl"], plan)

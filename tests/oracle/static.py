@@ -32,6 +32,8 @@ from tests.oracle import harness
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "static_probe.c"
+#: What SOURCE includes from this directory (part of every binary's key).
+HEADERS = (HERE / "static_tree.h",)
 BINARY = "static_probe"
 CFLAGS = ("-O2", "-Wall")
 #: The packages whose archives and headers the build needs.
@@ -118,9 +120,11 @@ def _archives() -> str:
 
 
 def _key(defines: Optional[str], no_ibv_call: bool) -> str:
-    """SHA-256 of the source, the gcc command and the link line (in it), the archives."""
+    """SHA-256 of the source and its header, the gcc command and the link line (in it),
+    the archives."""
     h = hashlib.sha256()
-    h.update(SOURCE.read_bytes())
+    for path in (SOURCE, *HEADERS):
+        h.update(path.read_bytes() + b"\0")
     h.update(b"\0" + repr(compile_argv(defines, Path("OUT"), no_ibv_call=no_ibv_call)).encode())
     h.update(b"\0" + _archives().encode())
     return h.hexdigest()
@@ -177,9 +181,19 @@ def run(
     **kw: Any,
 ) -> harness.Run:
     """``binary OP...`` on the tree ``src`` mounted at ``dst`` (SYSFS_PATH=dst/sys;
-    the ``rename``/``remove`` operations' paths are relative to ``dst``)."""
+    the tree changes' paths are relative to ``dst``)."""
     full = {"STATIC_PROBE_ROOT": str(dst), **(env or {})}
     return harness.run_in_ns(src, dst, [str(binary), *ops], env=full, **kw)
+
+
+#: The operations that take arguments, and the probe.py step keys those are, in order.
+ARGS: dict[str, tuple[str, ...]] = {
+    "free": ("list",), "rdma_free": ("list",), "open": ("list", "device"),
+    "write": ("path", "data"), "remove": ("path",), "touch": ("path", "seconds"),
+    "symlink": ("path", "target"), "mkdir": ("path",), "rename": ("path", "to"),
+    "utime": ("path", "like"), "chmod": ("path", "mode"), "mknod": ("path", "major", "minor"),
+}
+_NUMBERS = ("list", "device", "seconds", "major", "minor")
 
 
 def plan_steps(ops: Sequence[str]) -> list[dict[str, Any]]:
@@ -187,12 +201,25 @@ def plan_steps(ops: Sequence[str]) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = []
     it = iter(ops)
     for op in it:
-        if op in ("free", "rdma_free"):
-            steps.append({"op": op, "list": int(next(it))})
-        elif op == "rename":
-            steps.append({"op": op, "path": next(it), "to": next(it)})
-        elif op == "remove":
-            steps.append({"op": op, "path": next(it)})
-        else:
-            steps.append({"op": op})
+        step: dict[str, Any] = {"op": op}
+        for key in ARGS.get(op, ()):
+            word = next(it)
+            step[key] = int(word) if key in _NUMBERS else word
+        steps.append(step)
     return steps
+
+
+def plan_ops(steps: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The static probe's operations for probe.py steps (the inverse of
+    :func:`plan_steps`; ``touch`` with probe.py's default of 1 second).  A path that is
+    not UTF-8 stays a ``str`` with surrogate escapes, which subprocess and os.execv
+    give the program as the original bytes."""
+    out: list[str] = []
+    for step in steps:
+        out.append(step["op"])
+        for key in ARGS.get(step["op"], ()):
+            value = step.get(key, 1 if key == "seconds" else None)
+            if value is None:
+                raise ValueError(f"{step['op']} step without {key!r}: {step}")
+            out.append(str(value))
+    return out
