@@ -135,24 +135,18 @@ def _document(facts: HostFacts) -> dict[str, Any]:
         for f in families(facts)]}
 
 
-class _Stop(Exception):
-    """SIGTERM: stop serving or writing, with exit status 0."""
-
-
 def _until_stopped(loop: Callable[[], None]) -> int:
     """Run ``loop`` (which never returns) until Ctrl-C (130) or SIGTERM (0)."""
     import signal
 
-    def stop(signum: int, frame: Any) -> None:
-        raise _Stop()
+    def stop(signum: int, frame: Any) -> None:  # SIGTERM: stop, with exit status 0
+        raise SystemExit(0)
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         loop()
     except KeyboardInterrupt:
         return 130
-    except _Stop:
-        return 0
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0  # pragma: no cover (loop never returns)

@@ -263,7 +263,10 @@ class Runner:
     def run(self, case: Case) -> Outcome:
         t0 = time.monotonic()
         srcs, conf, plan_file, env = self._prepare(case)
-        if self.mode == "fork":
+        # A static case runs in a fresh process under setpriv (exec mode) whatever the
+        # mode: the fork server's in-process drop to another user made the static program
+        # fail (EACCES) where the same program under setpriv, as a user runs it, does not.
+        if self.mode == "fork" and case.static is None:
             real, ours = self._run_fork(case, srcs, conf, plan_file, env)
         else:
             real, ours = self._run_exec(case, srcs, conf, plan_file)
