@@ -1,6 +1,6 @@
 """The RDMA netlink source without a kernel: hand-made replies and a fake kernel.
 
-The fake kernel (:class:`FakeKernel`) answers like Linux' RDMA netlink does: one
+The fake kernel is tests/netlink_fakes.py's; it answers as Linux' RDMA netlink does: one
 device per dump datagram, the next dump datagram queued only after one is read,
 ``NLMSG_DONE`` on its own, GET_CHARDEV answered at once, errors as
 ``NLMSG_ERROR``.  The real thing is compared with libibverbs in ``tests/kernel``.
@@ -11,14 +11,11 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import pytest
-from hypothesis import event, example, given
-from hypothesis import strategies as st
 
 import sysverbs
 from sysverbs.enums import NodeType
@@ -27,174 +24,23 @@ from sysverbs.sources import netlink
 from sysverbs.sources.base import LibraryKey, Scan
 from sysverbs.sources.netlink import queries, wire
 from sysverbs.sources.netlink import scan as nlscan
-from tests.conftest import fast_tmpdir
-from tests.fuzz.profiles import fuzz_settings
-
-RXE = 14
-SIW = 18
-MANA = 20
-
-# -- message builders -------------------------------------------------------------------------
-
-
-def attr(kind: int, payload: bytes) -> bytes:
-    raw = struct.pack("=HH", 4 + len(payload), kind) + payload
-    return raw + b"\0" * (-len(raw) % 4)
-
-
-def u8(kind: int, v: int) -> bytes:
-    return attr(kind, bytes([v]))
-
-
-def u32(kind: int, v: int) -> bytes:
-    return attr(kind, struct.pack("=I", v))
-
-
-def u64(kind: int, v: int) -> bytes:
-    return attr(kind, struct.pack("=Q", v))
-
-
-def string(kind: int, v: bytes) -> bytes:
-    return attr(kind, v + b"\0")
-
-
-def msg(kind: int, payload: bytes = b"", flags: int = 0, seq: int = 0) -> bytes:
-    return struct.pack("=IHHII", 16 + len(payload), kind, flags, seq, 0) + payload
-
-
-def done() -> bytes:
-    return msg(wire.NLMSG_DONE, struct.pack("=i", 0), wire.NLM_F_MULTI)
-
-
-def error(code: int) -> bytes:
-    return msg(wire.NLMSG_ERROR, struct.pack("=i", code) + msg(0)[:16])
-
-
-def dev_msg(
-    index: int,
-    name: bytes,
-    guid: int = 0x0002C903000A0B0C,
-    node_type: int = 1,
-    ports: int = 1,
-    drop: tuple[int, ...] = (),
-) -> bytes:
-    parts = {
-        wire.ATTR_DEV_INDEX: u32(wire.ATTR_DEV_INDEX, index),
-        wire.ATTR_DEV_NAME: string(wire.ATTR_DEV_NAME, name),
-        wire.ATTR_PORT_INDEX: u32(wire.ATTR_PORT_INDEX, ports),
-        4: u64(4, 0x1234),  # CAP_FLAGS: no policy, ignored
-        wire.ATTR_NODE_GUID: u64(wire.ATTR_NODE_GUID, guid),
-        7: u64(7, guid),  # SYS_IMAGE_GUID
-        wire.ATTR_DEV_NODE_TYPE: u8(wire.ATTR_DEV_NODE_TYPE, node_type),
-        67: string(67, b"roce"),  # DEV_PROTOCOL
-    }
-    payload = b"".join(v for k, v in parts.items() if k not in drop)
-    return msg(wire.TYPE_GET, payload, wire.NLM_F_MULTI)
-
-
-def huge_encode_dev(major: int, minor: int) -> int:
-    return (minor & 0xFF) | (major << 8) | ((minor & ~0xFF) << 12)
-
-
-def chardev_msg(
-    uverbs: bytes,
-    cdev: tuple[int, int] = (231, 192),
-    abi: int = 2,
-    driver_id: Optional[int] = RXE,
-    drop: tuple[int, ...] = (),
-) -> bytes:
-    parts = {}
-    if driver_id is not None:
-        parts[wire.ATTR_UVERBS_DRIVER_ID] = u32(wire.ATTR_UVERBS_DRIVER_ID, driver_id)
-    parts[0] = attr(0, b"")  # a PAD attribute, as the kernel puts before u64s
-    parts[wire.ATTR_CHARDEV] = u64(wire.ATTR_CHARDEV, huge_encode_dev(*cdev))
-    parts[wire.ATTR_CHARDEV_ABI] = u64(wire.ATTR_CHARDEV_ABI, abi)
-    parts[wire.ATTR_CHARDEV_NAME] = string(wire.ATTR_CHARDEV_NAME, uverbs)
-    payload = b"".join(v for k, v in parts.items() if k not in drop)
-    return msg(wire.TYPE_GET_CHARDEV, payload)
-
-
-# -- a fake kernel ----------------------------------------------------------------------------
-
-
-class Dev:
-    def __init__(
-        self,
-        index: int,
-        name: str,
-        uverbs: Optional[str] = None,
-        *,
-        guid: int = 0x0002C903000A0B0C,
-        node_type: int = 1,
-        abi: int = 2,
-        driver_id: Optional[int] = RXE,
-        cdev: tuple[int, int] = (231, 192),
-    ) -> None:
-        self.index = index
-        self.name = name.encode()
-        self.uverbs = (uverbs if uverbs is not None else f"uverbs{index}").encode()
-        self.guid = guid
-        self.node_type = node_type
-        self.abi = abi
-        self.driver_id = driver_id
-        self.cdev = cdev
-
-
-class FakeKernel:
-    """A Transport that answers as Linux' RDMA netlink does (see the module notes)."""
-
-    def __init__(self, devs: list[Dev], **hooks: Any) -> None:
-        self.devs = devs
-        self.queue: deque[bytes] = deque()
-        self.pending: deque[bytes] = deque()
-        self.sent: list[bytes] = []
-        self.port = 4242
-        self.closed = False
-        self.dump_hook: Callable[[int, bytes], bytes] = hooks.get("dump", lambda i, m: m)
-        self.chardev_hook: Callable[[Dev, bytes], bytes] = hooks.get("chardev", lambda d, m: m)
-        self.dump_error: Optional[int] = hooks.get("dump_error")
-        self.chardev_error: Optional[int] = hooks.get("chardev_error")
-
-    def send(self, data: bytes) -> None:
-        self.sent.append(data)
-        length, kind, flags, seq, _ = struct.unpack_from("=IHHII", data)
-        assert length == len(data) and flags & wire.NLM_F_REQUEST
-        if kind == wire.TYPE_GET:
-            assert flags & wire.NLM_F_DUMP == wire.NLM_F_DUMP
-            if self.dump_error is not None:
-                self.queue.append(error(self.dump_error))
-                return
-            chunks = [
-                self.dump_hook(i, dev_msg(d.index, d.name, d.guid, d.node_type))
-                for i, d in enumerate(sorted(self.devs, key=lambda d: d.index))
-            ]
-            chunks.append(done())
-            self.queue.append(chunks[0])  # the first chunk comes with the request
-            self.pending.extend(chunks[1:])
-        elif kind == wire.TYPE_GET_CHARDEV:
-            tb = wire.parse_attrs(data)
-            assert tb is not None and tb.string(wire.ATTR_CHARDEV_TYPE) == b"uverbs"
-            dev = None
-            if wire.ATTR_DEV_INDEX in tb:
-                dev = next((d for d in self.devs if d.index == tb.u32(wire.ATTR_DEV_INDEX)), None)
-            if dev is None or self.chardev_error is not None:
-                self.queue.append(error(self.chardev_error or -errno.EINVAL))
-                return
-            reply = chardev_msg(dev.uverbs, dev.cdev, dev.abi, dev.driver_id)
-            self.queue.append(self.chardev_hook(dev, reply))
-        else:
-            self.queue.append(error(-errno.EOPNOTSUPP))
-
-    def recv(self) -> bytes:
-        if not self.queue:
-            raise TimeoutError("timed out")
-        data = self.queue.popleft()
-        if self.pending:  # the kernel builds the next dump datagram after a read
-            self.queue.append(self.pending.popleft())
-        return data
-
-    def close(self) -> None:
-        self.closed = True
+from tests.netlink_fakes import (
+    MANA,
+    RXE,
+    SIW,
+    Dev,
+    FakeKernel,
+    Script,
+    attr,
+    chardev_msg,
+    dev_msg,
+    done,
+    error,
+    msg,
+    string,
+    u8,
+    u32,
+)
 
 
 @pytest.fixture
@@ -271,29 +117,6 @@ def test_requests() -> None:
 
 
 # -- libnl's receive loop ----------------------------------------------------------------------
-
-
-class Script:
-    """A Transport replaying datagrams."""
-
-    def __init__(self, *datagrams: bytes | Exception) -> None:
-        self.items = list(datagrams)
-        self.reads = 0
-
-    def send(self, data: bytes) -> None:
-        pass
-
-    def recv(self) -> bytes:
-        self.reads += 1
-        if not self.items:
-            raise TimeoutError("timed out")
-        item = self.items.pop(0)
-        if isinstance(item, Exception):
-            raise item
-        return item
-
-    def close(self) -> None:
-        pass
 
 
 def collect(results: list[int]) -> tuple[list[bytes], Callable[[bytes], int]]:
@@ -692,100 +515,3 @@ def test_api_netlink_unavailable_here() -> None:
     with pytest.raises(OSError) as e:
         sysverbs.get_device_list(source="netlink", sysfs_path="/nonexistent")
     assert e.value.errno == errno.EPROTONOSUPPORT
-
-
-# -- robustness ---------------------------------------------------------------------------------
-
-
-@fuzz_settings(ci=300, deep=3000)
-@given(st.binary(max_size=300))
-def test_parse_attrs_never_raises(data: bytes) -> None:
-    tb = wire.parse_attrs(data)
-    if tb is not None:
-        for kind in list(tb.table):
-            tb.string(kind)
-            if kind in wire.POLICY_MINLEN:
-                {1: tb.u8, 4: tb.u32, 8: tb.u64}[wire.POLICY_MINLEN[kind]](kind)
-
-
-#: Well-formed replies the garbage is mixed with: three dump parts (devices b, c, d;
-#: the dump's last datagram, device a and NLMSG_DONE, is always sent) and chardev
-#: replies naming uverbs0..3 (nodes that exist in the test's dev dir).
-_DUMP_PARTS = {dev_msg(i, name): name for i, name in ((1, b"b"), (2, b"c"), (3, b"d"))}
-_CHARDEV_REPLIES = {chardev_msg(f"uverbs{i}".encode()): f"uverbs{i}".encode()
-                    for i in range(4)}
-#: Dump parts that fail the dump: an NLMSG_ERROR with an errno, and one too short for
-#: its header (libnl: NLE_MSG_TRUNC).
-_FAILING = (error(-errno.EPERM), msg(wire.NLMSG_ERROR, b"\x01"))
-
-
-@fuzz_settings(ci=200, deep=2000)
-@given(st.lists(st.one_of(st.binary(max_size=200), st.sampled_from(sorted(_DUMP_PARTS)),
-                          st.sampled_from(_FAILING)), max_size=6),
-       st.lists(st.one_of(st.binary(max_size=120), st.sampled_from(sorted(_CHARDEV_REPLIES))),
-                max_size=6))
-@example(dump=[dev_msg(1, b"b")], chardev=[chardev_msg(b"uverbs3"), chardev_msg(b"uverbs0")])
-@example(dump=[dev_msg(1, b"b"), _FAILING[0]], chardev=[])
-def test_garbage_replies_never_crash(dump: list[bytes], chardev: list[bytes]) -> None:
-    """Garbage among the kernel's replies gives a Scan or SourceUnavailable, never
-    another exception; and which one, and what the Scan holds, follow from the
-    replies (the explicit examples reach both: a scan with two devices, a dump that
-    fails)."""
-    class Garbage(Script):
-        def __init__(self) -> None:
-            super().__init__(*dump, dev_msg(0, b"a") + done(), *chardev)
-
-    first_bad = next((d for d in dump if d not in _DUMP_PARTS), None)
-    valid_dump = first_bad is None
-    try:
-        with fast_tmpdir("sv-nl-") as dev:
-            for name in _CHARDEV_REPLIES.values():
-                (dev / os.fsdecode(name)).touch()
-            s = nlscan.scan_with(Garbage(), b"/nonexistent", os.fsencode(dev))
-    except SourceUnavailable as e:
-        event("SourceUnavailable")
-        # only a dump part that is not one of the well-formed messages can fail it
-        assert not valid_dump, dump
-        assert e.errno and str(e).startswith("RDMA netlink device dump: ")
-        return
-    # an error or truncated message read before any other garbage fails the dump
-    assert first_bad not in _FAILING, dump
-    sent = [_DUMP_PARTS[d] for d in dump if d in _DUMP_PARTS] + [b"a"]
-    assert all(r.ibdev_name in sent and r.dev_name in _CHARDEV_REPLIES.values()
-               for r in s.records)
-    if valid_dump and len(set(sent)) == len(sent) and all(c in _CHARDEV_REPLIES
-                                                          for c in chardev):
-        # libibverbs prepends each dumped device to its list (list_add in
-        # find_sysfs_devs_nl_cb), so the devices go in reverse dump order; each one's
-        # GET_CHARDEV reads the next reply; a device with no reply left times out and
-        # the sysfs fallback (/nonexistent) drops it.
-        want = [(n, _CHARDEV_REPLIES[c]) for n, c in zip(sent[::-1], chardev)]
-        assert [(r.ibdev_name, r.dev_name) for r in s.records] == want
-        event(f"exact: {len(want)} devices")
-    else:
-        event(f"garbage: {len(s.records)} devices")
-
-
-@fuzz_settings(ci=200, deep=2000)
-@given(st.data())
-def test_mutated_kernel_replies_never_crash(data: st.DataObject) -> None:
-    def mutate(m: bytes) -> bytes:
-        if not data.draw(st.booleans()):
-            return m
-        cut = data.draw(st.integers(0, len(m)))
-        pos = data.draw(st.integers(0, max(0, len(m) - 1)))
-        b = bytearray(m[:cut] if data.draw(st.booleans()) else m)
-        if b and pos < len(b):
-            b[pos] = data.draw(st.integers(0, 255))
-        return bytes(b)
-
-    kernel = FakeKernel(
-        [Dev(i, f"rxe{i}") for i in range(3)],
-        dump=lambda i, m: mutate(m),
-        chardev=lambda d, m: mutate(m),
-    )
-    try:
-        s = nlscan.scan_with(kernel, b"/nonexistent", b"/dev/null/x")
-    except SourceUnavailable:
-        return
-    assert s.records == []  # no /dev node anywhere
