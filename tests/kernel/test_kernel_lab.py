@@ -23,155 +23,48 @@ The same boot first runs three scenarios that compare sysverbs with the real too
   (every variant, error paths byte-identical) and ``rdma link``; ``doctor``,
   ``devinfo --json``, ``snapshot``.
 
-All the kernel tests live in this one file, so that under pytest-xdist
-(``--dist loadfile``) one worker boots the VM and the others go on with other files.
+How a scenario's results are checked and read is tests/kernel/lab_checks.py's.  The
+boot's other scenarios have their own files (test_metrics_lab.py, test_numa_lab.py).
 """
 
 from __future__ import annotations
 
-import base64
 import errno
 import ipaddress
 import json
-import pickle
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sysverbs.attributes import DeviceAttributes, GidType, LinkLayer, PhysState, PortState
+from sysverbs.attributes import GidType, LinkLayer, PhysState, PortState
 from sysverbs.cli.devinfo import QUERY_ONLY_DEVICE, QUERY_ONLY_PORT, UNAVAILABLE
 from tests.kernel import parsing
-from tests.kernel.conftest import unavailable
 from tests.kernel.lab import LabResults
+from tests.kernel.lab_checks import (
+    ROCE_IPV4,
+    attributes,
+    attrs_of,
+    check,
+    check_indices,
+    check_rdma,
+    env_docs,
+    lists,
+    marked,
+    names,
+    needs_preload,
+    roce,
+    run,
+    trials,
+    where,
+)
 from tests.kernel.scenarios import CLI_PAIRS
 
 # The first test waits for the lab's boot (minutes under TCG; at most SV_VM_TIMEOUT,
 # 1200 s by default, per boot, whose own limit ends a stuck VM): more than the 300 s
 # that pyproject.toml gives every other test.
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(3600)]
-
-
-def where(lab: LabResults) -> str:
-    return f"\n(kernel lab logs and results: {lab.workdir})"
-
-
-def groups_of(lab: LabResults, name: str) -> dict[str, list[str]]:
-    for scen in lab.plan:
-        if scen["name"] == name:
-            groups: dict[str, list[str]] = scen["groups"]
-            return groups
-    raise KeyError(name)
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True)
-    return text if len(text) < 3000 else text[:3000] + "..."
-
-
-def check(lab: LabResults, name: str) -> dict[str, Any]:
-    """Every generic requirement of one scenario; returns its results."""
-    scen = lab.scenario(name)
-    groups = groups_of(lab, name)
-    problems: list[str] = []
-    for i, e in enumerate(scen["events"]):
-        if e["op"] == "crash":
-            problems.append(f"runner crashed: {e['error']}")
-        elif e["op"] == "sh" and e["rc"] != 0:
-            problems.append(f"setup step failed ({e['rc']}): {e['cmd']!r}: {e['stderr']}")
-        elif e["op"] in ("list", "open", "free", "fork"):
-            for gname, members in groups.items():
-                got = {m: e["results"][m] for m in members if m in e["results"]}
-                for m, r in got.items():
-                    if "dead" in r:
-                        problems.append(f"event {i} {e['op']}: worker {m}: {r}")
-                if not got:
-                    continue
-                ref_name, ref = next(iter(got.items()))
-                for m, r in got.items():
-                    if r != ref:
-                        problems.append(
-                            f"event {i} {e['op']} in group {gname}: {m} differs from {ref_name}:\n"
-                            f"  {ref_name}: {_short(ref)}\n  {m}: {_short(r)}"
-                        )
-    for gname, members in groups.items():
-        workers = {m: scen["workers"][m] for m in members}
-        ref_name = members[0]
-        for m, w in workers.items():
-            if w["status"] != 0:
-                problems.append(f"worker {m} exited with {w['status']}: {w['stderr'][-2000:]}")
-            if w["stderr"] != workers[ref_name]["stderr"]:
-                problems.append(
-                    f"stderr of {m} differs from {ref_name} (group {gname}):\n"
-                    f"  {ref_name}: {workers[ref_name]['stderr']!r}\n  {m}: {w['stderr']!r}"
-                )
-    runs = {e["name"]: e for e in scen["events"] if e["op"] in ("cmd", "cli")}
-    for real, ours in (("ibv_devices", "sv_devices"), ("ibv_devinfo", "sv_devinfo")):
-        for key, e in runs.items():
-            if not key.endswith(":" + real):
-                continue
-            mine = runs[key[: -len(real)] + ours]
-            got = (mine["rc"], mine["stdout"], mine["stderr"])
-            want = (e["rc"], e["stdout"], e["stderr"])
-            if got != want:
-                problems.append(f"{key} vs sysverbs: {want!r} != {got!r}")
-    assert not problems, "\n".join(problems) + where(lab)
-    return scen
-
-
-def lists(scen: dict[str, Any], worker: str) -> list[dict[str, Any]]:
-    """The worker's ``list`` results, in order."""
-    return [
-        e["results"][worker] for e in scen["events"] if e["op"] == "list" and worker in e["results"]
-    ]
-
-
-def names(result: dict[str, Any]) -> list[str]:
-    return [d["name"] for d in result["devices"]]
-
-
-def run(scen: dict[str, Any], name: str) -> dict[str, Any]:
-    for e in scen["events"]:
-        if e["op"] in ("cmd", "cli") and e["name"] == name:
-            return dict(e)
-    raise KeyError(name)
-
-
-def ibv_devices_rows(stdout: str) -> list[tuple[str, str]]:
-    rows = []
-    for line in stdout.splitlines()[2:]:
-        name, guid = line.split()
-        rows.append((name, guid))
-    return rows
-
-
-def check_rdma(
-    lab: LabResults, scen: dict[str, Any], tag: str, expect: int, missing: tuple[str, ...] = ()
-) -> None:
-    """``rdma -j dev`` lists the same devices, GUIDs and order as ``ibv_devices``
-    (but for ``missing``)."""
-    rdma = run(scen, f"{tag}:rdma")
-    ibv = run(scen, f"{tag}:ibv_devices")
-    assert rdma["rc"] == 0 and ibv["rc"] == 0, (rdma, ibv, where(lab))
-    kernel = [(d["ifname"], d["node_guid"].replace(":", "")) for d in json.loads(rdma["stdout"])]
-    assert {name for name, _ in kernel} >= set(missing), where(lab)
-    kernel = [row for row in kernel if row[0] not in missing]
-    assert ibv_devices_rows(ibv["stdout"]) == kernel, where(lab)
-    assert len(kernel) == expect, where(lab)
-
-
-def check_indices(lab: LabResults, scen: dict[str, Any], tag: str, result: dict[str, Any]) -> None:
-    """A first netlink-mode list is in kernel index order, with the kernel's indices."""
-    rdma = json.loads(run(scen, f"{tag}:rdma")["stdout"])
-    kernel = [(d["ifname"], d["ifindex"], d["node_guid"].replace(":", "")) for d in rdma]
-    ours = [(d["name"], d["index"], d["guid"]) for d in result["devices"]]
-    assert ours == kernel, where(lab)
-
-
-def needs_preload(lab: LabResults) -> None:
-    if not lab.preload:
-        unavailable(f"these scenarios block RDMA netlink with LD_PRELOAD: {lab.preload_reason}")
 
 
 # -- scenarios --------------------------------------------------------------------------------
@@ -406,25 +299,6 @@ def test_udev_source_equals_sysfs_source_on_a_real_kernel(lab: LabResults) -> No
 
 # -- attributes, topology, diagnose, rdma_get_devices -----------------------------------------
 # rxe0 on dummy0 (up, IPv4 and IPv6 addresses), rxe1 on a veth whose peer is down.
-
-
-def attributes(lab: LabResults) -> tuple[dict[str, str], dict[str, Any]]:
-    """What the real tools printed (by step name) and what sysverbs said (unpickled)."""
-    scen = check(lab, "attributes")
-    vm: dict[str, str] = {}
-    for e in scen["events"]:
-        if e["op"] == "cmd":
-            assert e["rc"] == 0, f"{e['name']} failed ({e['rc']}): {e['stderr'][-2000:]}" + where(
-                lab
-            )
-            vm[e["name"]] = e["stdout"]
-    ours: dict[str, Any] = pickle.loads(base64.b64decode(vm["pickle"].strip().splitlines()[-1]))
-    return vm, ours
-
-
-def attrs_of(ours: dict[str, Any], name: str) -> DeviceAttributes:
-    a: DeviceAttributes = ours["attributes"][name]
-    return a
 
 
 def test_two_devices_seen(lab: LabResults) -> None:
@@ -704,52 +578,10 @@ def test_cli_snapshot_of_a_real_kernel(lab: LabResults, tmp_path: Path) -> None:
 # namespaces; ``wire``: rxec/rxed on a veth pair in the initial namespace, policy routing
 # sending the traffic over the wire.  The IPv4 GID is at index 1 in ``ns`` and 2 in ``wire``.
 
-#: The IPv4 address of each rxe device's netdev in the scenario.
-ROCE_IPV4 = {"rxea": "192.168.60.1", "rxeb": "192.168.60.2",
-             "rxec": "192.168.61.1", "rxed": "192.168.61.2"}
-
-
-def roce(lab: LabResults) -> dict[str, dict[str, Any]]:
-    """``{name: {"rc", "stdout", "stderr"}}`` of the roce scenario's runs (setup checked)."""
-    scen = check(lab, "roce")
-    return {e["name"]: {"rc": e["rc"], "stdout": parsing.utf8(e["stdout"]),
-                        "stderr": parsing.utf8(e["stderr"])}
-            for e in scen["events"] if e["op"] in ("cmd", "cli")}
-
-
-def _marked(text: str, mark: str) -> dict[str, str]:
-    """``===MARK a=1 b=2`` -> {"a": "1", "b": "2"}."""
-    for line in text.splitlines():
-        if line.startswith(f"==={mark} "):
-            return dict(kv.split("=", 1) for kv in line.split()[1:])
-    raise AssertionError(f"no ==={mark} line in {text[-2000:]!r}")
-
-
-def _trials(text: str) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for block in text.split("===TRIAL ")[1:]:
-        head, _, rest = block.partition("\n")
-        name, *fields = head.split()
-        info: dict[str, Any] = dict(f.split("=", 1) for f in fields)
-        client, _, server = rest.partition("---server\n")
-        info["client"] = client.replace("---client\n", "", 1)
-        info["server"] = server.split("===")[0]
-        out[name] = info
-    return out
-
-
-def _env_docs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    docs = {}
-    for key in ("ns:env-a", "ns:env-b", "wire:env", "wire:env-all", "wire:env6"):
-        assert runs[key]["rc"] == 0, runs[key]["stderr"]
-        docs[key] = json.loads(runs[key]["stdout"])
-    return docs
-
-
 def test_roce_gid_index_is_the_ipv4_roce_v2_gid_of_ibv_devinfo(lab: LabResults) -> None:
     runs = roce(lab)
     picked = {}
-    for key, doc in _env_docs(runs).items():
+    for key, doc in env_docs(runs).items():
         devinfo = parsing.devinfo(runs[key.split(":")[0] + ":devinfo"]["stdout"])
         for c in doc["gid_index"]:
             want = ipaddress.IPv6Address("::ffff:" + ROCE_IPV4[c["device"]])
@@ -770,9 +602,9 @@ def test_roce_gid_index_is_the_ipv4_roce_v2_gid_of_ibv_devinfo(lab: LabResults) 
 
 def test_roce_connection_with_the_picked_index(lab: LabResults) -> None:
     text = roce(lab)["wire:trials"]["stdout"]
-    env = _marked(text, "ENVIDX")
+    env = marked(text, "ENVIDX")
     assert env == {"rxec": "2", "rxed": "2"}, text
-    t = _trials(text)["picked"]
+    t = trials(text)["picked"]
     assert t["index"] == "2/2"
     assert (t["client_rc"], t["server_rc"]) == ("0", "0"), t
     assert "5 iters in" in t["client"] and "5 iters in" in t["server"]
@@ -783,8 +615,8 @@ def test_roce_ipv6_with_af_inet6(lab: LabResults) -> None:
     """With NCCL_IB_ADDR_FAMILY=AF_INET6, the index written is the global IPv6 RoCE v2
     GID's, and it connects (IPv6 policy routing sends it over the wire too)."""
     text = roce(lab)["wire:trials"]["stdout"]
-    assert _marked(text, "ENVIDX6") == {"rxec": "1", "rxed": "1"}, text
-    t = _trials(text)["ipv6"]
+    assert marked(text, "ENVIDX6") == {"rxec": "1", "rxed": "1"}, text
+    t = trials(text)["ipv6"]
     assert (t["client_rc"], t["server_rc"]) == ("0", "0"), t
     assert "GID fd61::1" in t["client"] and "GID fd61::2" in t["client"]
 
@@ -796,12 +628,12 @@ def test_roce_wrong_indexes_as_they_behave(lab: LabResults) -> None:
     RoCE v1 GIDs at all (it registers RoCE v2 only), so the v1 case cannot be shown."""
     runs = roce(lab)
     text = runs["wire:trials"]["stdout"]
-    assert _marked(text, "LLIDX") == {"rxec": "0", "rxed": "0"}
-    trials = _trials(text)
-    unused = trials["unused"]
+    assert marked(text, "LLIDX") == {"rxec": "0", "rxed": "0"}
+    tried = trials(text)
+    unused = tried["unused"]
     assert unused["client_rc"] != "0" and unused["server_rc"] != "0", unused
     assert "Failed to modify QP to RTR" in unused["server"]
-    ll = trials["linklocal"]
+    ll = tried["linklocal"]
     assert (ll["client_rc"], ll["server_rc"]) == ("0", "0"), ll
     assert "GID fe80::" in ll["client"]
     kinds = {kind for dev in ("rxec", "rxed")
@@ -815,14 +647,14 @@ def test_roce_between_two_network_namespaces(lab: LabResults) -> None:
     socket and route lookups): between two namespaces the connection fails at the
     first send.  sysverbs' choice there is still the right one (the test above)."""
     text = roce(lab)["ns:trials"]["stdout"]
-    assert _marked(text, "ENVIDX") == {"rxea": "1", "rxeb": "1"}
-    t = _trials(text)["ns"]
+    assert marked(text, "ENVIDX") == {"rxea": "1", "rxeb": "1"}
+    t = trials(text)["ns"]
     assert t["client_rc"] != "0" and "local QP operation error" in t["client"], t
 
 
 def test_roce_socket_ifname_and_all_devices(lab: LabResults) -> None:
     runs = roce(lab)
-    docs = _env_docs(runs)
+    docs = env_docs(runs)
     value = {k: {v["name"]: v["value"] for v in d["variables"]} for k, d in docs.items()}
     assert value["ns:env-a"]["NCCL_SOCKET_IFNAME"] == "=va"
     assert value["ns:env-b"]["NCCL_SOCKET_IFNAME"] == "=vb"
