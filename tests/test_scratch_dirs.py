@@ -1,0 +1,89 @@
+"""The suite's fixed-name scratch directories follow no link (issue 42, item 6).
+
+The suite ran ``makedirs(/dev/shm/sysverbs-test, exist_ok=True)`` then ``chmod 1777``:
+a link planted at that name by any local user made its target (``/etc``) world-writable
+when root ran the tests.  Here a temporary directory stands for ``/dev/shm`` (and for
+the temporary directory of the fixture cache): a link planted at the name is refused
+(:class:`tests.scratch.ScratchError`) and its target keeps its mode; so are a file, a
+dangling link (nothing is made at its target) and a directory of another user.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.conftest import fixture_cache, require, shared_scratch
+from tests.scratch import ScratchError
+
+#: The two fixed-name directories, each with the base it lives in made injectable.
+MAKERS: dict[str, Callable[[str], str]] = {"fast_tmp": shared_scratch,
+                                           "fixture cache": fixture_cache}
+NAMES = {"fast_tmp": "sysverbs-test", "fixture cache": f"sysverbs-test-cache-{os.getuid()}"}
+MODES = {"fast_tmp": 0o1777, "fixture cache": 0o700}
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.mark.parametrize("which", MAKERS)
+def test_made_fresh_with_its_mode(tmp_path: Path, which: str) -> None:
+    old = os.umask(0o077)  # the mode is set, not left to the umask
+    try:
+        path = MAKERS[which](str(tmp_path))
+    finally:
+        os.umask(old)
+    assert path == str(tmp_path / NAMES[which])
+    st = os.lstat(path)
+    assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+    assert _mode(Path(path)) == MODES[which]
+    os.chmod(path, 0o755)  # an existing directory of ours gets its mode back
+    assert MAKERS[which](str(tmp_path)) == path and _mode(Path(path)) == MODES[which]
+
+
+@pytest.mark.parametrize("which", MAKERS)
+def test_a_planted_link_is_refused_and_its_target_untouched(tmp_path: Path,
+                                                           which: str) -> None:
+    target = tmp_path / "etc"
+    target.mkdir(mode=0o755)
+    target.chmod(0o755)
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    (shm / NAMES[which]).symlink_to(target)
+    with pytest.raises(ScratchError, match="is a symbolic link"):
+        MAKERS[which](str(shm))
+    assert _mode(target) == 0o755
+    assert os.readlink(shm / NAMES[which]) == str(target)  # left as it was
+
+
+@pytest.mark.parametrize("which", MAKERS)
+def test_a_file_or_a_dangling_link_is_refused(tmp_path: Path, which: str) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / NAMES[which]).write_text("x")
+    os.chmod(tmp_path / "a" / NAMES[which], 0o644)
+    with pytest.raises(ScratchError, match="is not a directory"):
+        MAKERS[which](str(tmp_path / "a"))
+    assert _mode(tmp_path / "a" / NAMES[which]) == 0o644
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / NAMES[which]).symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ScratchError, match="is a symbolic link"):
+        MAKERS[which](str(tmp_path / "b"))
+    assert not os.path.lexists(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("which", MAKERS)
+def test_a_directory_of_another_user_is_refused(tmp_path: Path, which: str) -> None:
+    require(None if os.geteuid() == 0 else "not root (cannot give a directory away)",
+            "chown to uid 65534")
+    planted = tmp_path / NAMES[which]
+    planted.mkdir()
+    os.chmod(planted, 0o777)
+    os.chown(planted, 65534, 65534)
+    with pytest.raises(ScratchError, match="belongs to uid 65534"):
+        MAKERS[which](str(tmp_path))
+    assert _mode(planted) == 0o777 and os.lstat(planted).st_uid == 65534
