@@ -5,19 +5,24 @@ a link planted at that name by any local user made its target (``/etc``) world-w
 when root ran the tests.  Here a temporary directory stands for ``/dev/shm`` (and for
 the temporary directory of the fixture cache): a link planted at the name is refused
 (:class:`tests.scratch.ScratchError`) and its target keeps its mode; so are a file, a
-dangling link (nothing is made at its target) and a directory of another user.
+dangling link (nothing is made at its target) and a directory of another user.  The
+kernel lab's work directory (``/var/tmp/sysverbs-kernel-lab-<digest>``, a name its
+runs share) is made the same way.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
 from tests.conftest import fixture_cache, require, shared_scratch
+from tests.kernel import lab, vmlab
 from tests.scratch import ScratchError
 
 #: The two fixed-name directories, each with the base it lives in made injectable.
@@ -87,3 +92,19 @@ def test_a_directory_of_another_user_is_refused(tmp_path: Path, which: str) -> N
     with pytest.raises(ScratchError, match="belongs to uid 65534"):
         MAKERS[which](str(tmp_path))
     assert _mode(planted) == 0o777 and os.lstat(planted).st_uid == 65534
+
+
+def test_the_kernel_labs_workdir_refuses_a_planted_link() -> None:
+    base = Path(tempfile.mkdtemp(dir=vmlab.visible_tmp()))  # where the VM would see it
+    try:
+        target = base / "root"
+        target.mkdir()
+        target.chmod(0o700)
+        (base / "sysverbs-kernel-lab-0").symlink_to(target)
+        with pytest.raises(ScratchError, match="is a symbolic link"):
+            lab.lab_workdir(base / "sysverbs-kernel-lab-0", "unused")
+        assert _mode(target) == 0o700  # was chmod-ed 0755 through the link
+        made = lab.lab_workdir(base / "sysverbs-kernel-lab-1", "unused")
+        assert made == base / "sysverbs-kernel-lab-1" and _mode(made) == 0o755
+    finally:
+        shutil.rmtree(base)
