@@ -1,6 +1,6 @@
 """The DaemonSet's mounts on this kernel: what cannot be written, and what still works.
 
-Issue 42: ``readOnly: true`` on a hostPath makes its top mount read-only and nothing
+The problem: ``readOnly: true`` on a hostPath makes its top mount read-only and nothing
 beneath it, and uid 0 with every capability dropped still passes the permission checks on
 files root owns: such a container could write the host's cgroup files through
 ``/host/sys/fs/cgroup``.  tests/mount_probe.py mounts, in a private mount namespace, a

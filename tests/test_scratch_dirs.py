@@ -1,4 +1,4 @@
-"""The suite's fixed-name scratch directories follow no link (issue 42, item 6).
+"""The suite's fixed-name scratch directories follow no link.
 
 The suite ran ``makedirs(/dev/shm/sysverbs-test, exist_ok=True)`` then ``chmod 1777``:
 a link planted at that name by any local user made its target (``/etc``) world-writable
