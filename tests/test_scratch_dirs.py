@@ -15,13 +15,15 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from tests.conftest import fixture_cache, require, shared_scratch
+from tests import staging
+from tests.conftest import fast_tmpdir, fixture_cache, require, shared_scratch
 from tests.kernel import lab, vmlab
 from tests.scratch import ScratchError
 
@@ -108,3 +110,31 @@ def test_the_kernel_labs_workdir_refuses_a_planted_link() -> None:
         assert made == base / "sysverbs-kernel-lab-1" and _mode(made) == 0o755
     finally:
         shutil.rmtree(base)
+
+
+def test_another_users_run_takes_roots_shared_directory_as_it_is() -> None:
+    """As uid 65534: root's ``sysverbs-test`` with mode 1777 is used (not changed), root's
+    with another mode is refused (it cannot be made right), a fresh one is its own."""
+    require(None if os.geteuid() == 0 else "not root (cannot run as uid 65534)",
+            "setpriv to uid 65534")
+    python, code = staging.python_and_code(unprivileged=True)
+    script = ("import sys\nfrom tests.scratch import ScratchError, scratch_dir\n"
+              "try:\n    print(scratch_dir(sys.argv[1], 'sysverbs-test', 0o1777, shared=True))\n"
+              "except ScratchError as e:\n    print('refused', e)\n")
+    with fast_tmpdir("sv-scratch-") as base:
+        for name in ("a", "b", "c"):
+            (base / name).mkdir()
+            os.chmod(base / name, 0o1777)
+        for name, mode in (("a", 0o1777), ("b", 0o755)):
+            (base / name / "sysverbs-test").mkdir()
+            os.chmod(base / name / "sysverbs-test", mode)
+        out = {name: subprocess.run([*staging.AS_NOBODY, python, "-c", script, str(base / name)],
+                                    capture_output=True, text=True, timeout=60, cwd="/",
+                                    env=staging.user_env()).stdout.strip()
+               for name in ("a", "b", "c")}
+        assert out["a"] == str(base / "a" / "sysverbs-test")
+        assert out["b"].startswith("refused") and "belongs to uid 0" in out["b"], out
+        assert _mode(base / "b" / "sysverbs-test") == 0o755
+        assert out["c"] == str(base / "c" / "sysverbs-test")
+        st = os.lstat(base / "c" / "sysverbs-test")
+        assert st.st_uid == staging.NOBODY and stat.S_IMODE(st.st_mode) == 0o1777
