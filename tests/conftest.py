@@ -30,22 +30,22 @@ import pytest
 
 from tests.fuzz import profiles
 from tests.oracle import harness
+from tests.scratch import scratch_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _fixture_cache() -> str:
+def fixture_cache(base: str) -> str:
     """The suite's fixture cache (``sysverbs --fixture``, :mod:`sysverbs.testing.cache`):
-    a directory of its own below the temporary directory, never the user's
+    a directory of its own below the temporary directory ``base``, never the user's
     ``~/.cache``; shared by the xdist workers and kept between runs (every use checks
-    the entry, and rebuilds one that changed)."""
-    path = os.path.join(tempfile.gettempdir(), f"sysverbs-test-cache-{os.getuid()}")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    return path
+    the entry, and rebuilds one that changed).  Mode 0700, this user's, never a link
+    (:func:`tests.scratch.scratch_dir`)."""
+    return scratch_dir(base, f"sysverbs-test-cache-{os.getuid()}", 0o700)
 
 
 # Set before any test runs, so that the commands the tests start inherit it.
-os.environ["XDG_CACHE_HOME"] = _fixture_cache()
+os.environ["XDG_CACHE_HOME"] = fixture_cache(tempfile.gettempdir())
 
 
 @functools.cache
@@ -69,10 +69,14 @@ def fast_tmp() -> str:
         return tempfile.gettempdir()
     if not tmpfs or st.f_bavail * st.f_frsize < 2 << 30:
         return tempfile.gettempdir()
-    path = os.path.join(shm, "sysverbs-test")
-    os.makedirs(path, exist_ok=True)
-    os.chmod(path, 0o1777)  # the unprivileged oracle runs must reach their trees
-    return path
+    return shared_scratch(shm)
+
+
+def shared_scratch(base: str) -> str:
+    """``base/sysverbs-test``, mode 1777 (the unprivileged oracle runs must reach their
+    trees): this user's, or root's; never a link, never ``chmod``-ed through one
+    (:func:`tests.scratch.scratch_dir`)."""
+    return scratch_dir(base, "sysverbs-test", 0o1777, shared=True)
 
 
 @contextlib.contextmanager

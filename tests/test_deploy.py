@@ -3,8 +3,10 @@
 The DaemonSet parses (PyYAML), its containers' commands are ``sysverbs`` command lines
 the real parser takes once Kubernetes has put the downward API's values in, and the nfd
 container's command, pointed at a bundled fixture's tree, writes a feature file; it asks
-for nothing beyond the host's /sys and /dev/infiniband read-only and NFD's features.d
-(no privileges, every capability dropped, limits).  The scrape configuration passes
+for nothing beyond the host's /sys and /dev/infiniband read-only (recursively) and NFD's
+features.d (uid 65534, no capability, limits), and its NetworkPolicy admits only
+Prometheus to the metrics port (tests/test_deploy_mounts.py runs the commands as uid
+65534 on mounts made as the manifest asks).  The scrape configuration passes
 ``promtool check config`` (Debian's promtool is built without Kubernetes service
 discovery: the check runs with a static target in place of ``kubernetes_sd_configs``).
 """
@@ -25,67 +27,35 @@ import yaml
 from sysverbs.cli import _parser
 from sysverbs.fleet.nfd import NAMESPACE
 from sysverbs.testing.cache import fixture_tree
+from tests import deploy_manifest as manifest
 from tests.conftest import require
+from tests.deploy_manifest import FEATURES_D, POD_IP, expand
 
 ROOT = Path(__file__).resolve().parents[1]
-DAEMONSET = ROOT / "deploy" / "sysverbs-daemonset.yaml"
 SCRAPE = ROOT / "deploy" / "prometheus-scrape.yml"
-FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"  # NFD's local source
-POD_IP = "10.1.2.3"
-
-
-def _daemonset() -> dict[str, Any]:
-    docs = list(yaml.safe_load_all(DAEMONSET.read_text()))
-    assert len(docs) == 1
-    doc: dict[str, Any] = docs[0]
-    return doc
-
-
-def _pod() -> dict[str, Any]:
-    spec: dict[str, Any] = _daemonset()["spec"]["template"]["spec"]
-    return spec
-
-
-def _containers() -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in _pod()["containers"]}
-
-
-def _expand(container: dict[str, Any]) -> list[str]:
-    """The command as the kubelet runs it: ``$(VAR)`` from the container's env."""
-    values = {}
-    for e in container.get("env", []):
-        ref = e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
-        values[e["name"]] = {"status.podIP": POD_IP}.get(ref, e.get("value"))
-    words = []
-    for word in container["command"] + container.get("args", []):
-        assert isinstance(word, str), word
-        for name in re.findall(r"\$\((\w+)\)", word):
-            assert values.get(name) is not None, f"{container['name']}: $({name}) undefined"
-        words.append(re.sub(r"\$\((\w+)\)", lambda m: str(values[m.group(1)]), word))
-    return words
 
 
 def test_it_is_a_daemonset() -> None:
-    ds = _daemonset()
+    ds = manifest.daemonset()
     assert (ds["apiVersion"], ds["kind"]) == ("apps/v1", "DaemonSet")
     selector = ds["spec"]["selector"]["matchLabels"]
     labels = ds["spec"]["template"]["metadata"]["labels"]
     assert selector.items() <= labels.items()
-    assert set(_containers()) == {"metrics", "nfd"}
+    assert set(manifest.containers()) == {"metrics", "nfd"}
 
 
 @pytest.mark.parametrize("name", ["metrics", "nfd"])
 def test_commands_are_sysverbs_command_lines(name: str) -> None:
     """The real parser takes each command (after the kubelet's substitution), with the
     options the design needs: the host's /sys read as sysfs, no open()."""
-    words = _expand(_containers()[name])
+    words = expand(manifest.containers()[name])
     assert words[:2] == ["sysverbs", name]
     args = _parser(name).parse_args(words[1:])
     assert args.command == name
     assert (args.sysfs_path, args.source, args.no_open) == ("/host/sys", "sysfs", True)
     if name == "metrics":
         assert args.listen == (POD_IP, 9947)
-        port = _containers()[name]["ports"][0]
+        port = manifest.containers()[name]["ports"][0]
         assert (port["name"], port["containerPort"]) == ("metrics", args.listen[1])
     else:
         assert (args.features_dir, args.interval, args.once) == (FEATURES_D, 60.0, False)
@@ -103,7 +73,7 @@ def test_the_nfd_container_writes_its_file(tmp_path: Path) -> None:
     """The nfd container's command, once, on a fixture's tree in place of the node's
     /sys and /dev/infiniband: the file is written and names the fixture's devices."""
     host = fixture_tree("gpu-hgx-h100")
-    words = _expand(_containers()["nfd"])
+    words = expand(manifest.containers()["nfd"])
     words = [{"/host/sys": os.fsdecode(host.sysfs), FEATURES_D: str(tmp_path)}.get(w, w)
              for w in words]
     p = subprocess.run([sys.executable, "-m", *words, "--once", "--dev-dir",
@@ -116,15 +86,28 @@ def test_the_nfd_container_writes_its_file(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["sysverbs"]
 
 
+#: What a security setting must be in every container (its own value, else the pod's).
+SECURITY = {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def test_no_privileges_beyond_the_mounts() -> None:
-    pod = _pod()
+    """Both containers run as nobody (not root: uid 0 without capabilities still passes
+    every permission check on files root owns), with no capability and the runtime's
+    seccomp profile; every mount but nfd's features.d is read-only, recursively (a plain
+    read-only hostPath leaves the mounts beneath /sys, /sys/fs/cgroup among them,
+    writable: tests/test_deploy_mounts.py shows both on this kernel)."""
+    pod = manifest.pod()
     assert pod["automountServiceAccountToken"] is False
     assert not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC"))
+    assert "initContainers" not in pod and "hostUsers" not in pod
+    assert not set(pod["securityContext"]) - set(SECURITY)  # no supplementalGroups, fsGroup
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert {n: v["hostPath"]["path"] for n, v in volumes.items()} == {
         "sys": "/sys", "dev-infiniband": "/dev/infiniband", "features-d": FEATURES_D}
     for c in pod["containers"]:
         sc = c["securityContext"]
+        assert {f: manifest.effective(c, f) for f in SECURITY} == SECURITY, c["name"]
         assert not sc.get("privileged") and sc["allowPrivilegeEscalation"] is False
         assert sc["capabilities"] == {"drop": ["ALL"]}
         assert sc["readOnlyRootFilesystem"] is True
@@ -134,10 +117,58 @@ def test_no_privileges_beyond_the_mounts() -> None:
             assert m["name"] in volumes
             writable = m["name"] == "features-d"
             assert m.get("readOnly", False) is not writable, (c["name"], m)
+            assert m.get("recursiveReadOnly") == (None if writable else "Enabled"), m
+            assert "mountPropagation" not in m and "subPath" not in m, m
             assert writable == (c["name"] == "nfd" and m["mountPath"] == FEATURES_D)
-    containers = _containers()
-    assert containers["metrics"]["securityContext"]["runAsNonRoot"] is True
+    containers = manifest.containers()
     assert not any(m["name"] == "features-d" for m in containers["metrics"]["volumeMounts"])
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector of matchLabels only (the policy must use no other form)."""
+    assert set(selector) == {"matchLabels"}, selector
+    return bool(selector["matchLabels"].items() <= labels.items())
+
+
+def _admits(policy: dict[str, Any], namespace: dict[str, str], pod: dict[str, str],
+            port: int) -> bool:
+    """Whether the policy lets a pod (its namespace's labels and its own) reach the
+    DaemonSet's pods on a TCP port: a peer with both selectors needs both, a named port
+    is the container port of that name."""
+    ports = {p["name"]: p["containerPort"] for c in manifest.pod()["containers"]
+             for p in c.get("ports", [])}
+    for rule in policy["spec"].get("ingress", []):
+        peers = [all(_selects(sel, {"namespaceSelector": namespace, "podSelector": pod}[k])
+                     for k, sel in peer.items()) for peer in rule["from"]]
+        open_ports = [ports.get(p["port"], p["port"]) for p in rule["ports"]
+                      if p["protocol"] == "TCP"]
+        if any(peers) and port in open_ports:
+            return True
+    return False
+
+
+def test_the_network_policy_admits_only_the_scraper() -> None:
+    """The policy covers the DaemonSet's pods, both directions: Prometheus' pods in its
+    namespace reach the metrics port, nothing else reaches anything, and the pods reach
+    nothing (no egress rule)."""
+    policy = manifest.documents()["NetworkPolicy"]
+    assert policy["apiVersion"] == "networking.k8s.io/v1"
+    labels = manifest.daemonset()["spec"]["template"]["metadata"]["labels"]
+    assert _selects(policy["spec"]["podSelector"], labels)
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["egress"] == []
+    (rule,) = policy["spec"]["ingress"]
+    (peer,) = rule["from"]
+    assert set(peer) == {"namespaceSelector", "podSelector"}  # one peer: both must match
+    listen = _parser("metrics").parse_args(expand(manifest.containers()["metrics"])[1:]).listen[1]
+    monitoring = {"kubernetes.io/metadata.name": "monitoring"}
+    prometheus = {"app.kubernetes.io/name": "prometheus", "pod-template-hash": "x"}
+    assert _admits(policy, monitoring, prometheus, listen)
+    for namespace, pod, port in [(monitoring, prometheus, 22), (monitoring, prometheus, 9100),
+                                 ({"kubernetes.io/metadata.name": "default"}, prometheus, listen),
+                                 (monitoring, {"app.kubernetes.io/name": "grafana"}, listen),
+                                 (monitoring, {}, listen), ({}, {}, listen)]:
+        assert not _admits(policy, namespace, pod, port), (namespace, pod, port)
 
 
 def test_scrape_config_selects_the_daemonsets_port() -> None:
@@ -146,8 +177,9 @@ def test_scrape_config_selects_the_daemonsets_port() -> None:
     doc = yaml.safe_load(SCRAPE.read_text())
     (job,) = doc["scrape_configs"]
     keep, instance = job["relabel_configs"]
-    labels = _daemonset()["spec"]["template"]["metadata"]["labels"]
-    value = f"{labels['app.kubernetes.io/name']};{_containers()['metrics']['ports'][0]['name']}"
+    labels = manifest.daemonset()["spec"]["template"]["metadata"]["labels"]
+    port = manifest.containers()["metrics"]["ports"][0]["name"]
+    value = f"{labels['app.kubernetes.io/name']};{port}"
     assert keep["action"] == "keep" and re.fullmatch(keep["regex"], value)
     assert instance == {"source_labels": ["__meta_kubernetes_pod_node_name"],
                         "target_label": "instance"}

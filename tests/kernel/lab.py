@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 from tests import staging
 from tests.kernel import scenario_metrics, scenarios, vmlab
+from tests.scratch import scratch_dir
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -123,8 +124,9 @@ def lab_workdir(workdir: Optional[Path], prefix: str) -> Path:
     if vmlab.hidden_in_vm(workdir):
         raise vmlab.VmError("unavailable", f"the VM cannot see the work directory {workdir}: "
                             f"it mounts its own {', '.join(vmlab.VM_OWN_MOUNTS)}")
-    workdir.mkdir(parents=True, exist_ok=True)
-    os.chmod(workdir, 0o755)
+    # its name may be a fixed one in /var/tmp: made and opened without following a link
+    workdir.parent.mkdir(parents=True, exist_ok=True)
+    scratch_dir(str(workdir.parent), workdir.name, 0o755)
     return workdir
 
 

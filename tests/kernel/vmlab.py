@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from tests.scratch import scratch_dir
+
 #: Modules the lab needs (with their dependencies); the first three must load.
 MODULES = (
     "virtio_pci",
@@ -151,7 +153,9 @@ def visible_tmp() -> Path:
 
 
 def _cache_dir(kver: str) -> Path:
-    base = os.environ.get("SV_VM_CACHE") or os.path.join(tempfile.gettempdir(), "sysverbs-vmlab")
+    # a fixed name in a directory anyone writes: made and checked without following a link
+    base = os.environ.get("SV_VM_CACHE") or scratch_dir(tempfile.gettempdir(), "sysverbs-vmlab",
+                                                        0o755)
     path = Path(base) / kver
     path.mkdir(parents=True, exist_ok=True)
     return path
