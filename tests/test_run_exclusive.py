@@ -122,6 +122,10 @@ def test_fallback_runs_on_a_host_with_nothing_to_place_by() -> None:
     buses hidden in a mount namespace): exit 1 and nothing runs; --fallback runs it."""
     reason = None if shutil.which("unshare") and os.geteuid() == 0 else \
         "unshare(1) as root is needed to hide this host's devices"
+    if reason is None:
+        probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, text=True,
+                               timeout=60)
+        reason = None if probe.returncode == 0 else f"unshare -m: {probe.stderr.strip()}"
     require(reason, "a mount namespace")
     base = ["unshare", "-m", "--propagation", "private", "sh", "-c", HIDE, "sh",
             sys.executable, "-m", "sysverbs", "run"]
