@@ -109,11 +109,21 @@ def test_odd_split_gives_the_first_ranks_one_more_core(tmp_path: Path) -> None:
     assert got == [cpus((0, 2)), cpus((3, 5)), cpus((6, 7))]
 
 
-def test_more_ranks_than_cores_share_them(host: tuple[Any, Any]) -> None:
-    got = [p(host, near="nvme0n1", local_rank=r, local_size=10, cpu="exclusive-nosmt",
-             nics=False) for r in range(10)]
-    assert [sorted(g.cpus) for g in got] == [[8 + r % 8] for r in range(10)]
-    assert "share" in got[9].reasons["cpus"]
+def test_more_ranks_than_cores_is_an_error(host: tuple[Any, Any]) -> None:
+    """Node 1 has 8 physical cores: 8 ranks get one each, 10 cannot be exclusive."""
+    got = [p(host, near="nvme0n1", local_rank=r, local_size=8, cpu="exclusive-nosmt",
+             nics=False) for r in range(8)]
+    assert [sorted(g.cpus) for g in got] == [[8 + r] for r in range(8)]
+    assert got[7].reasons["cpus"].startswith(
+        "8 physical cores of node 1 split among the 8 ranks placed there (1 each): share 7 "
+        "(of 0 to 7)")
+    for mode in ("exclusive", "exclusive-nosmt"):
+        with pytest.raises(BindingError, match="only 8 physical cores on node 1 for the 10 "
+                           "ranks placed there") as e:
+            p(host, near="nvme0n1", local_rank=9, local_size=10, cpu=mode, nics=False)
+        assert e.value.errno == 22
+    assert len(p(host, near="nvme0n1", local_rank=9, local_size=10, cpu="core-complex",
+                 nics=False).cpus) == 8  # one L3 group of 4 cores: shared, not exclusive
 
 
 def test_near_devices(host: tuple[Any, Any]) -> None:
@@ -312,7 +322,7 @@ def test_run_keeps_the_exit_status_and_the_environment() -> None:
 def test_run_errors_and_fallback() -> None:
     anchor = live_anchor()
     r = sv("run", "--near", anchor, "--local-rank", "0", "--", "/nonexistent/cmd")
-    assert r.returncode == 1
+    assert r.returncode == 127
     assert "sysverbs run: error: cannot run '/nonexistent/cmd': No such file" in r.stderr
     none = str(max(get_affinity(0)) + 1000)
     r = sv("run", "--near", anchor, "--local-rank", "0", "--allowed-cpus", none, "--",
@@ -328,6 +338,38 @@ def test_run_errors_and_fallback() -> None:
         assert r.returncode == 2 and r.stderr.startswith("sysverbs run: error: "), (bad, r)
     r = sv("run", "--fixture", "gpu-hgx-h100", "--local-rank", "0", "--", "true")
     assert r.returncode == 2 and "not this host" in r.stderr
+
+
+@pytest.mark.parametrize("case", ["missing path", "missing name", "not executable",
+                                  "directory", "bad binary", "not a directory",
+                                  "PATH entry is a file"])
+def test_a_command_that_cannot_run_exits_as_bash_does(case: str, tmp_path: Path) -> None:
+    """127 (not found) or 126 (found, cannot be executed): what bash gives for the same
+    command on this kernel, which launchers read; with or without --fallback."""
+    plain = tmp_path / "plain"
+    plain.write_text("x\n")
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"\x7fELF not really")
+    bad.chmod(0o755)
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    command, env_path = {
+        "missing path": (str(tmp_path / "nothing"), path),
+        "missing name": ("sysverbs-no-such-command", path),
+        "not executable": (str(plain), path),
+        "directory": (str(tmp_path), path),
+        "bad binary": (str(bad), path),
+        "not a directory": (f"{plain}/x", path),
+        "PATH entry is a file": ("sysverbs-no-such-command", f"{plain}:{path}"),
+    }[case]
+    shell = subprocess.run(["bash", "-c", '"$0"', command], capture_output=True, text=True,
+                           env=dict(os.environ, PATH=env_path), timeout=60)
+    assert shell.returncode in (126, 127), shell
+    anchor = live_anchor()
+    for extra in ([], ["--fallback", "--allowed-cpus", str(max(get_affinity(0)) + 1000)]):
+        r = sv("run", "--near", anchor, "--local-rank", "0", *extra, "--", command,
+               PATH=env_path)
+        assert r.returncode == shell.returncode, (extra, r.stderr)
+        assert f"sysverbs run: error: cannot run {command!r}: " in r.stderr
 
 
 def test_a_refused_set_mempolicy_is_a_binding_error() -> None:

@@ -17,7 +17,8 @@ class, by bus id; the fixtures are chosen by their recording files' text.
 What each mode must give (``want``), from hwloc's answers for the anchor only:
 
 * ``node``: the anchor's PUs; ``none``: the machine's PUs (every online CPU);
-* ``socket``: the PUs of the package (of the anchor's) holding its lowest PU;
+* ``socket``: the PUs of the package (of the anchor's) holding its lowest PU, and
+  that package's ``--local-memory`` (``--pi package:N``): all its nodes;
 * ``exclusive``: the anchor's cores (each core's PUs, keyed by its lowest PU, in that
   order) split among the ranks whose anchors have the same memory nodes by hwloc,
   rank ``j`` of ``count`` (GPUs in index order) taking cores ``[j*k + min(j, r),
@@ -25,7 +26,11 @@ What each mode must give (``want``), from hwloc's answers for the anchor only:
   ``--no-smt`` PUs of those same cores;
 * ``core-complex``: the anchor's L3s, each as its PUs within the anchor's, sorted by
   (-PUs, lowest PU), rank ``j`` taking group ``j % groups``;
-* ``mems`` (``mem="preferred"``): hwloc's ``--local-memory`` of the anchor, one node.
+* ``mems`` (``mem="preferred"``): hwloc's ``--local-memory`` of the anchor, one node
+  (``socket``: the package's).
+
+The GPUs' shares are keyed by their place on the host, whatever the job's
+``CUDA_VISIBLE_DEVICES`` (:func:`test_two_jobs_on_one_host_never_share_a_core`).
 
 ``gpu-cloud-vm`` (a KVM guest) gives every PCI function ``numa_node`` -1 and all 96
 CPUs as ``local_cpulist``; it has one NUMA node, so hwloc puts the GPUs below the
@@ -158,6 +163,7 @@ class View:
     gpus: list[str]  # bus ids, in PCI order
     rdma: dict[str, str]  # OpenFabrics device -> bus id
     where: dict[str, Where] = field(default_factory=dict)
+    package_nodes: dict[int, frozenset[int]] = field(default_factory=dict)
 
     @property
     def sysfs(self) -> str:
@@ -246,6 +252,9 @@ def view_of(root: Path, near: Sequence[str] = ()) -> View:
     for i, loc in enumerate(locations):
         view.where[loc] = Where(ints(pus[i]), ints(nodes[i]), ints(nosmt[i]),
                                 len(ints(core[i])), ints(l3s[i]), ints(pkgs[i]))
+    order = sorted(packages)
+    local = calc(root, ("--pi", "--local-memory", "--po"), [f"package:{p}" for p in order])
+    view.package_nodes = {p: ints(line) for p, line in zip(order, local)}
     return view
 
 
@@ -268,7 +277,7 @@ def want(view: View, loc: str, mode: str, j: int, count: int,
         return pus, w.nodes
     if mode == "socket":
         (pkg,) = [p for p in w.packages if min(pus) in view.packages[p]]
-        return view.packages[pkg] & ok, w.nodes
+        return view.packages[pkg] & ok, view.package_nodes[pkg]
     if mode in ("exclusive", "exclusive-nosmt"):
         cores = [c for c in view.cores if c <= w.pus]  # sorted by lowest PU
         assert len(cores) == w.cores and frozenset().union(*cores) == w.pus
@@ -459,3 +468,29 @@ def test_allowed_cpus_make_unequal_groups(mode: str, views: Callable[[str], View
         got = plan(local_rank=rank, cpu=mode, sysfs_path=view.sysfs, environ={},
                    allowed_cpus=allowed, nics=False)
         compare(got, want(view, f"pci={view.gpus[rank]}", mode, rank // 2, 3, allowed))
+
+
+#: Jobs on one host as launchers start them: each job's CUDA_VISIBLE_DEVICES, its
+#: ranks local rank 0, 1... (one GPU each in the job's view).
+JOBS = (("0,1", "2,3"), ("0", "1", "2", "3"), ("3,2,1,0",), ("1,0", "3,2"))
+
+
+@pytest.mark.parametrize("mode", ("exclusive", "exclusive-nosmt", "core-complex"))
+@pytest.mark.parametrize("name", ["gpu-hgx-h100", "gpu-dgx-b200", "gen-ccx4"])
+def test_two_jobs_on_one_host_never_share_a_core(name: str, mode: str,
+                                                 views: Callable[[str], View]) -> None:
+    """Every rank of every job gets hwloc's share of its GPU's place on the host
+    (``gpu_want`` of the host's GPU index), however the job's CUDA_VISIBLE_DEVICES
+    lists it: in exclusive modes no two ranks of the host overlap."""
+    view = views(name)
+    for jobs in JOBS:
+        taken: dict[int, int] = {}
+        for visible in jobs:
+            for rank, index in enumerate(int(x) for x in visible.split(",")):
+                got = plan(local_rank=rank, cpu=mode, sysfs_path=view.sysfs, nics=False,
+                           environ={"CUDA_VISIBLE_DEVICES": visible})
+                assert got.anchor.address == view.gpus[index]
+                compare(got, gpu_want(view, index, mode))
+                if mode != "core-complex":
+                    assert not got.cpus & set(taken), (visible, rank, got.reasons)
+                    taken.update(dict.fromkeys(got.cpus, index))

@@ -395,7 +395,7 @@ def _evil_host(tmp_path: Path) -> testing.FakeHost:
 
 def test_record_host_never_leaves_sysfs(tmp_path: Path) -> None:
     host = _evil_host(tmp_path)
-    for devices in ("rdma", "all"):
+    for devices in ("rdma", "placement", "all"):
         rec = record_host(host.sysfs, devices=devices)
         text = recording.dumps(rec)
         assert "SECRET" not in text and "secret" not in text and "outside" not in text

@@ -372,14 +372,23 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         w.set_defaults(func=_run_tool("watch"))
     if want("snapshot"):
         s = sub.add_parser("snapshot", parents=[common, js],
-                           help="record this host's RDMA sysfs as a fixture (umockdev format)",
+                           help="record this host's RDMA and placement sysfs as a fixture "
+                           "(umockdev format)",
                            description="Record the RDMA devices of this host's sysfs (or "
-                           "--sysfs-path), their parents and netdevs, in the umockdev fixture "
-                           "format sysverbs.recording and umockdev read. No device is opened; "
-                           "nothing outside sysfs is read.")
+                           "--sysfs-path), their parents and netdevs, and what placement "
+                           "reads (every PCI function, CPU and NUMA node, the network, block "
+                           "and NVMe devices below PCI functions, the NVIDIA driver's GPU "
+                           "files of /proc), in the umockdev fixture format sysverbs.recording "
+                           "and umockdev read: topo, env and run give the same answers on it. "
+                           "No device is opened; nothing outside sysfs and those /proc files "
+                           "is read.")
         s.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
-        s.add_argument("--all-devices", action="store_true",
-                       help="record every device below devices/ (small or fake trees)")
+        which = s.add_mutually_exclusive_group()
+        which.add_argument("--all-devices", action="store_true",
+                           help="record every device below devices/ (small or fake trees)")
+        which.add_argument("--rdma-only", action="store_true",
+                           help="record the RDMA devices and their parents only (no GPUs, "
+                           "CPUs or NUMA nodes: a smaller file, enough for the listing)")
         s.set_defaults(func=_run_tool("snapshot"))
     if want("topo"):
         from .topo import register as register_topo

@@ -37,9 +37,10 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
         "variables sysverbs env computes, none that is already set. No numactl, libnuma, "
         "nvidia-smi or CUDA.",
         epilog="exit status: COMMAND's own (it replaces sysverbs); 1 when the rank cannot be "
-        "placed or bound (an empty CPU or memory set, a refused system call) unless "
-        "--fallback, or when COMMAND cannot be run (not found, not executable); 2 for a "
-        "usage error. --dry-run prints the plan and exits 0.")
+        "placed or bound (an empty CPU or memory set, a refused system call, fewer cores "
+        "than ranks for exclusive) unless --fallback; 127 when COMMAND is not found, 126 "
+        "when it cannot be executed (as shells); 2 for a usage error. --dry-run prints the "
+        "plan and exits 0.")
     p.add_argument("--local-rank", type=int, metavar="N",
                    help="this rank's local rank (default: LOCAL_RANK, "
                    "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID, "
@@ -111,8 +112,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         from ..placement import read_host
 
         if not read_host(sysfs, proc_root(args.proc_path, sysfs), opts["dev_dir"]).gpus:
-            return fail(args, "nothing-found", f"no GPU and no RDMA device on "
-                        f"{where(args, sysfs)}: nothing to place by (--near DEV)")
+            return _unplaced(args, words, "nothing-found", f"no GPU and no RDMA device on "
+                             f"{where(args, sysfs)}: nothing to place by (--near DEV)")
     if problem is not None:
         warning("run", problem.message)
     listing = {k: opts[k] for k in ("source", "config_dir", "providers", "rdma_core")}
@@ -146,10 +147,30 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
                 "are still set)")
     env = dict(os.environ)
     env.update(p.env)
+    return _exec(args, words, env)
+
+
+#: The exit status when the command cannot be run, as POSIX shells give it: 127 when it
+#: is not found, 126 when it is found but cannot be executed.
+NOT_FOUND, NOT_EXECUTABLE = 127, 126
+
+
+def _exec(args: argparse.Namespace, words: list[str], env: dict[str, str]) -> int:
+    """Replace sysverbs with the command; when exec fails, the error and the shell's
+    status (:data:`NOT_FOUND`, :data:`NOT_EXECUTABLE`), which launchers read."""
+    import errno
+    import os
+
+    from .contract import fail
+
     try:
         os.execvpe(words[0], words, env)
     except OSError as e:  # exec failed: the command is not there or not executable
-        return fail(args, "exec", f"cannot run {words[0]!r}: {e.strerror or e}")
+        # a name searched in PATH is not found when no directory has it (ENOENT, or
+        # ENOTDIR for a PATH entry that is a file); a path only when it does not exist
+        missing = (errno.ENOENT,) if "/" in words[0] else (errno.ENOENT, errno.ENOTDIR)
+        status = NOT_FOUND if e.errno in missing else NOT_EXECUTABLE
+        return fail(args, "exec", f"cannot run {words[0]!r}: {e.strerror or e}", status)
     return 1  # pragma: no cover (exec does not return)
 
 
@@ -163,8 +184,4 @@ def _unplaced(args: argparse.Namespace, words: list[str], kind: str, message: st
     if not args.fallback or args.dry_run or not words:
         return fail(args, kind, message)
     warning("run", f"{message}; --fallback: running {words[0]!r} unbound")
-    try:
-        os.execvp(words[0], words)
-    except OSError as e:
-        return fail(args, "exec", f"cannot run {words[0]!r}: {e.strerror or e}")
-    return 1  # pragma: no cover
+    return _exec(args, words, dict(os.environ))

@@ -152,8 +152,8 @@ def snapshot(args: Any, opts: dict[str, Any]) -> int:
     dev_root: Optional[str] = None  # record_host's guess: /dev for /sys, else beside it
     if opts["dev_dir"] is not None:
         dev_root = os.path.dirname(o.dev_dir.rstrip("/")) or "/"
-    rec = record_host(o.sysfs_path, dev_root=dev_root,
-                      devices="all" if args.all_devices else "rdma")
+    which = "all" if args.all_devices else "rdma" if args.rdma_only else "placement"
+    rec = record_host(o.sysfs_path, dev_root=dev_root, devices=which)
     text = recording.dumps(rec)
     to_file = args.output not in (None, "-")
     if to_file:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..ground.text import cpulist_text
 from ._anchor import find_anchor, gpu_anchor
-from ._bind import CPU_MODES, MEM_MODES, cpu_node, cpu_set, mem_node
+from ._bind import CPU_MODES, MEM_MODES, cpu_node, cpu_set, mem_node, socket_nodes
 from ._cpus import CpuTopology, read_cpus
 from ._distance import Distance
 from ._host import Anchor, Gpu, Host, Nic, Port
@@ -81,6 +81,7 @@ __all__ = [
     "read_cpus",
     "read_host",
     "render_matrix",
+    "socket_nodes",
     "visible_gpus",
 ]
 

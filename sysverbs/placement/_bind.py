@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from ._cpus import CpuTopology
 
-__all__ = ["CPU_MODES", "MEM_MODES", "cpu_node", "cpu_set", "mem_node"]
+__all__ = ["CPU_MODES", "MEM_MODES", "cpu_node", "cpu_set", "mem_node", "socket_nodes"]
 
 #: ``--cpu``: the node's CPUs, the package's, a share of the node's physical cores (with
 #: or without their SMT siblings), one last-level cache group, or no CPU binding.
@@ -84,6 +84,15 @@ def mem_node(topo: CpuTopology, node: int, allowed_mems: frozenset[int]
                  f"{topo.distance[node, near]})"
 
 
+def socket_nodes(topo: CpuTopology, cpus: frozenset[int], allowed_mems: frozenset[int]
+                 ) -> frozenset[int]:
+    """The memory nodes of a rank in ``socket`` mode running on ``cpus`` (its package's
+    allowed CPUs): every node with CPUs among them that has memory this process may use
+    (torchrun's socket mode spans all the package's nodes; empty: none has)."""
+    return frozenset(n for n, mine in topo.nodes.items()
+                     if mine & cpus and n in topo.memory and n in allowed_mems)
+
+
 def _groups(cpus: frozenset[int], key: dict[int, int]) -> dict[int, frozenset[int]]:
     out: dict[int, set[int]] = {}
     for c in sorted(cpus):
@@ -91,17 +100,23 @@ def _groups(cpus: frozenset[int], key: dict[int, int]) -> dict[int, frozenset[in
     return {k: frozenset(v) for k, v in sorted(out.items())}
 
 
+def _share(index: int, count: int) -> str:
+    """Which of the ``count`` shares a rank takes, said without a second numbering."""
+    return f"share {index} (of 0 to {count - 1})" if count > 1 else "the only share"
+
+
 def cpu_set(topo: CpuTopology, mode: str, node: int, allowed: frozenset[int], index: int,
-            count: int) -> tuple[frozenset[int], str]:
+            count: int, among: str = "ranks placed there") -> tuple[frozenset[int], str]:
     """The CPUs of a rank in ``mode`` (:data:`CPU_MODES` but ``none``), running on
-    ``node``, the ``index``-th of ``count`` ranks placed on that node; and why.
+    ``node``, the ``index``-th of ``count`` ranks placed on that node (``among``: who
+    they are, for the reason); and why.
 
     * ``node``: the node's allowed CPUs;
     * ``socket``: the allowed CPUs of the package of the node's lowest allowed CPU;
     * ``exclusive``: the node's allowed CPUs by physical core (the lowest CPU of
       ``thread_siblings_list``), cores in that order; ``count`` ranks share them
       ``cores // count`` each, the first ``cores % count`` ranks one more (torchrun's
-      split); with fewer cores than ranks, rank ``index`` shares core ``index % cores``;
+      split); fewer cores than ranks give no CPU (the caller's error: exclusive means it);
     * ``exclusive-nosmt``: the same cores, each by its lowest allowed CPU only;
     * ``core-complex``: the node's allowed CPUs by last-level cache, groups with more
       CPUs first (then by lowest CPU), rank ``index`` takes group ``index % groups``
@@ -121,17 +136,15 @@ def cpu_set(topo: CpuTopology, mode: str, node: int, allowed: frozenset[int], in
     if mode in ("exclusive", "exclusive-nosmt"):
         cores = list(_groups(here, dict(topo.core)).values())
         n = len(cores)
-        if n >= count:
-            k, r = divmod(n, count)
-            start = index * k + min(index, r)
-            mine = cores[start:start + k + (1 if index < r else 0)]
-            extra = f", the first {r} one more" if r else ""
-            why = (f"{n} physical cores of node {node} split among the {count} ranks "
-                   f"placed there ({k} each{extra}): rank {index + 1} of {count} there")
-        else:
-            mine = [cores[index % n]]
-            why = (f"only {n} physical cores on node {node} for {count} ranks: they share "
-                   f"them, core {index % n} for rank {index + 1} of {count} there")
+        if n < count:
+            return frozenset(), (f"only {n} physical cores on node {node} for the {count} "
+                                 f"{among}: exclusive needs a core each at least")
+        k, r = divmod(n, count)
+        start = index * k + min(index, r)
+        mine = cores[start:start + k + (1 if index < r else 0)]
+        extra = f", the first {r} one more" if r else ""
+        why = (f"{n} physical cores of node {node} split among the {count} {among} ({k} "
+               f"each{extra}): {_share(index, count)}")
         if mode == "exclusive-nosmt":
             return frozenset(min(c) for c in mine), why + "; one CPU per core (no SMT)"
         return frozenset().union(*mine), why + "; with their SMT siblings"
@@ -144,5 +157,5 @@ def cpu_set(topo: CpuTopology, mode: str, node: int, allowed: frozenset[int], in
         pick = index % len(groups)
         return groups[pick][1], (
             f"L{topo.llc_level} cache group {pick} of the {len(groups)} on node {node} "
-            f"(largest first), for rank {index + 1} of {count} there")
+            f"(largest first): {_share(index, count)}")
     raise UsageError(f"unknown CPU mode {mode!r} (have: {', '.join(CPU_MODES)})")

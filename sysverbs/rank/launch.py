@@ -17,7 +17,7 @@ NUMA node gives the CPUs (``cpu``: :data:`CPU_MODES`) and the memory node (``mem
 >>> p.anchor.name, p.node, p.cpus_text, p.mems_text
 ('GPU3', 0, '36-47,132-143', '0')
 >>> p.env["NCCL_IB_HCA"], p.reasons["cpus"].split(":")[0]
-('=mlx5_3:1', '48 physical cores of node 0 split among the 4 ranks placed there (12 each)')
+('=mlx5_3:1', '48 physical cores of node 0 split among the 4 GPUs of the host there (12 each)')
 
 GPU3 is the fourth of the four GPUs on node 0: the fourth 12 of its 48 cores, with
 their SMT siblings (CPU 36's is 132).  ``plan.apply()`` would bind this process there
@@ -34,7 +34,15 @@ from ..engine.api import environ_arg, index_arg
 from ..ground.errors import BindingError, NotFoundError, UsageError, WrongTypeError
 from ..ground.records import FrozenRecord, init
 from ..ground.text import parse_cpulist
-from ..placement import CPU_MODES, MEM_MODES, cpu_node, cpu_set, cpulist_text, mem_node
+from ..placement import (
+    CPU_MODES,
+    MEM_MODES,
+    cpu_node,
+    cpu_set,
+    cpulist_text,
+    mem_node,
+    socket_nodes,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,7 +138,8 @@ class Plan(FrozenRecord):
     def apply(self) -> None:
         """Bind the calling thread (and the process's other threads that still have
         its affinity) to :attr:`cpus`, and set the calling thread's memory policy
-        (``MPOL_PREFERRED`` or ``MPOL_BIND`` on :attr:`mems`).  Both survive ``exec``
+        (``MPOL_PREFERRED``, ``MPOL_PREFERRED_MANY`` for several nodes, or
+        ``MPOL_BIND`` on :attr:`mems`).  Both survive ``exec``
         and are inherited by new threads and children.  The environment is not
         changed (:meth:`exec` passes :attr:`env`).  A plan of another sysfs root is a
         :class:`~sysverbs.errors.UsageError`; a refused call a
@@ -141,6 +150,7 @@ class Plan(FrozenRecord):
         from .mempolicy import (
             MPOL_BIND,
             MPOL_PREFERRED,
+            MPOL_PREFERRED_MANY,
             get_affinity,
             set_affinity,
             set_mempolicy,
@@ -162,9 +172,9 @@ class Plan(FrozenRecord):
                     pass  # the thread ended
         if self.mems:
             try:
-                set_mempolicy(MPOL_BIND if self.mem_mode == "bind" else MPOL_PREFERRED,
-                              sorted(self.mems) if self.mem_mode == "bind"
-                              else [min(self.mems)])
+                set_mempolicy(MPOL_BIND if self.mem_mode == "bind" else
+                              MPOL_PREFERRED_MANY if len(self.mems) > 1 else MPOL_PREFERRED,
+                              sorted(self.mems))
             except BindingError:
                 if self.cpu_mode != "none":  # all or nothing: the affinity goes back
                     set_affinity(0, old)
@@ -441,8 +451,8 @@ def _sets(topo: CpuTopology, cpu: str, mem: str, me: int, peers: list[Anchor],
                            f"(cpu mode {cpu} needs a node)")
         warnings.append(reasons["cpus"])
     else:
-        index, count = _position(host, topo, me, peers, ok_cpus)
-        cpus, reasons["cpus"] = cpu_set(topo, cpu, node, ok_cpus, index, count)
+        index, count, among = _position(host, topo, me, peers, ok_cpus)
+        cpus, reasons["cpus"] = cpu_set(topo, cpu, node, ok_cpus, index, count, among)
         if not cpus:
             raise BindingError(f"no CPU left for cpu mode {cpu}: {reasons['cpus']}")
     if mem == "none":
@@ -452,6 +462,13 @@ def _sets(topo: CpuTopology, cpu: str, mem: str, me: int, peers: list[Anchor],
         reasons["mems"] = "the node is unknown: no memory policy"
         warnings.append(f"{anchor.name}'s NUMA node is unknown: no memory policy is set")
         return cpus, frozenset()
+    many = socket_nodes(topo, cpus, ok_mems) if cpu == "socket" else frozenset()
+    if len(many) > 1:
+        policy = "MPOL_BIND" if mem == "bind" else "MPOL_PREFERRED_MANY"
+        reasons["mems"] = (f"{policy} on nodes {cpulist_text(many)}: the nodes of the "
+                           "package the CPUs span that have memory (as torchrun's socket "
+                           "mode)")
+        return cpus, many
     target, why = mem_node(topo, node, ok_mems)
     if target is None:
         raise BindingError(f"no memory node for mem mode {mem}: {why}")
@@ -461,9 +478,21 @@ def _sets(topo: CpuTopology, cpu: str, mem: str, me: int, peers: list[Anchor],
 
 
 def _position(host: Host, topo: CpuTopology, me: int, peers: list[Anchor],
-              ok_cpus: frozenset[int]) -> tuple[int, int]:
-    """The index of ``peers[me]`` among the ranks whose anchors have its CPU node, and
-    their number (the split modes)."""
+              ok_cpus: frozenset[int]) -> tuple[int, int, str]:
+    """The index of ``peers[me]`` among the ranks whose anchors have its CPU node,
+    their number, and who they are (the split modes).  A GPU anchor's share is keyed
+    by the GPU's place on the host (all its GPUs, in index order), never by the job's
+    view of them (CUDA_VISIBLE_DEVICES): two jobs on one host then never share a core."""
+    from ..placement import gpu_anchor
+
+    gpu = peers[me].gpu if peers[me].kind == "gpu" else None
+    if gpu is not None and all(p.kind == "gpu" for p in peers) and len(
+            {p.address for p in peers}) == len(peers):
+        peers = [gpu_anchor(g) for g in sorted(host.gpus, key=lambda g: g.index)]
+        me = [p.address for p in peers].index(gpu.address)
+        among = "GPUs of the host there"
+    else:
+        among = "ranks placed there"
     nodes = [cpu_node(topo, host.numa_affinity(p)[0], ok_cpus)[0] for p in peers]
     same = [i for i, n in enumerate(nodes) if n == nodes[me]]
-    return same.index(me), len(same)
+    return same.index(me), len(same), among

@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Optional
 
-__all__ = ["MPOL_BIND", "MPOL_DEFAULT", "MPOL_PREFERRED", "MODE_NAMES", "get_affinity",
-           "get_mempolicy", "set_affinity", "set_mempolicy"]
+__all__ = ["MPOL_BIND", "MPOL_DEFAULT", "MPOL_PREFERRED", "MPOL_PREFERRED_MANY", "MODE_NAMES",
+           "get_affinity", "get_mempolicy", "set_affinity", "set_mempolicy"]
 
 #: include/uapi/linux/mempolicy.h
-MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND = 0, 1, 2
+MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND, MPOL_PREFERRED_MANY = 0, 1, 2, 5
 #: The policies as ``numactl --show`` names them.
 MODE_NAMES = {0: "default", 1: "preferred", 2: "bind", 3: "interleave", 4: "local",
               5: "preferred-many", 6: "weighted-interleave"}
@@ -65,7 +65,8 @@ def _call(index: int, what: str, *args: object) -> int:
 
 def set_mempolicy(mode: int, nodes: Iterable[int] = ()) -> None:
     """Set the calling thread's memory policy (``MPOL_DEFAULT`` with no nodes,
-    ``MPOL_PREFERRED`` with one, ``MPOL_BIND`` with one or more);
+    ``MPOL_PREFERRED`` with one, ``MPOL_BIND`` or ``MPOL_PREFERRED_MANY`` (Linux 5.15)
+    with one or more);
     :class:`~sysverbs.errors.BindingError` with the kernel's errno when it refuses."""
     import ctypes
 

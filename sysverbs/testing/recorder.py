@@ -130,19 +130,7 @@ class _Recorder:
             found.append(real)
             # the parent device (device link), its parents up to the PCI function
             parent = self.resolve(os.path.join(real, "device"))
-            cur = parent
-            steps = 0
-            while cur is not None and steps < 8:
-                found.append(cur)
-                if self._subsystem(cur) == "pci":
-                    break
-                nxt = os.path.dirname(cur)
-                while self.inside(nxt, self.devices_dir) and nxt != self.devices_dir \
-                        and not self.is_device(nxt):
-                    nxt = os.path.dirname(nxt)
-                cur = nxt if self.inside(nxt, self.devices_dir) and nxt != self.devices_dir \
-                    else None
-                steps += 1
+            found += self.up_to_pci(parent)
             # net devices of the parent, and an rxe/siw's netdev
             if parent is not None:
                 for entry in self._listdir(os.path.join(parent, "net")):
@@ -158,17 +146,60 @@ class _Recorder:
                         found.append(net)
         return found
 
-    def all_devices(self) -> list[str]:
+    def up_to_pci(self, start: Optional[str]) -> list[str]:
+        """``start`` and the devices above it, up to the first PCI function."""
         found: list[str] = []
-        for dirpath, dirnames, _ in os.walk(self.devices_dir, followlinks=False):
-            depth = dirpath[len(self.devices_dir):].count(os.sep)
-            if depth > 32:
+        cur = start
+        steps = 0
+        while cur is not None and steps < 8:
+            found.append(cur)
+            if self._subsystem(cur) == "pci":
+                break
+            nxt = os.path.dirname(cur)
+            while self.inside(nxt, self.devices_dir) and nxt != self.devices_dir \
+                    and not self.is_device(nxt):
+                nxt = os.path.dirname(nxt)
+            cur = nxt if self.inside(nxt, self.devices_dir) and nxt != self.devices_dir \
+                else None
+            steps += 1
+        return found
+
+    def placement_devices(self) -> list[str]:
+        """What placement reads (``sysverbs topo``, ``env``, ``run``): the RDMA
+        devices as :meth:`rdma_devices` finds them, every PCI function (GPUs,
+        bridges, NVMe drives...), every CPU and NUMA node, and the network, block
+        and NVMe devices below a PCI function with their parents (``--near``)."""
+        found = self.rdma_devices()
+        for top in self._listdir(self.devices_dir):
+            if top.startswith("pci"):
+                found += [d for d in self.devices_below(os.path.join(self.devices_dir, top))
+                          if self._subsystem(d) == "pci"]
+        for kind in ("cpu", "node"):
+            found += [d for d in self.devices_below(
+                os.path.join(self.devices_dir, "system", kind), 1)
+                if self._subsystem(d) == kind]
+        pci = os.path.join(self.devices_dir, "pci")
+        for cls in ("net", "block", "nvme"):
+            for entry in self.class_entries(cls):
+                real = self.resolve(entry)
+                if real is not None and real.startswith(pci):
+                    found += self.up_to_pci(real)
+        return found
+
+    def devices_below(self, top: str, max_depth: int = 32) -> list[str]:
+        """The device directories below ``top`` (links not followed), bounded."""
+        found: list[str] = []
+        for dirpath, dirnames, _ in os.walk(top, followlinks=False):
+            if dirpath[len(top):].count(os.sep) >= max_depth:
                 dirnames[:] = []
-            if dirpath != self.devices_dir and self.is_device(dirpath):
+            if dirpath != top and self.is_device(dirpath):
                 found.append(dirpath)
                 if len(found) > self.limits.max_devices:
                     raise RecordLimitError(f"more than {self.limits.max_devices} devices")
         return found
+
+    def all_devices(self) -> list[str]:
+        return self.devices_below(self.devices_dir, 33)
 
     @staticmethod
     def _listdir(path: str) -> list[str]:
@@ -236,8 +267,11 @@ class _Recorder:
                     continue  # never record (or follow) a link out of sysfs
                 links.append(Attribute(name, b"", target))
             elif entry.is_dir(follow_symlinks=False):
-                if self.is_device(entry.path) or depth >= self.limits.max_depth:
+                if depth >= self.limits.max_depth or self.is_device(entry.path) and \
+                        os.path.lexists(os.path.join(entry.path, "subsystem")):
                     continue  # a child device: recorded on its own, if at all
+                # a directory with a uevent but no subsystem is no device umockdev can
+                # hold (the kernel's cpuN/cache/indexN): its files are the parent's
                 self._walk(base, name + "/", depth + 1, files, links)
             elif entry.is_file(follow_symlinks=False):
                 if not prefix and (entry.name == "uevent" or pci and (
@@ -349,6 +383,10 @@ def record_host(
       ``infiniband_mad`` devices, their parent devices up to the PCI function, the
       network interfaces of those parents and of rxe/siw devices, and the loopback
       interface (which carries the class files, as in the bundled fixtures);
+      ``"placement"``: those, and what placement reads (``sysverbs topo``, ``env``,
+      ``run``): every PCI function (GPUs, bridges with their config space' header,
+      drives), every CPU (topology, caches) and NUMA node (CPUs, memory, distances),
+      the network, block and NVMe devices below a PCI function;
       ``"all"``: every device below ``/sys/devices`` (for small or fake trees);
     * ``limits``: see :class:`Limits`;
     * ``proc_root``: the ``/proc`` of that host (default: ``/proc`` for ``/sys``, else
@@ -356,17 +394,18 @@ def record_host(
       ``driver/nvidia/gpus/<bdf>/information`` of recorded PCI functions are kept
       (:func:`recording.proc_file`).
 
-    With ``devices="all"``, the files beside ``cpu0`` and ``node0`` (``/sys/devices/
-    system/cpu/online``...) are kept as their ``../`` attributes, and a PCI bridge's
-    config space is recorded (see ``_PCI_SKIP``): what hwloc needs of the host.
+    With ``devices="placement"`` or ``"all"``, the files beside ``cpu0`` and ``node0``
+    (``/sys/devices/system/cpu/online``...) are kept as their ``../`` attributes; a
+    PCI bridge's config space is recorded (see ``_PCI_SKIP``): what hwloc needs of
+    the host.
 
     Nothing outside the sysfs root is read or recorded: class entries and ``device``
     links that resolve outside ``<sysfs_root>/devices`` are ignored, links are
     recorded as links (and dropped when they point outside sysfs), and PCI config
     space, ROMs, VPD and BARs are never read.  Unreadable attributes are left out.
     """
-    if devices not in ("rdma", "all"):
-        raise UsageError("devices must be 'rdma' or 'all'")
+    if devices not in ("rdma", "placement", "all"):
+        raise UsageError("devices must be 'rdma', 'placement' or 'all'")
     root = os.path.realpath(os.fsdecode(path_arg(sysfs_root, "sysfs_root")))
     if not os.path.isdir(os.path.join(root, "devices")):
         raise FileNotFoundError(f"{root}/devices: not a sysfs tree")
@@ -376,7 +415,8 @@ def record_host(
     else:
         dev = os.fsdecode(path_arg(dev_root, "dev_root"))
     rec = _Recorder(root, dev, limits)
-    chosen = rec.rdma_devices() if devices == "rdma" else rec.all_devices()
+    chosen = {"rdma": rec.rdma_devices, "placement": rec.placement_devices,
+              "all": rec.all_devices}[devices]()
     lo = os.path.join(root, LO_PATH.lstrip("/"))
     ordered: list[str] = []
     seen: set[str] = set()
@@ -389,7 +429,7 @@ def record_host(
         raise RecordLimitError(f"more than {limits.max_devices} devices")
     links = rec.dev_links(["infiniband"])
     records = [r for r in (rec.record(p, links) for p in ordered) if r is not None]
-    if devices == "all":
+    if devices != "rdma":
         for i, r in enumerate(records):
             if (r.subsystem, r.name) in (("cpu", "cpu0"), ("node", "node0")):
                 above = rec.parent_files(os.path.join(root, r.path.lstrip("/")))

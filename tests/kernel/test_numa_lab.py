@@ -192,7 +192,12 @@ def carried_out(plan: dict[str, Any], status: dict[str, str],
         problems.append(f"Mems_allowed_list {status.get('Mems_allowed_list')!r}, allowed "
                         f"{plan['allowed_mems']!r}")
     mode, mems = plan["mem_mode"], cpus(plan["mems"])
-    if mode == "preferred":
+    if mode == "preferred" and len(mems) > 1:  # socket mode on a package of several nodes
+        if show.get("policy") != "preferred-many" or cpus(show.get("preferred")) != mems:
+            problems.append(f"policy {show.get('policy')!r} preferred "
+                            f"{show.get('preferred')!r}, plan MPOL_PREFERRED_MANY on "
+                            f"{plan['mems']!r}")
+    elif mode == "preferred":
         if show.get("policy") != "preferred" or cpus(show.get("preferred node")) != mems:
             problems.append(f"policy {show.get('policy')!r} node {show.get('preferred node')!r}"
                             f", plan MPOL_PREFERRED on {plan['mems']!r}")
@@ -402,9 +407,13 @@ def test_run_modes_plans(numa: NumaResults) -> None:
         else:
             node = node_of_class(numa, cls, dev)
         want = expected_cpus(numa, plan["cpu_mode"], node, frozenset({0, 1}))
-        mems = "" if plan["mem_mode"] == "none" else str(node)
-        got = (plan["anchor"]["numa_node"], plan["node"], cpus(plan["cpus"]), plan["mems"],
-               plan["allowed_cpus"], plan["allowed_mems"])
+        mems = frozenset() if plan["mem_mode"] == "none" else frozenset({node})
+        if plan["cpu_mode"] == "socket" and plan["mem_mode"] != "none":
+            # the package's nodes, whose CPUs the socket spans (one package: both)
+            mems = frozenset(int(n) for n in sysfs(numa)["nodes"]
+                             if node_cpus(numa, int(n)) & want)
+        got = (plan["anchor"]["numa_node"], plan["node"], cpus(plan["cpus"]),
+               cpus(plan["mems"]), plan["allowed_cpus"], plan["allowed_mems"])
         if got != (node, node, want, mems, "0-1", "0-1"):
             problems.append(f"{name}: {got}, the kernel's topology gives "
                             f"{(node, node, want, mems, '0-1', '0-1')}")
