@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from ..fleet.facts import HostFacts
 
-__all__ = ["register", "run", "listen_address"]
+__all__ = ["register", "run", "listen_address", "max_age"]
 
 
 def listen_address(value: str) -> tuple[str, int]:
@@ -39,6 +39,17 @@ def listen_address(value: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"{value!r}: the port must be a number from 1 to "
                                          "65535")
     return host, int(port)
+
+
+def max_age(value: str) -> float:
+    """``--max-age SECONDS``: 0 or more, finite."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r}: not a number of seconds, 0 or more")
+    return seconds
 
 
 def _interval(value: str) -> float:
@@ -89,12 +100,17 @@ def register(subparsers: argparse._SubParsersAction[Any],
     out = p.add_mutually_exclusive_group()
     out.add_argument("--listen", type=listen_address, metavar="ADDR:PORT",
                      help="serve /metrics on ADDR:PORT (exactly there; 0.0.0.0:PORT for "
-                     "every interface) until stopped, a fresh snapshot per scrape")
+                     "every interface) until stopped; concurrent scrapes share one snapshot, "
+                     "idle clients are dropped (docs/fleet.md: the exporter's limits)")
     out.add_argument("--textfile", metavar="DIR",
                      help="write DIR/sysverbs.prom for node_exporter's textfile collector "
                      "(atomically: a temporary file in DIR, then a rename)")
     p.add_argument("--interval", type=_interval, metavar="SECONDS",
                    help="with --textfile: write it again every SECONDS until stopped")
+    p.add_argument("--max-age", type=max_age, metavar="SECONDS",
+                   help="with --listen: answer a scrape that comes less than SECONDS after "
+                   "the last snapshot was taken with that snapshot's page (default 5; 0: a "
+                   "fresh snapshot for each scrape, those that come together still share one)")
     p.add_argument("--no-open", action="store_true",
                    help="do not open the device nodes (as doctor --no-open): in a pod that "
                    "was not given the devices, the device cgroup refuses every open")
@@ -162,6 +178,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
 
     if args.interval is not None and args.textfile is None:
         raise UsageError("--interval needs --textfile (--listen takes a snapshot per scrape)")
+    if args.max_age is not None and args.listen is None:
+        raise UsageError("--max-age needs --listen")
     if args.json and (args.listen is not None or args.textfile is not None):
         raise UsageError("--json prints the series once: it excludes --listen and --textfile")
     missing = None if args.json else missing_client()
@@ -218,11 +236,14 @@ def _serve(args: argparse.Namespace, collect: Callable[[], HostFacts]) -> int:
     import time
 
     from ..fleet.metrics import serve
-    from .contract import describe_os_error, fail
+    from ..fleet.serve import MAX_AGE
+    from .contract import describe_os_error, fail, warning
 
     addr, port = args.listen
+    age = MAX_AGE if args.max_age is None else args.max_age
     try:
-        serve(addr, port, collect, _Reporter())
+        serve(addr, port, collect, _Reporter(), max_age=age,
+              on_error=lambda text: warning("metrics", text))
     except OSError as e:
         return fail(args, "os-error", f"cannot listen on {addr}:{port}: {describe_os_error(e)}")
 
