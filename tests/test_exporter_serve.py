@@ -344,3 +344,38 @@ def test_a_client_that_goes_away_mid_answer(counter: Counter,
     assert errors == [] and s.held() == 0
     out, err = capfd.readouterr()
     assert (out, err) == ("", "")
+
+
+def test_what_stops_the_server_is_kept(counter: Counter,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in the loop ends it: the error is kept for the command (which exits 1 with
+    it), wait() returns, and the port is closed rather than left unanswered."""
+    s = Server("127.0.0.1", 0, counter, text_page)
+
+    def bug(now: float) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(s, "_expire", bug)
+    s.start()
+    s.wait()
+    assert isinstance(s.error, ZeroDivisionError) and str(s.error) == "a bug"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    s.close()
+
+
+def test_the_command_exits_1_when_the_server_stops(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from sysverbs.cli import main
+
+    def bug(self: Server[int], now: float) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(Server, "_expire", bug)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert main(["metrics", "--fixture", "rxe", "--listen", f"127.0.0.1:{port}"]) == 1
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "sysverbs metrics: error: the server stopped: "
+                              "ZeroDivisionError: a bug\n")

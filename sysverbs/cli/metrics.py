@@ -233,8 +233,6 @@ class _Reporter:
 
 
 def _serve(args: argparse.Namespace, collect: Callable[[], HostFacts]) -> int:
-    import time
-
     from ..fleet.metrics import serve
     from ..fleet.serve import MAX_AGE
     from .contract import describe_os_error, fail, warning
@@ -242,16 +240,15 @@ def _serve(args: argparse.Namespace, collect: Callable[[], HostFacts]) -> int:
     addr, port = args.listen
     age = MAX_AGE if args.max_age is None else args.max_age
     try:
-        serve(addr, port, collect, _Reporter(), max_age=age,
-              on_error=lambda text: warning("metrics", text))
+        server = serve(addr, port, collect, _Reporter(), max_age=age,
+                       on_error=lambda text: warning("metrics", text))
     except OSError as e:
         return fail(args, "os-error", f"cannot listen on {addr}:{port}: {describe_os_error(e)}")
-
-    def forever() -> None:
-        while True:
-            time.sleep(3600)
-
-    return _until_stopped(forever)
+    status = _until_stopped(server.wait)
+    if server.error is None:
+        return status
+    stopped = server.error
+    return fail(args, "os-error", f"the server stopped: {type(stopped).__name__}: {stopped}")
 
 
 def _textfile(args: argparse.Namespace, collect: Callable[[], HostFacts]) -> int:

@@ -57,6 +57,9 @@ _PAGES = 8
 _ACCEPTS = 64
 #: Seconds between two checks of the deadlines.
 _TICK = 0.25
+#: send() flags: no SIGPIPE for a client gone (PyPy 3.9's socket lacks the name; Python
+#: ignores SIGPIPE anyway).
+_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             431: "Request Header Fields Too Large", 500: "Internal Server Error"}
@@ -200,9 +203,10 @@ def _answer_head(status: int, headers: list[tuple[str, str]], length: int) -> by
 class Server(Generic[T]):
     """``/metrics`` on ``addr:port`` (bound at once: a port in use raises
     :class:`OSError`), each page ``exposition(accept)`` of a snapshot ``collect()``
-    took.  :meth:`start` runs it in a daemon thread, :meth:`close` stops it.
-    ``on_error`` hears why a page could not be made (the client gets 500).
-    ``collections`` counts the snapshots taken."""
+    took.  :meth:`start` runs it in a daemon thread, :meth:`close` stops it,
+    :meth:`wait` waits for its end.  ``on_error`` hears why a page could not be made
+    (the client gets 500); ``collections`` counts the snapshots taken; ``error`` is what
+    stopped the server when :meth:`close` did not."""
 
     def __init__(self, addr: str, port: int, collect: Callable[[], T],
                  exposition: Callable[[str], tuple[str, Callable[[T], bytes]]], *,
@@ -213,6 +217,7 @@ class Server(Generic[T]):
         self.port: int = self._listener.getsockname()[1]
         self.cap = connection_cap() if max_connections is None else max(1, max_connections)
         self.collections = 0
+        self.error: Optional[Exception] = None
         self._collect = collect
         self._exposition = exposition
         self._max_age = max_age
@@ -255,8 +260,14 @@ class Server(Generic[T]):
             self._wake_r.close()
         self._wake_w.close()
 
+    def wait(self) -> None:
+        """Until the thread :meth:`start` ran ends (:meth:`close`, or :attr:`error`)."""
+        if self._thread is not None:
+            self._thread.join()
+
     def serve_forever(self) -> None:
-        """Accept, read, answer and time out until :meth:`close`."""
+        """Accept, read, answer and time out until :meth:`close`.  What would end it
+        otherwise (a bug) is kept in :attr:`error`, and every socket is closed."""
         next_tick = time.monotonic() + _TICK
         try:
             while not self._stopping:
@@ -276,6 +287,8 @@ class Server(Generic[T]):
                 if now >= next_tick:
                     self._expire(now)
                     next_tick = now + _TICK
+        except Exception as e:  # noqa: BLE001 (kept for the caller: see wait())
+            self.error = e
         finally:
             for conn in list(self._conns.values()):
                 self._drop(conn)
@@ -347,7 +360,7 @@ class Server(Generic[T]):
         while conn.out and not conn.closed:
             part = conn.out[0]
             try:
-                sent = conn.sock.send(part, socket.MSG_NOSIGNAL)
+                sent = conn.sock.send(part, _NOSIGNAL)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:  # the client went away: nothing to say about it
