@@ -12,6 +12,7 @@ import http.client
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from typing import Callable
 
@@ -84,6 +85,16 @@ def split(answer: bytes) -> tuple[int, dict[str, str], bytes]:
     lines = head.decode("latin-1").split("\r\n")
     headers = dict(line.split(": ", 1) for line in lines[1:])
     return int(lines[0].split(" ")[1]), headers, body
+
+
+def until(done: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """Poll ``done`` (the server's thread moves on its own) until true or ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def get(port: int, path: str = "/metrics", method: str = "GET",
@@ -222,6 +233,7 @@ def test_scrapes_that_come_together_share_one_snapshot(counter: Counter) -> None
     socks = [socket.create_connection(("127.0.0.1", s.port), timeout=30) for _ in range(20)]
     threads = [threading.Thread(target=scrape, args=(sock,)) for sock in socks]
     try:
+        assert until(lambda: s.held() == 20)  # all accepted: their requests come together
         socks[0].sendall(GET)
         assert counter.entered.wait(30)  # the first scrape's snapshot is being taken
         for sock in socks[1:]:
@@ -310,7 +322,7 @@ def test_connections_beyond_the_cap_close_the_oldest(counter: Counter) -> None:
         # the 7 oldest idle ones were closed (6 for the idle, 1 for the scrape), the
         # newest 3 are held
         assert [closed_by_server(sock) for sock in idle[:7]] == [True] * 7
-        assert s.held() == 3
+        assert until(lambda: s.held() == 3)  # the scrape's own is closed once answered
         for sock in idle[7:]:
             sock.sendall(GET)
             assert split(sock.recv(65536))[0] == 200
