@@ -95,8 +95,9 @@ def register(subparsers: argparse._SubParsersAction[Any],
         "--textfile the text exposition is printed once.",
         epilog="exit status: 0; 1 when a collector failed or a device could not be read (the "
         "rest is still printed or written), the root is not a sysfs tree, the address cannot "
-        "be listened on or DIR written, or prometheus_client is missing (pip install "
-        "'sysverbs[metrics]'); 2 for a usage error; 130 on Ctrl-C (SIGTERM stops with 0).")
+        "be listened on (or the server stops on an error) or DIR written, or "
+        "prometheus_client is missing (pip install 'sysverbs[metrics]'); 2 for a usage "
+        "error; 130 on Ctrl-C (SIGTERM stops with 0).")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--listen", type=listen_address, metavar="ADDR:PORT",
                      help="serve /metrics on ADDR:PORT (exactly there; 0.0.0.0:PORT for "
