@@ -545,7 +545,9 @@ def test_once_prints_the_page_and_textfile_writes_it(tmp_path: Path) -> None:
     ["--listen", ":9947"], ["--listen", "9947"], ["--listen", "127.0.0.1:0"],
     ["--listen", "127.0.0.1:http"], ["--interval", "5"], ["--json", "--listen", "127.0.0.1:1"],
     ["--listen", "127.0.0.1:1", "--textfile", "/tmp"], ["--textfile", "/tmp", "--interval", "0"],
-    ["--json", "--textfile", "/tmp"],
+    ["--json", "--textfile", "/tmp"], ["--max-age", "5"], ["--textfile", "/tmp", "--max-age", "0"],
+    ["--listen", "127.0.0.1:1", "--max-age", "-1"], ["--listen", "127.0.0.1:1", "--max-age", "nan"],
+    ["--listen", "127.0.0.1:1", "--max-age", "inf"],
 ], ids=" ".join)
 def test_usage_errors(argv: list[str]) -> None:
     p = sv("metrics", "--fixture", "rxe", *argv)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from ..fleet.facts import HostFacts
 
-__all__ = ["register", "run", "listen_address"]
+__all__ = ["register", "run", "listen_address", "max_age"]
 
 
 def listen_address(value: str) -> tuple[str, int]:
@@ -39,6 +39,17 @@ def listen_address(value: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"{value!r}: the port must be a number from 1 to "
                                          "65535")
     return host, int(port)
+
+
+def max_age(value: str) -> float:
+    """``--max-age SECONDS``: 0 or more, finite."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r}: not a number of seconds, 0 or more")
+    return seconds
 
 
 def _interval(value: str) -> float:
@@ -84,17 +95,23 @@ def register(subparsers: argparse._SubParsersAction[Any],
         "--textfile the text exposition is printed once.",
         epilog="exit status: 0; 1 when a collector failed or a device could not be read (the "
         "rest is still printed or written), the root is not a sysfs tree, the address cannot "
-        "be listened on or DIR written, or prometheus_client is missing (pip install "
-        "'sysverbs[metrics]'); 2 for a usage error; 130 on Ctrl-C (SIGTERM stops with 0).")
+        "be listened on (or the server stops on an error) or DIR written, or "
+        "prometheus_client is missing (pip install 'sysverbs[metrics]'); 2 for a usage "
+        "error; 130 on Ctrl-C (SIGTERM stops with 0).")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--listen", type=listen_address, metavar="ADDR:PORT",
                      help="serve /metrics on ADDR:PORT (exactly there; 0.0.0.0:PORT for "
-                     "every interface) until stopped, a fresh snapshot per scrape")
+                     "every interface) until stopped; concurrent scrapes share one snapshot, "
+                     "idle clients are dropped (docs/fleet.md: the exporter's limits)")
     out.add_argument("--textfile", metavar="DIR",
                      help="write DIR/sysverbs.prom for node_exporter's textfile collector "
                      "(atomically: a temporary file in DIR, then a rename)")
     p.add_argument("--interval", type=_interval, metavar="SECONDS",
                    help="with --textfile: write it again every SECONDS until stopped")
+    p.add_argument("--max-age", type=max_age, metavar="SECONDS",
+                   help="with --listen: answer a scrape that comes less than SECONDS after "
+                   "the last snapshot was taken with that snapshot's page (default 5; 0: a "
+                   "fresh snapshot for each scrape, those that come together still share one)")
     p.add_argument("--no-open", action="store_true",
                    help="do not open the device nodes (as doctor --no-open): in a pod that "
                    "was not given the devices, the device cgroup refuses every open")
@@ -162,6 +179,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
 
     if args.interval is not None and args.textfile is None:
         raise UsageError("--interval needs --textfile (--listen takes a snapshot per scrape)")
+    if args.max_age is not None and args.listen is None:
+        raise UsageError("--max-age needs --listen")
     if args.json and (args.listen is not None or args.textfile is not None):
         raise UsageError("--json prints the series once: it excludes --listen and --textfile")
     missing = None if args.json else missing_client()
@@ -215,22 +234,22 @@ class _Reporter:
 
 
 def _serve(args: argparse.Namespace, collect: Callable[[], HostFacts]) -> int:
-    import time
-
     from ..fleet.metrics import serve
-    from .contract import describe_os_error, fail
+    from ..fleet.serve import MAX_AGE
+    from .contract import describe_os_error, fail, warning
 
     addr, port = args.listen
+    age = MAX_AGE if args.max_age is None else args.max_age
     try:
-        serve(addr, port, collect, _Reporter())
+        server = serve(addr, port, collect, _Reporter(), max_age=age,
+                       on_error=lambda text: warning("metrics", text))
     except OSError as e:
         return fail(args, "os-error", f"cannot listen on {addr}:{port}: {describe_os_error(e)}")
-
-    def forever() -> None:
-        while True:
-            time.sleep(3600)
-
-    return _until_stopped(forever)
+    status = _until_stopped(server.wait)
+    if server.error is None:
+        return status
+    stopped = server.error
+    return fail(args, "os-error", f"the server stopped: {type(stopped).__name__}: {stopped}")
 
 
 def _textfile(args: argparse.Namespace, collect: Callable[[], HostFacts]) -> int:

@@ -5,15 +5,16 @@ server and the file for node_exporter's textfile collector (``sysverbs metrics``
 families (plain records: no prometheus_client needed, ``sysverbs metrics --json`` prints
 them); :class:`FactsCollector` is a prometheus_client custom collector that takes a fresh
 snapshot and builds fresh ``GaugeMetricFamily``/``InfoMetricFamily`` objects at every
-scrape; :func:`render` is the text exposition (format 0.0.4), :func:`serve` the HTTP
-server on the address given (there is no default address), :func:`write_textfile`
-writes ``DIR/sysverbs.prom`` atomically (a temporary file in ``DIR``, then a rename; no
+collection; :func:`render` is the text exposition (format 0.0.4), :func:`exposition` the
+format a client asks for, :func:`serve` the HTTP server (:mod:`sysverbs.fleet.serve`) on
+the address given (there is no default address), :func:`write_textfile` writes
+``DIR/sysverbs.prom`` atomically (a temporary file in ``DIR``, then a rename; no
 timestamps, which the textfile collector refuses).  Every metric is a gauge; nothing
 here counts or repeats node_exporter's ``node_infiniband_*`` port counters and states:
 the ``device`` and ``port`` labels are node_exporter's, for joins.
 
 prometheus_client (``pip install 'sysverbs[metrics]'``) is imported only by
-:func:`render`, :func:`serve`, :func:`write_textfile` and the collector.
+:func:`render`, :func:`exposition`, :func:`serve`, :func:`write_textfile` and the collector.
 
 >>> from sysverbs.fleet.metrics import families
 >>> from sysverbs.fleet.facts import HostFacts
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from .facts import COLLECTORS, DEVICE_REASONS, GID_TYPES, HOST_REASONS, HostFacts
 from .files import replace_file
+from .serve import MAX_AGE, Server
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,8 +42,8 @@ if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
 __all__ = ["CONTENT_TYPE", "FAMILY_NAMES", "TEXTFILE_NAME", "Family", "FactsCollector",
-           "families", "label_value", "missing_client", "registry", "render", "rules_path", "serve",
-           "write_textfile"]
+           "exposition", "families", "label_value", "missing_client", "registry", "render",
+           "rules_path", "serve", "write_textfile"]
 
 #: The file :func:`write_textfile` writes in the textfile collector's directory.
 TEXTFILE_NAME = "sysverbs.prom"
@@ -107,7 +109,9 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "gauge", "1 if the collector (discovery, topology, nccl) ran, 0 if it failed (the "
         "other collectors still report)", ("collector",)),
     "sysverbs_collector_duration_seconds": (
-        "gauge", "How long the collector took in this scrape", ("collector",)),
+        "gauge", "How long the collector took in the snapshot this page shows (sysverbs "
+        "metrics --listen answers the scrapes less than --max-age seconds, 5 by default, "
+        "after a snapshot with that snapshot)", ("collector",)),
 }
 #: Every family name, in the order they are written.
 FAMILY_NAMES = tuple(_FAMILIES)
@@ -270,16 +274,37 @@ def write_textfile(directory: str, facts: HostFacts, name: str = TEXTFILE_NAME) 
     return replace_file(directory, name, render(facts))
 
 
-def serve(addr: str, port: int, collect_facts: Callable[[], HostFacts],
-          on_facts: Optional[Callable[[HostFacts], None]] = None) -> object:
-    """Serve ``/metrics`` on ``addr:port`` (exactly there: pass ``0.0.0.0`` yourself to
-    listen on every interface) from a daemon thread, with prometheus_client's
-    ``start_http_server``; each scrape takes a fresh snapshot.  Returns what that
-    returns (the server and its thread on prometheus_client 0.20 and later); a port in
-    use raises :class:`OSError`."""
-    from prometheus_client import start_http_server
+def exposition(accept: str) -> tuple[str, Callable[[HostFacts], bytes]]:
+    """The format a client's ``Accept`` header asks for, as prometheus_client chooses it
+    (OpenMetrics for Prometheus, else text 0.0.4): its content type and the page of a
+    snapshot in it."""
+    from prometheus_client.exposition import choose_encoder
 
-    return start_http_server(port, addr=addr, registry=registry(collect_facts, on_facts))
+    encoder, content_type = choose_encoder(accept)
+    return content_type, lambda facts: encoder(registry(lambda: facts))
+
+
+def serve(addr: str, port: int, collect_facts: Callable[[], HostFacts],
+          on_facts: Optional[Callable[[HostFacts], None]] = None, *,
+          max_age: float = MAX_AGE, on_error: Optional[Callable[[str], None]] = None
+          ) -> Server[HostFacts]:
+    """Serve ``/metrics`` on ``addr:port`` (exactly there: pass ``0.0.0.0`` yourself to
+    listen on every interface) from a daemon thread, with the bounded server of
+    :mod:`sysverbs.fleet.serve`: concurrent scrapes share one snapshot, and a scrape
+    less than ``max_age`` seconds after the last snapshot was taken gets its page again
+    (0: a fresh snapshot for each).  ``on_facts`` sees each snapshot once, ``on_error``
+    why a page could not be made.  Returns the started :class:`~sysverbs.fleet.serve.Server`
+    (``close()`` stops it); a port in use raises :class:`OSError`."""
+    from prometheus_client import generate_latest  # noqa: F401 (missing: fail now)
+
+    def collect() -> HostFacts:
+        facts = collect_facts()
+        if on_facts is not None:
+            on_facts(facts)
+        return facts
+
+    return Server(addr, port, collect, exposition, max_age=max_age,
+                  on_error=on_error).start()
 
 
 def rules_path() -> str:
