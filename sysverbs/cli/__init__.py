@@ -30,15 +30,18 @@ from ..ground.errors import UsageError
 from .contract import (
     EXIT_USAGE,
     POLICY,
+    POLL_INTERVAL,
     check_usage,
     command_name,
     describe_os_error,
     emit,
     error,
     fail,
+    hoist_options,
     listing_options,
     root_problem,
     schema_name,
+    seconds,
     sysfs_root,
     warning,
 )
@@ -365,8 +368,9 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         w.add_argument("--backend", choices=["auto", "udev", "poll"], default="auto",
                        help="udev events or polling sysfs (default: auto; other sysfs roots "
                        "are polled)")
-        w.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
-                       help="poll interval (default 0.5)")
+        w.add_argument("--interval", type=seconds(POLL_INTERVAL), default=0.5,
+                       metavar="SECONDS", help=f"poll interval (default 0.5; "
+                       f"{POLL_INTERVAL[0]:g} to {POLL_INTERVAL[1]:g})")
         w.add_argument("--all-actions", action="store_true",
                        help="also report move (rename), change, bind... (udev only)")
         w.set_defaults(func=_run_tool("watch"))
@@ -413,7 +417,20 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    words = sys.argv[1:] if argv is None else list(argv)
+    # The options every command shares may come before the command: moved after it.
+    words = hoist_options(sys.argv[1:] if argv is None else list(argv), COMMANDS)
+    try:
+        return _main(words)
+    except KeyboardInterrupt:  # Ctrl-C anywhere: 130 (128 + SIGINT), one line
+        name = " ".join(words[:2] if words[:2] == ["nccl", "check"] else words[:1])
+        if name in COMMANDS or name == "nccl check":
+            error(name, "interrupted")
+        else:
+            sys.stderr.write("sysverbs: error: interrupted\n")
+        return 130
+
+
+def _main(words: list[str]) -> int:
     # Names and files from sysfs are bytes, decoded with surrogateescape: print them
     # back as those bytes, as the C tools do, in any locale (a UTF-8 one makes the
     # streams strict, and a junk file would end in a UnicodeEncodeError).

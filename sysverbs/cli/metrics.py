@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .contract import REWRITE_INTERVAL, seconds
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -39,16 +41,6 @@ def listen_address(value: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"{value!r}: the port must be a number from 1 to "
                                          "65535")
     return host, int(port)
-
-
-def _interval(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0 or seconds == float("inf"):
-        raise argparse.ArgumentTypeError(f"{value!r}: not a number of seconds above 0")
-    return seconds
 
 
 class _RulesAction(argparse.Action):
@@ -93,8 +85,9 @@ def register(subparsers: argparse._SubParsersAction[Any],
     out.add_argument("--textfile", metavar="DIR",
                      help="write DIR/sysverbs.prom for node_exporter's textfile collector "
                      "(atomically: a temporary file in DIR, then a rename)")
-    p.add_argument("--interval", type=_interval, metavar="SECONDS",
-                   help="with --textfile: write it again every SECONDS until stopped")
+    p.add_argument("--interval", type=seconds(REWRITE_INTERVAL), metavar="SECONDS",
+                   help="with --textfile: write it again every SECONDS until stopped "
+                   f"({REWRITE_INTERVAL[0]:g} to {REWRITE_INTERVAL[1]:g}; without it: once)")
     p.add_argument("--no-open", action="store_true",
                    help="do not open the device nodes (as doctor --no-open): in a pod that "
                    "was not given the devices, the device cgroup refuses every open")
@@ -258,17 +251,12 @@ def _textfile(args: argparse.Namespace, collect: Callable[[], HostFacts]) -> int
             return fail(args, "os-error", describe_os_error(e))
 
     def forever() -> None:
-        failed = ""
         while True:
             start = time.monotonic()
             try:
                 once()
-                failed = ""
-            except OSError as e:  # a full disk: say it once, try again next time
-                text = describe_os_error(e)
-                if text != failed:
-                    warning("metrics", f"cannot write {directory}: {text}")
-                failed = text
+            except OSError as e:  # a full disk: say it each time, try again next time
+                warning("metrics", describe_os_error(e))
             time.sleep(max(0.0, args.interval - (time.monotonic() - start)))
 
     return _until_stopped(forever)
