@@ -212,8 +212,9 @@ class _CompletionAction(argparse.Action):
 _EPILOG = """\
 exit status (every command): 0 success; 1 a finding, nothing chosen or nothing to read;
 2 a usage error. devices and devinfo keep ibv_devices' and ibv_devinfo's statuses and
-messages (devinfo: 255, 4); watch 130 on Ctrl-C. Errors: 'sysverbs COMMAND: error: ...'.
---json on every command: one document whose "schema" names its JSON Schema.
+messages (devinfo: 255, 4); 130 on Ctrl-C. Errors: 'sysverbs COMMAND: error: ...'.
+--json on every command: one document whose "schema" names its JSON Schema. The shared
+options (--fixture, --sysfs-path, --json...) may also come before the command.
 Try: sysverbs fixtures; sysverbs topo --fixture gpu-hgx-h100 --assign
 Docs: docs/cli.md.  Bash completion: eval "$(sysverbs --completion bash)"."""
 

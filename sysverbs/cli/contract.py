@@ -3,7 +3,7 @@
 * exit status: :data:`EXIT_OK` (0), :data:`EXIT_FINDING` (1: a finding, nothing chosen,
   nothing to read), :data:`EXIT_USAGE` (2: the command line is wrong); ``devices`` and
   ``devinfo`` keep rdma-core's statuses and messages byte for byte (255 and 4 for
-  ``devinfo``), ``watch`` 130 on Ctrl-C;
+  ``devinfo``), 130 on Ctrl-C (SIGINT) in every command;
 * one prefix for what goes wrong, on stderr: ``sysverbs <command>: error: ...`` (and
   ``sysverbs <command>: warning: ...`` when the command goes on), argparse's own;
 * ``--json``: one document on stdout whose ``schema`` key names its JSON Schema, a file
