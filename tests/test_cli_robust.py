@@ -177,6 +177,21 @@ def test_global_options_before_the_command(before: list[str], after: list[str]) 
     assert a.returncode == 0 and a.stdout, a.stderr
 
 
+@pytest.mark.parametrize("argv,what", [
+    (["--fixture", "rxe"], "no command"),
+    (["--fixture", "rxe", "bogus"], "'bogus' is not a command"),
+    (["--json"], "no command"),
+])
+def test_options_with_no_command_after_them(argv: list[str], what: str) -> None:
+    """Failed before: ``sysverbs --fixture rxe`` said ``invalid choice: 'rxe'``, as if
+    the fixture were the command."""
+    p = sv(*argv)
+    given = " ".join(argv[:2] if argv[0] == "--fixture" else argv[:1])
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr == (f"sysverbs: error: {what} after {given}: sysverbs COMMAND {given} "
+                        f"(COMMAND: {', '.join(COMMANDS)})\n")
+
+
 def test_an_option_the_command_lacks_is_its_own_error() -> None:
     p = sv("--fixture", "rxe", "fixtures")
     assert p.returncode == 2

@@ -38,6 +38,7 @@ from .contract import (
     error,
     fail,
     hoist_options,
+    leading_options,
     listing_options,
     root_problem,
     schema_name,
@@ -420,6 +421,13 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     # The options every command shares may come before the command: moved after it.
     words = hoist_options(sys.argv[1:] if argv is None else list(argv), COMMANDS)
+    given = leading_options(words)
+    if given:  # options, then no command
+        what = f"{words[given]!r} is not a command" if given < len(words) else "no command"
+        options = " ".join(words[:given])
+        sys.stderr.write(f"sysverbs: error: {what} after {options}: sysverbs COMMAND "
+                         f"{options} (COMMAND: {', '.join(COMMANDS)})\n")
+        return EXIT_USAGE
     try:
         return _main(words)
     except KeyboardInterrupt:  # Ctrl-C anywhere: 130 (128 + SIGINT), one line

@@ -32,7 +32,7 @@ __all__ = ["EXIT_OK", "EXIT_FINDING", "EXIT_USAGE", "POLICY", "Problem", "comman
            "schema_name", "error", "warning", "emit", "fail", "describe_os_error",
            "root_problem", "where", "check_usage", "listing_options", "sysfs_root",
            "REWRITE_INTERVAL", "POLL_INTERVAL", "seconds", "rate", "link_layer",
-           "GLOBAL_OPTIONS", "hoist_options"]
+           "GLOBAL_OPTIONS", "leading_options", "hoist_options"]
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
 
@@ -118,17 +118,24 @@ GLOBAL_OPTIONS = {"--sysfs-path": True, "--dev-dir": True, "--config-dir": True,
                   "--static-providers": True, "--fixture": True, "--json": False}
 
 
+def leading_options(words: list[str]) -> int:
+    """How many of ``words`` are :data:`GLOBAL_OPTIONS` (and their values) before the
+    first other word; 0 when an option before the command is not one of them."""
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        name, eq, _ = words[i].partition("=")
+        if name not in GLOBAL_OPTIONS:
+            return 0
+        i += 2 if GLOBAL_OPTIONS[name] and not eq else 1
+    return min(i, len(words))
+
+
 def hoist_options(words: list[str], commands: tuple[str, ...]) -> list[str]:
     """``--fixture X topo ...`` -> ``topo --fixture X ...``: the :data:`GLOBAL_OPTIONS` that
     come before the command are moved after it (after ``nccl check``'s ``check``), where
     the command's parser reads them.  Anything else before the command is left as it is
     (``--version``, ``--help``, an unknown option: the top parser answers)."""
-    i = 0
-    while i < len(words) and words[i].startswith("-"):
-        name, eq, _ = words[i].partition("=")
-        if name not in GLOBAL_OPTIONS:
-            return words
-        i += 2 if GLOBAL_OPTIONS[name] and not eq else 1
+    i = leading_options(words)
     if i == 0 or i >= len(words) or words[i] not in commands:
         return words
     at = i + 1
