@@ -22,7 +22,7 @@ from sysverbs.fleet.facts import HostFacts, collect_facts
 from sysverbs.fleet.files import replace_file, temporary_name
 from sysverbs.fleet.metrics import families
 from sysverbs.fleet.nfd import NAMESPACE, feature_file
-from tests.conftest import require
+from tests.conftest import fast_tmpdir, require
 from tests.test_cli_robust import child_env
 
 # ------------------------------------------------------------- the root vanishing
@@ -147,6 +147,29 @@ def test_no_temporary_file_is_left_after_sigkill(tmp_path: Path) -> None:
     replace_file(str(tmp_path), "sysverbs.prom", b"new\n")
     assert sorted(os.listdir(tmp_path)) == sorted(["sysverbs.prom", *others])
     assert (tmp_path / "sysverbs.prom").read_text() == "new\n"
+
+
+_WRITER = """
+import sys
+from sysverbs.fleet.files import replace_file
+for _ in range(200):
+    replace_file(sys.argv[1], "sysverbs", sys.argv[2].encode() * 1000)
+"""
+
+
+def test_writers_side_by_side_never_remove_each_others_file() -> None:
+    """Each write first removes the unlocked temporary files of its name: four processes
+    writing the same file 200 times each (on a tmpfs where there is one: fsync is free
+    there) never take a file another is writing (its rename would fail, as it did when
+    the clean-up ignored the locks), and leave the file alone, one writer's whole data."""
+    with fast_tmpdir("replace-") as where:
+        writers = [subprocess.Popen([sys.executable, "-c", _WRITER, str(where), str(n)],
+                                    stderr=subprocess.PIPE, text=True, env=child_env())
+                   for n in range(4)]
+        errors = [w.communicate(timeout=120)[1] for w in writers]
+        assert ([w.returncode for w in writers], errors) == ([0] * 4, [""] * 4)
+        assert os.listdir(where) == ["sysverbs"]
+        assert (where / "sysverbs").read_text() in {str(n) * 1000 for n in range(4)}
 
 
 # ------------------------------------------------------------- a full filesystem
