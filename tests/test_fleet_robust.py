@@ -66,6 +66,28 @@ def test_a_vanished_root_is_a_failed_snapshot(how: str, tmp_path: Path) -> None:
                       for part in ("discovery", "topology", "nccl")}
 
 
+def test_a_root_that_vanishes_while_it_is_read(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tree goes away after the check before a part and before the part's reads
+    (here: inside the diagnosis): the part fails and what it read is dropped, not
+    reported as the host's (``no_kernel_support``, no device)."""
+    from sysverbs.devices import diagnosis
+
+    host = testing.materialize("rxe", tmp_path / "host")
+    real = diagnosis.diagnose
+
+    def vanishing(**kw: Any) -> Any:
+        shutil.move(os.fsdecode(host.sysfs), tmp_path / "elsewhere")
+        return real(**kw)
+
+    monkeypatch.setattr(diagnosis, "diagnose", vanishing)
+    facts = _collect(host)
+    assert [(c.name, c.success) for c in facts.collectors] == [
+        ("discovery", False), ("topology", False), ("nccl", False)]
+    assert (facts.devices, facts.host_reasons, facts.rdma_cm_available) == ((), None, False)
+    assert _series(facts, "sysverbs_rdma_host_problem") == {}
+
+
 def test_a_root_that_vanishes_under_the_nfd_loop(tmp_path: Path) -> None:
     """``nfd --features-dir DIR --interval``: the labels of the host, then, once the tree
     is gone, ``discovery.failed=true`` and no ``rdma.usable`` label, a warning, the loop

@@ -255,17 +255,25 @@ def _timed(name: str, results: list[CollectorResult], fn: Callable[[], T]) -> Op
     return value
 
 
-def _on_root(root: str, fn: Callable[[], T]) -> Callable[[], T]:
-    """``fn``, a part that reads the sysfs tree ``root``, failing when ``root`` is not,
-    or no longer, a sysfs tree, before or after it reads (removed or unmounted under a
-    running exporter: never a healthy host without RDMA).  The rule of the commands'
-    start-up check (:func:`~sysverbs.ground.sysfs_read.check_sysfs_root`)."""
+def _on_root(root: str, fn: Callable[[], T], out: object = None) -> Callable[[], T]:
+    """``fn``, a part that reads the sysfs tree ``root`` (into ``out``), failing when
+    ``root`` is not, or no longer, a sysfs tree, before or after it reads (removed or
+    unmounted under a running exporter: never a healthy host without RDMA; ``out`` is
+    then emptied).  The rule of the commands' start-up check
+    (:func:`~sysverbs.ground.sysfs_read.check_sysfs_root`)."""
     from ..ground.sysfs_read import check_sysfs_root
 
     def part() -> T:
         check_sysfs_root(root)
-        value = fn()
-        check_sysfs_root(root)
+        try:
+            value = fn()
+        finally:
+            try:
+                check_sysfs_root(root)
+            except OSError:
+                if out is not None:  # what it read is not the host's
+                    vars(out).update(vars(type(out)()))
+                raise
         return value
 
     return part
@@ -486,10 +494,10 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     disc = _Discovery()
     root = opts.sysfs_path
     _timed("discovery", results,
-           _on_root(root, lambda: _discover(disc, opts, options, recorded, probe_open)))
+           _on_root(root, lambda: _discover(disc, opts, options, recorded, probe_open), disc))
     topo = _Topology()
     _timed("topology", results,
-           _on_root(root, lambda: _topology(topo, opts, proc_path, recorded, gpu_links)))
+           _on_root(root, lambda: _topology(topo, opts, proc_path, recorded, gpu_links), topo))
     nccl = _timed("nccl", results, _on_root(root, lambda: _nccl(opts, options, env, conf_root)))
     return HostFacts(
         version=__version__, rdma_core=str(opts.rdma_core), sysfs_path=opts.sysfs_path,
