@@ -73,6 +73,7 @@ UV := $(VENV)/bin/uv
 # - the fleet's and static_providers' command-line files (test_metrics, test_nfd,
 #   test_fleet_docs, test_static_providers): mostly a pypy3 child per command, the same
 #   code the CPython run checks; with them the pypy3 run took 380 s beside CPython's 536.
+#   So are test_cli_robust and test_fleet_robust (a child per command line or signal).
 # - deploy/'s objects against the Kubernetes schemas (tests/test_deploy_schema.py): data,
 #   not code; kubernetes-validate is in the dev extra, which only the CPython run installs.
 # Left out by selection, not by skipping: under CI=true a skip is a failure.
@@ -92,6 +93,7 @@ PYPY_TESTS := --assert=plain --ignore=tests/kernel --ignore=tests/test_bench.py 
   --ignore=tests/test_static_probe_build.py --ignore=tests/test_static_oracle.py \
   --ignore=tests/test_metrics.py --ignore=tests/test_nfd.py --ignore=tests/test_fleet_docs.py \
   --ignore=tests/test_static_providers.py --ignore=tests/test_deploy_schema.py \
+  --ignore=tests/test_cli_robust.py --ignore=tests/test_fleet_robust.py \
   --ignore=tests/test_metrics.py --ignore=tests/test_prometheus_oracle.py \
   --deselect tests/test_monitor.py::test_udev_events_under_umockdev -m 'not oracle' \
   --deselect tests/test_cli.py::test_netdev_on_every_fixture \

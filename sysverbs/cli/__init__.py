@@ -30,15 +30,19 @@ from ..ground.errors import UsageError
 from .contract import (
     EXIT_USAGE,
     POLICY,
+    POLL_INTERVAL,
     check_usage,
     command_name,
     describe_os_error,
     emit,
     error,
     fail,
+    hoist_options,
+    leading_options,
     listing_options,
     root_problem,
     schema_name,
+    seconds,
     sysfs_root,
     warning,
 )
@@ -209,8 +213,9 @@ class _CompletionAction(argparse.Action):
 _EPILOG = """\
 exit status (every command): 0 success; 1 a finding, nothing chosen or nothing to read;
 2 a usage error. devices and devinfo keep ibv_devices' and ibv_devinfo's statuses and
-messages (devinfo: 255, 4); watch 130 on Ctrl-C. Errors: 'sysverbs COMMAND: error: ...'.
---json on every command: one document whose "schema" names its JSON Schema.
+messages (devinfo: 255, 4); 130 on Ctrl-C. Errors: 'sysverbs COMMAND: error: ...'.
+--json on every command: one document whose "schema" names its JSON Schema. The shared
+options (--fixture, --sysfs-path, --json...) may also come before the command.
 Try: sysverbs fixtures; sysverbs topo --fixture gpu-hgx-h100 --assign
 Docs: docs/cli.md.  Bash completion: eval "$(sysverbs --completion bash)"."""
 
@@ -365,8 +370,9 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         w.add_argument("--backend", choices=["auto", "udev", "poll"], default="auto",
                        help="udev events or polling sysfs (default: auto; other sysfs roots "
                        "are polled)")
-        w.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
-                       help="poll interval (default 0.5)")
+        w.add_argument("--interval", type=seconds(POLL_INTERVAL), default=0.5,
+                       metavar="SECONDS", help=f"poll interval (default 0.5; "
+                       f"{POLL_INTERVAL[0]:g} to {POLL_INTERVAL[1]:g})")
         w.add_argument("--all-actions", action="store_true",
                        help="also report move (rename), change, bind... (udev only)")
         w.set_defaults(func=_run_tool("watch"))
@@ -422,7 +428,27 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    words = sys.argv[1:] if argv is None else list(argv)
+    # The options every command shares may come before the command: moved after it.
+    words = hoist_options(sys.argv[1:] if argv is None else list(argv), COMMANDS)
+    given = leading_options(words)
+    if given:  # options, then no command
+        what = f"{words[given]!r} is not a command" if given < len(words) else "no command"
+        options = " ".join(words[:given])
+        sys.stderr.write(f"sysverbs: error: {what} after {options}: sysverbs COMMAND "
+                         f"{options} (COMMAND: {', '.join(COMMANDS)})\n")
+        return EXIT_USAGE
+    try:
+        return _main(words)
+    except KeyboardInterrupt:  # Ctrl-C anywhere: 130 (128 + SIGINT), one line
+        name = " ".join(words[:2] if words[:2] == ["nccl", "check"] else words[:1])
+        if name in COMMANDS or name == "nccl check":
+            error(name, "interrupted")
+        else:
+            sys.stderr.write("sysverbs: error: interrupted\n")
+        return 130
+
+
+def _main(words: list[str]) -> int:
     # Names and files from sysfs are bytes, decoded with surrogateescape: print them
     # back as those bytes, as the C tools do, in any locale (a UTF-8 one makes the
     # streams strict, and a junk file would end in a UnicodeEncodeError).

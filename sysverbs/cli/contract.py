@@ -3,7 +3,7 @@
 * exit status: :data:`EXIT_OK` (0), :data:`EXIT_FINDING` (1: a finding, nothing chosen,
   nothing to read), :data:`EXIT_USAGE` (2: the command line is wrong); ``devices`` and
   ``devinfo`` keep rdma-core's statuses and messages byte for byte (255 and 4 for
-  ``devinfo``), ``watch`` 130 on Ctrl-C;
+  ``devinfo``), 130 on Ctrl-C (SIGINT) in every command;
 * one prefix for what goes wrong, on stderr: ``sysverbs <command>: error: ...`` (and
   ``sysverbs <command>: warning: ...`` when the command goes on), argparse's own;
 * ``--json``: one document on stdout whose ``schema`` key names its JSON Schema, a file
@@ -26,11 +26,13 @@ from ..ground.errors import UsageError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from typing import Any, Optional
+    from typing import Any, Callable, Optional
 
 __all__ = ["EXIT_OK", "EXIT_FINDING", "EXIT_USAGE", "POLICY", "Problem", "command_name",
            "schema_name", "error", "warning", "emit", "fail", "describe_os_error",
-           "root_problem", "where", "check_usage", "listing_options", "sysfs_root"]
+           "root_problem", "where", "check_usage", "listing_options", "sysfs_root",
+           "REWRITE_INTERVAL", "POLL_INTERVAL", "seconds", "rate", "link_layer",
+           "GLOBAL_OPTIONS", "leading_options", "hoist_options"]
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
 
@@ -54,6 +56,92 @@ POLICY = {
     "watch": "waits", "metrics": "waits", "nfd": "waits",
     "fixtures": "none",
 }
+
+
+#: The bounds of every interval option, in seconds (docs/cli.md, "The contract"): a
+#: rewrite (``metrics --interval``, ``nfd --interval``) from 0.1 s, below which the loop is
+#: a busy loop, to one day; ``watch``'s poll from 0.01 s to one hour.
+REWRITE_INTERVAL = (0.1, 86400.0)
+POLL_INTERVAL = (0.01, 3600.0)
+
+
+def _number(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        return float("nan")
+
+
+def seconds(bounds: tuple[float, float]) -> Callable[[str], float]:
+    """An argparse ``type``: a number of seconds within ``bounds`` (NaN, infinities,
+    negative numbers, 0 and anything past the bounds are a usage error, exit 2)."""
+    low, high = bounds
+
+    def parse(value: str) -> float:
+        number = _number(value)
+        if not low <= number <= high:
+            import argparse
+
+            raise argparse.ArgumentTypeError(
+                f"{value!r}: not a number of seconds from {low:g} to {high:g}")
+        return number
+
+    return parse
+
+
+def rate(value: str) -> float:
+    """An argparse ``type``: a rate in Gb/s, a finite number >= 0."""
+    number = _number(value)
+    if not 0 <= number < float("inf"):
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"{value!r}: not a rate in Gb/s (a number >= 0)")
+    return number
+
+
+#: What ``--link-layer`` takes, in any case: the kernel's and ibv_devinfo's names
+#: (``InfiniBand``, ``Ethernet``) and the short ones (``IB``, ``RoCE``, ``eth``).
+_LINK_LAYERS = {"infiniband": "InfiniBand", "ib": "IB", "ethernet": "Ethernet",
+                "eth": "Ethernet", "roce": "RoCE"}
+
+
+def link_layer(value: str) -> str:
+    """An argparse ``type`` for ``--link-layer``: the choice's own spelling, whatever the
+    case (argparse then checks it against ``choices``)."""
+    return _LINK_LAYERS.get(value.strip().lower(), value)
+
+
+#: The options every reading command takes, which may also come before the command
+#: (``sysverbs --fixture X topo``): True for those that take a value.
+GLOBAL_OPTIONS = {"--sysfs-path": True, "--dev-dir": True, "--config-dir": True,
+                  "--source": True, "--providers": True, "--rdma-core": True,
+                  "--static-providers": True, "--fixture": True, "--json": False}
+
+
+def leading_options(words: list[str]) -> int:
+    """How many of ``words`` are :data:`GLOBAL_OPTIONS` (and their values) before the
+    first other word; 0 when an option before the command is not one of them."""
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        name, eq, _ = words[i].partition("=")
+        if name not in GLOBAL_OPTIONS:
+            return 0
+        i += 2 if GLOBAL_OPTIONS[name] and not eq else 1
+    return min(i, len(words))
+
+
+def hoist_options(words: list[str], commands: tuple[str, ...]) -> list[str]:
+    """``--fixture X topo ...`` -> ``topo --fixture X ...``: the :data:`GLOBAL_OPTIONS` that
+    come before the command are moved after it (after ``nccl check``'s ``check``), where
+    the command's parser reads them.  Anything else before the command is left as it is
+    (``--version``, ``--help``, an unknown option: the top parser answers)."""
+    i = leading_options(words)
+    if i == 0 or i >= len(words) or words[i] not in commands:
+        return words
+    at = i + 1
+    if words[i] == "nccl" and words[at:at + 1] == ["check"]:
+        at += 1
+    return words[i:at] + words[:i] + words[at:]
 
 
 class Problem:
@@ -149,9 +237,13 @@ def where(args: argparse.Namespace, root: str) -> str:
 def root_problem(root: str) -> Optional[Problem]:
     """``not-sysfs`` when ``root`` has no ``devices/``; ``no-rdma`` when it has no RDMA
     device (``class/infiniband`` missing or empty); else None."""
+    from ..ground.sysfs_read import check_sysfs_root
+
+    try:
+        check_sysfs_root(root)
+    except FileNotFoundError as e:
+        return Problem("not-sysfs", describe_os_error(e))
     broot = os.fsencode(root)
-    if not os.path.isdir(os.path.join(broot, b"devices")):
-        return Problem("not-sysfs", f"{root}: not a sysfs tree (no devices/)")
     ib = os.path.join(broot, b"class", b"infiniband")
     try:
         names = [n for n in os.listdir(ib) if not n.startswith(b".")]

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .contract import REWRITE_INTERVAL, seconds
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -49,16 +51,6 @@ def max_age(value: str) -> float:
         seconds = -1.0
     if not 0 <= seconds < float("inf"):
         raise argparse.ArgumentTypeError(f"{value!r}: not a number of seconds, 0 or more")
-    return seconds
-
-
-def _interval(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0 or seconds == float("inf"):
-        raise argparse.ArgumentTypeError(f"{value!r}: not a number of seconds above 0")
     return seconds
 
 
@@ -106,8 +98,9 @@ def register(subparsers: argparse._SubParsersAction[Any],
     out.add_argument("--textfile", metavar="DIR",
                      help="write DIR/sysverbs.prom for node_exporter's textfile collector "
                      "(atomically: a temporary file in DIR, then a rename)")
-    p.add_argument("--interval", type=_interval, metavar="SECONDS",
-                   help="with --textfile: write it again every SECONDS until stopped")
+    p.add_argument("--interval", type=seconds(REWRITE_INTERVAL), metavar="SECONDS",
+                   help="with --textfile: write it again every SECONDS until stopped "
+                   f"({REWRITE_INTERVAL[0]:g} to {REWRITE_INTERVAL[1]:g}; without it: once)")
     p.add_argument("--max-age", type=max_age, metavar="SECONDS",
                    help="with --listen: answer a scrape that comes less than SECONDS after "
                    "the last snapshot was taken with that snapshot's page (default 5; 0: a "
@@ -277,17 +270,12 @@ def _textfile(args: argparse.Namespace, collect: Callable[[], HostFacts]) -> int
             return fail(args, "os-error", describe_os_error(e))
 
     def forever() -> None:
-        failed = ""
         while True:
             start = time.monotonic()
             try:
                 once()
-                failed = ""
-            except OSError as e:  # a full disk: say it once, try again next time
-                text = describe_os_error(e)
-                if text != failed:
-                    warning("metrics", f"cannot write {directory}: {text}")
-                failed = text
+            except OSError as e:  # a full disk: say it each time, try again next time
+                warning("metrics", describe_os_error(e))
             time.sleep(max(0.0, args.interval - (time.monotonic() - start)))
 
     return _until_stopped(forever)

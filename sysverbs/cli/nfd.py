@@ -2,26 +2,25 @@
 Discovery's ``local`` source (docs/fleet.md).
 
     sysverbs nfd                                   # print the file
-    sysverbs nfd --features-dir DIR [--interval S] # rewrite DIR/sysverbs every S seconds
-    sysverbs nfd --features-dir DIR --once         # write it once (a timer's job)
+    sysverbs nfd --features-dir DIR --interval S   # rewrite DIR/sysverbs every S seconds
+    sysverbs nfd --features-dir DIR                # write it once (a timer's job)
 
 The file is :func:`sysverbs.fleet.nfd.feature_file` of one
 :func:`sysverbs.fleet.facts.collect_facts` snapshot; it is written as ``DIR/.sysverbs``
-and renamed to ``DIR/sysverbs``.  Its lines expire 3 x ``--interval`` after the write
-(10 minutes with ``--once`` or on stdout, unless ``--interval`` is given), so the labels
-of a writer that stopped go away.
+and renamed to ``DIR/sysverbs``.  As ``metrics --textfile``, it is written once unless
+``--interval`` is given (``--once``: once even then).  Its lines expire 3 x ``--interval``
+after the write (10 minutes without ``--interval``), so the labels of a writer that
+stopped go away.
 """
 
 from __future__ import annotations
 
 import errno
-import math
 import os
 import sys
 import time
 
-from ..ground.errors import UsageError
-from .contract import describe_os_error, emit, error, warning, where
+from .contract import REWRITE_INTERVAL, describe_os_error, emit, seconds, warning, where
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,9 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["register", "run"]
 
-#: The default rewrite interval (NFD's worker re-reads its sources every 60 s).
-INTERVAL = 60.0
-#: How long a file written once (``--once``, stdout) stays valid without ``--interval``.
+#: How long a file written without ``--interval`` stays valid.
 ONCE_EXPIRY = 600.0
 
 
@@ -51,16 +48,19 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
         "--features-dir the file is printed.",
         epilog="exit status: 0 the file written (or printed), also for a host without RDMA "
         "devices (its labels say so); 1 a part of the snapshot failed (the file is still "
-        "written without its labels), or the file cannot be written; 2 for a usage error. "
-        "With --features-dir and no --once it runs until stopped (SIGTERM: exit 0).")
+        "written without its labels), or the file cannot be written; 2 for a usage error; "
+        "130 on Ctrl-C. With --features-dir and --interval (and no --once) it runs until "
+        "stopped (SIGTERM: exit 0), with a warning for each write that fails.")
     n.add_argument("--features-dir", metavar="DIR",
                    help="write DIR/sysverbs (e.g. /etc/kubernetes/node-feature-discovery/"
                    "features.d); default: print the file")
-    n.add_argument("--interval", type=float, metavar="SECONDS",
-                   help=f"rewrite the file every SECONDS (default {INTERVAL:g}); its lines "
-                   "expire after 3 x SECONDS")
+    n.add_argument("--interval", type=seconds(REWRITE_INTERVAL), metavar="SECONDS",
+                   help="with --features-dir: rewrite the file every SECONDS until stopped "
+                   f"({REWRITE_INTERVAL[0]:g} to {REWRITE_INTERVAL[1]:g}; NFD re-reads it "
+                   "every 60); its lines expire after 3 x SECONDS (default: 10 minutes)")
     n.add_argument("--once", action="store_true",
-                   help="write the file once and exit (expiry: 10 minutes, or 3 x --interval)")
+                   help="write the file once and exit, also with --interval (the default "
+                   "without --interval)")
     n.add_argument("--no-open", action="store_true",
                    help="do not open the device nodes (as doctor --no-open): in a pod that "
                    "was not given the devices, the device cgroup refuses every open")
@@ -125,11 +125,9 @@ def _write_once(args: argparse.Namespace, opts: dict[str, Any], expires_in: floa
 
 
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
-    if args.interval is not None and not (args.interval > 0 and math.isfinite(args.interval)):
-        raise UsageError("--interval must be a positive number of seconds")
-    loop = args.features_dir is not None and not args.once
-    interval = INTERVAL if args.interval is None else args.interval
-    expires_in = 3 * interval if loop or args.interval is not None else ONCE_EXPIRY
+    interval = args.interval
+    loop = args.features_dir is not None and interval is not None and not args.once
+    expires_in = ONCE_EXPIRY if interval is None else 3 * interval
     said: set[str] = set()
     if not loop:
         try:
@@ -138,6 +136,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
             from .contract import fail
 
             return fail(args, "os-error", describe_os_error(e))
+    assert interval is not None
     import signal
 
     def stop(signum: int, frame: Any) -> None:
@@ -149,12 +148,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
             start = time.monotonic()
             try:
                 _write_once(args, opts, expires_in, said, one_line=True)
-            except OSError as e:  # say it once, and try again at the next interval
-                message = describe_os_error(e)
-                if message not in said:
-                    error("nfd", message)
-                said.clear()
-                said.add(message)
+            except OSError as e:  # a full disk: say it each time, try again next time
+                warning("nfd", describe_os_error(e))
             time.sleep(max(0.0, interval - (time.monotonic() - start)))
     except KeyboardInterrupt:
         return 130

@@ -14,6 +14,7 @@ import os
 import sys
 
 from ..ground.errors import UsageError
+from .contract import link_layer, rate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,8 +51,8 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
                    help="with --assign: only local rank N ('env': from LOCAL_RANK, "
                    "OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID, and CUDA_VISIBLE_DEVICES)")
     t.add_argument("--link-layer", choices=["InfiniBand", "Ethernet", "IB", "RoCE"],
-                   help="only ports of this link layer")
-    t.add_argument("--min-rate", type=float, metavar="GBPS", help="only ports this fast")
+                   type=link_layer, help="only ports of this link layer (any case)")
+    t.add_argument("--min-rate", type=rate, metavar="GBPS", help="only ports this fast")
     t.add_argument("--any-state", action="store_true", help="also ports that are not ACTIVE")
     t.add_argument("--usable", action="store_true",
                    help="only devices sysverbs doctor finds usable (their char device opens)")

@@ -255,6 +255,30 @@ def _timed(name: str, results: list[CollectorResult], fn: Callable[[], T]) -> Op
     return value
 
 
+def _on_root(root: str, fn: Callable[[], T], out: object = None) -> Callable[[], T]:
+    """``fn``, a part that reads the sysfs tree ``root`` (into ``out``), failing when
+    ``root`` is not, or no longer, a sysfs tree, before or after it reads (removed or
+    unmounted under a running exporter: never a healthy host without RDMA; ``out`` is
+    then emptied).  The rule of the commands' start-up check
+    (:func:`~sysverbs.ground.sysfs_read.check_sysfs_root`)."""
+    from ..ground.sysfs_read import check_sysfs_root
+
+    def part() -> T:
+        check_sysfs_root(root)
+        try:
+            value = fn()
+        finally:
+            try:
+                check_sysfs_root(root)
+            except OSError:
+                if out is not None:  # what it read is not the host's
+                    vars(out).update(vars(type(out)()))
+                raise
+        return value
+
+    return part
+
+
 # ------------------------------------------------------------------------ discovery
 
 
@@ -468,11 +492,13 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     env: Mapping[str, str] = os.environ if environ is None else environ
     results: list[CollectorResult] = []
     disc = _Discovery()
-    _timed("discovery", results, lambda: _discover(disc, opts, options, recorded, probe_open))
+    root = opts.sysfs_path
+    _timed("discovery", results,
+           _on_root(root, lambda: _discover(disc, opts, options, recorded, probe_open), disc))
     topo = _Topology()
     _timed("topology", results,
-           lambda: _topology(topo, opts, proc_path, recorded, gpu_links))
-    nccl = _timed("nccl", results, lambda: _nccl(opts, options, env, conf_root))
+           _on_root(root, lambda: _topology(topo, opts, proc_path, recorded, gpu_links), topo))
+    nccl = _timed("nccl", results, _on_root(root, lambda: _nccl(opts, options, env, conf_root)))
     return HostFacts(
         version=__version__, rdma_core=str(opts.rdma_core), sysfs_path=opts.sysfs_path,
         recorded=recorded, devices=disc.devices, host_reasons=disc.host_reasons,

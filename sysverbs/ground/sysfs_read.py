@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "read_sysfs_file",
+    "check_sysfs_root",
     "cstr",
     "strtoul",
     "strtol",
@@ -267,3 +268,15 @@ def fnmatch(pattern: bytes, text: bytes) -> bool:
     while p < np and pattern[p] == 0x2A:
         p += 1
     return p == np
+
+
+def check_sysfs_root(root: PathArg) -> None:
+    """Raise :class:`FileNotFoundError` (``<root>: not a sysfs tree (no devices/)``) when
+    ``root`` has no ``devices/`` directory: it is not a sysfs tree, or no longer one
+    (removed or unmounted under a running exporter).  The one rule of the commands'
+    start-up check and of every part of a fleet snapshot."""
+    if not os.path.isdir(os.path.join(os.fsencode(root), b"devices")):
+        import errno
+
+        raise FileNotFoundError(errno.ENOENT, "not a sysfs tree (no devices/)",
+                                os.fsdecode(root))
