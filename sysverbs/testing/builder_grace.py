@@ -28,7 +28,7 @@ from typing import Callable
 from .builder import HostBuilder
 
 __all__ = ["GRACE_HOSTS", "vpd_image", "endpoint_config", "gb200_nvl72_tray",
-           "gb300_nvl72_tray", "dgx_station_gb300", "gh200"]
+           "gb300_nvl72_tray", "dgx_station_gb300", "gh200", "inline_cx_switch", "OTHER_HOSTS"]
 
 GRACE_RP = 0x22B1  # choice: rdma_topo knows 10de:22b1/22b2/22b8; no capture says which
 CX_SWITCH = 0x197C  # the CX-8 switch ports of NCCL's GB300 topology dump
@@ -247,6 +247,34 @@ def gh200() -> HostBuilder:
     return b
 
 
+def inline_cx_switch() -> HostBuilder:
+    """rdma_topo's third shape, "Inline": a GPU and a ConnectX-8 PF below one CX
+    switch with no DMA function, on an x86 root port.  choice: all of it is the shape
+    of rdma_topo's Inline matcher (rdma-core PR #1725's "a ConnectX NIC and GPU share a
+    PCIe switch"), no machine's capture: a B200 and a dual-port CX-8."""
+    b = HostBuilder()
+    b.cpu_topology(sockets=1, cores_per_socket=8)
+    hb = b.host_bridge("pci0000:00", numa_node=0)
+    rp = b.pci_bridge(f"{hb}/0000:00:01.0", port="root", vendor=0x8086, device=0x352A)
+    usp = b.pci_bridge(f"{rp}/0000:01:00.0", port="upstream", vendor=0x15B3,
+                       device=CX_SWITCH, sub_vendor=0, sub_device=0)
+    dsp_n = b.pci_bridge(f"{usp}/0000:02:00.0", vendor=0x15B3, device=CX_SWITCH,
+                         sub_vendor=0, sub_device=0)
+    for fn in (0, 1):
+        _cx(b, f"{dsp_n}/0000:03:00.{fn}", "cx8",
+            vpd_image("NVIDIA ConnectX-8", {"SN": "MT2501X00002"}), name=f"mlx5_{fn}",
+            link_layer="InfiniBand")
+    dsp_g = b.pci_bridge(f"{usp}/0000:02:03.0", vendor=0x15B3, device=CX_SWITCH,
+                         sub_vendor=0, sub_device=0)
+    usp2 = b.pci_bridge(f"{dsp_g}/0000:04:00.0", port="upstream", vendor=0x15B3,
+                        device=CX_SWITCH, sub_vendor=0, sub_device=0)
+    dsp2 = b.pci_bridge(f"{usp2}/0000:05:00.0", vendor=0x15B3, device=CX_SWITCH,
+                        sub_vendor=0, sub_device=0)
+    b.gpu(f"{dsp2}/0000:06:00.0", model="b200")
+    _endpoint(b, f"{dsp2}/0000:06:00.0", 0x10DE, 0x2901, 0x030200)
+    return b
+
+
 #: The Grace hosts by name: each a function returning a fresh builder.
 GRACE_HOSTS: Mapping[str, Callable[[], HostBuilder]] = {
     "gb200-nvl72": gb200_nvl72_tray,
@@ -254,3 +282,5 @@ GRACE_HOSTS: Mapping[str, Callable[[], HostBuilder]] = {
     "dgx-station-gb300": dgx_station_gb300,
     "gh200": gh200,
 }
+#: The other layouts rdma_topo knows, beside the Grace hosts (not a Grace machine).
+OTHER_HOSTS: Mapping[str, Callable[[], HostBuilder]] = {"inline-cx8": inline_cx_switch}
