@@ -25,8 +25,8 @@ only Grace and Vera root ports count.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
+from ..ground.records import FrozenRecord, init
 from ._names import bdf_key
 
 TYPE_CHECKING = False
@@ -56,14 +56,18 @@ KINDS = ("dma-based", "numa-based", "inline", "pcie")
 _VPD_MAX = 32768
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(FrozenRecord):
     """``kind`` (one of :data:`KINDS`), ``reason``, and the complexes: per DMA function
     (dma-based), per NUMA node (numa-based), per GPU (inline); each a JSON object."""
 
+    __slots__ = _fields = ("kind", "reason", "complexes")
     kind: str
     reason: str
-    complexes: tuple[dict[str, object], ...] = field(default=())
+    complexes: tuple[dict[str, object], ...]
+
+    def __init__(self, kind: str, reason: str,
+                 complexes: tuple[dict[str, object], ...] = ()) -> None:
+        init(self, kind, reason, complexes)
 
     def as_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "reason": self.reason, "complexes": list(self.complexes)}
