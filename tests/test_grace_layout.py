@@ -227,3 +227,11 @@ def test_topo_json_has_the_layout(tmp_path: Path) -> None:
         ("0009:06:00.0", "0009:03:00.0", [["ibP2p3s0"]]),
         ("0018:06:00.0", "0018:03:00.0", [["ibP16p3s0"]]),
         ("0019:06:00.0", "0019:03:00.0", [["ibP18p3s0"]])]
+
+
+def test_vpd_is_read_only_with_a_dma_function(hosts: dict[str, Host]) -> None:
+    """A VPD read goes to the device: hosts without a DMA function read none."""
+    assert read_vpd(hosts["gb200-nvl72"]) == {}
+    assert sorted(read_vpd(hosts["gb300-nvl72"])) == [
+        "0000:03:00.0", "0002:03:00.0", "0008:03:00.0", "0009:03:00.0", "0010:03:00.0",
+        "0012:03:00.0", "0018:03:00.0", "0019:03:00.0"]

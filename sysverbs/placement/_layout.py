@@ -129,9 +129,12 @@ def _cx_pfs(host: Host) -> list[PciDevice]:
 
 def read_vpd(host: Host) -> dict[str, VpdRead]:
     """The ``vpd`` of each DMA function and ConnectX PF: its bytes, ``"absent"`` (no
-    file) or ``"unreadable"`` (the kernel makes it 0600: root only)."""
+    file) or ``"unreadable"`` (the kernel makes it 0600: root only).  Nothing on a host
+    without a DMA function (a VPD read goes to the device: it is only made when
+    needed)."""
     out: dict[str, VpdRead] = {}
-    for dev in _dma_functions(host) + _cx_pfs(host):
+    dmas = _dma_functions(host)
+    for dev in dmas + (_cx_pfs(host) if dmas else []):
         try:
             with open(os.path.join(dev.path, "vpd"), "rb") as f:
                 out[dev.address] = f.read(_VPD_MAX)
