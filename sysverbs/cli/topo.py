@@ -112,7 +112,11 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         import json
     if not args.assign:
         if args.json:
-            sys.stdout.write(json.dumps(host_json(host), indent=2) + "\n")
+            from ..placement import read_layout
+
+            doc = host_json(host)
+            doc["layout"] = read_layout(host).as_dict()  # rdma_topo's layout names
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             sys.stdout.write(render_matrix(host, args.smi_format, args.underline, args.legend))
         sys.stdout.flush()

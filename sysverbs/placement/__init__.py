@@ -27,6 +27,7 @@ from ._bind import CPU_MODES, MEM_MODES, cpu_node, cpu_set, mem_node, socket_nod
 from ._cpus import CpuTopology, read_cpus
 from ._distance import Distance
 from ._host import Anchor, Gpu, Host, Nic, Port
+from ._layout import Layout, layout, parse_vpd, read_layout, read_vpd
 from ._pci import PciDevice
 from ._read import GPU_CLASSES, read_host
 from ._smi import FORMATS, host_json, render_matrix
@@ -63,6 +64,7 @@ __all__ = [
     "GPU_CLASSES",
     "Gpu",
     "Host",
+    "Layout",
     "Nic",
     "NicChoice",
     "PciDevice",
@@ -76,10 +78,14 @@ __all__ = [
     "find_anchor",
     "gpu_anchor",
     "host_json",
+    "layout",
     "local_rank",
     "mem_node",
+    "parse_vpd",
     "read_cpus",
     "read_host",
+    "read_layout",
+    "read_vpd",
     "render_matrix",
     "socket_nodes",
     "visible_gpus",

@@ -65,6 +65,7 @@ class BuilderBase:
         self._tree_functions: set[str] = set()
         self._proc_files: list[tuple[str, Attribute]] = []
         self._extra_links: list[tuple[str, str, str]] = []
+        self._extra_files: list[tuple[str, Attribute]] = []
 
     # ------------------------------------------------------------------ results
     @property

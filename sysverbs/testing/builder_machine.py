@@ -107,6 +107,9 @@ class CpuLayout:
     cores_per_l3: Optional[int] = None  # None: one L3 per socket
     caches: CacheModel = CPU_CACHES["generic"]
     all_caches: bool = False  # False: only the last level (index3)
+    #: CPU-less NUMA nodes after the CPU nodes, as (node, MemTotal in kB): the GPU
+    #: memory nodes of a Grace machine (HBM in some, 0 kB in the others)
+    memory_nodes: tuple[tuple[int, int], ...] = ()
 
     @property
     def total_cores(self) -> int:
@@ -164,6 +167,9 @@ class CpuLayout:
             return self.distances[a][b]
         if a == b:
             return 10
+        cpu_nodes = self.sockets * self.nodes_per_socket
+        if a >= cpu_nodes or b >= cpu_nodes:
+            return 80  # a CPU-less node: no captured distance table (a choice)
         return 12 if a // self.nodes_per_socket == b // self.nodes_per_socket else 32
 
     def records(self) -> list[Record]:
@@ -197,18 +203,23 @@ class CpuLayout:
             recs.append(Record(path, (("SUBSYSTEM", "cpu"),),
                                tuple(Attribute(k, f"{v}\n".encode()) for k, v in attrs)
                                + (Attribute(f"node{node}", b"", f"../../node/node{node}"),)))
-        nodes = sorted(node_cpus)
+        mem_kb = dict(self.memory_nodes)
+        nodes = sorted(node_cpus) + sorted(mem_kb)
         for node in nodes:
-            cpus = node_cpus[node]
-            kb = self.mem_kb
+            cpus = node_cpus.get(node, ())
+            kb = mem_kb.get(node, self.mem_kb)
             meminfo = "".join(f"Node {node} {key + ':':<15} {val:8d} kB\n" for key, val in (
                 ("MemTotal", kb), ("MemFree", kb * 9 // 10), ("MemUsed", kb - kb * 9 // 10),
                 ("Active", 0), ("Inactive", 0), ("HugePages_Total", 0), ("HugePages_Free", 0)))
             attrs = []
             if node == nodes[0]:
                 every_node = _cpulist(nodes)
-                attrs += [(f"../{key}", every_node) for key in
-                          ("online", "possible", "has_cpu", "has_memory", "has_normal_memory")]
+                attrs += [(f"../{key}", every_node) for key in ("online", "possible")]
+                # GPU memory is onlined movable: it is memory, not normal memory
+                attrs += [("../has_cpu", _cpulist(sorted(node_cpus))),
+                          ("../has_memory", _cpulist(sorted(
+                              [*node_cpus, *(n for n, kb in mem_kb.items() if kb)]))),
+                          ("../has_normal_memory", _cpulist(sorted(node_cpus)))]
             attrs += [("cpulist", _cpulist(cpus)), ("cpumap", _cpumask(cpus, n)),
                       ("distance", " ".join(str(self.distance(node, o)) for o in nodes))]
             files = [Attribute(k, f"{v}\n".encode()) for k, v in attrs]

@@ -58,6 +58,7 @@ class PciTreeBuilder(BuilderBase):
         cores_per_l3: Optional[int] = None,
         caches: str = "generic",
         all_caches: bool = False,
+        memory_nodes: Optional[Mapping[int, int]] = None,
     ) -> Self:
         """CPUs and NUMA nodes (``/sys/devices/system/cpu`` and ``.../node``), laid out
         as Linux numbers them on x86: the first threads of all cores (socket by
@@ -82,12 +83,21 @@ class PciTreeBuilder(BuilderBase):
         VMs).  L3s are numbered socket by socket (their ``id``).  ``caches`` names the
         sizes and ways, a key of ``CPU_CACHES`` (``sysverbs.testing.builder_machine``):
         ``generic``, ``epyc-7742``, ``epyc-genoa``, ``xeon-8468``, ``xeon-6426y``,
-        ``xeon-8570``, ``qemu``."""
+        ``xeon-8570``, ``qemu``.
+
+        ``memory_nodes``: CPU-less NUMA nodes after the CPU nodes, node -> MemTotal in
+        kB (the GPU memory nodes of a Grace machine: 0 kB for the ones reserved for MIG);
+        ``has_cpu`` leaves them out, ``has_memory`` lists those with memory."""
         if min(sockets, cores_per_socket, threads_per_core, nodes_per_socket) < 1:
             raise UsageError("counts must be >= 1")
         if cores_per_socket % nodes_per_socket:
             raise UsageError("cores_per_socket must be a multiple of nodes_per_socket")
         nodes = sockets * nodes_per_socket
+        extra = tuple(sorted((memory_nodes or {}).items()))
+        if any(n < nodes or kb < 0 for n, kb in extra):
+            raise UsageError(f"memory_nodes must be numbered from {nodes} (after the CPU "
+                             "nodes), with kB >= 0")
+        nodes += len(extra)
         if distances is not None and (len(distances) != nodes
                                       or any(len(row) != nodes for row in distances)):
             raise UsageError(f"distances must be a {nodes}x{nodes} matrix")
@@ -99,7 +109,7 @@ class PciTreeBuilder(BuilderBase):
         self._cpu = CpuLayout(sockets, cores_per_socket, threads_per_core, nodes_per_socket,
                                mem_per_node_kb,
                                tuple(tuple(r) for r in distances) if distances else None,
-                               cores_per_l3, CPU_CACHES[caches], bool(all_caches))
+                               cores_per_l3, CPU_CACHES[caches], bool(all_caches), extra)
         return self
 
     @property
@@ -258,6 +268,12 @@ class PciTreeBuilder(BuilderBase):
             self.proc_file(path, f"/proc/driver/nvidia/gpus/{bdf}/information", info)
         return path
 
+    def pci_file(self, record_path: str, name: str, value: bytes) -> Self:
+        """One more binary file ``name`` of the device at ``record_path`` (its
+        ``vpd``, or the ``config`` space of an endpoint), written at :meth:`build`."""
+        self._extra_files.append((record_path, Attribute(name, value, binary=True)))
+        return self
+
     def proc_file(self, record_path: str, target: str, value: Union[str, bytes]) -> Self:
         """A ``/proc`` file (``target``, e.g. ``/proc/cpuinfo``), carried by the record
         at ``record_path`` (see :func:`sysverbs.recording.proc_file`)."""
@@ -269,7 +285,7 @@ class PciTreeBuilder(BuilderBase):
         """What depends on the whole host: bridge bus numbers, local CPUs, links added
         to earlier records, /proc files, and the CPU/NUMA records."""
         if not (self._bridges or self._tree_functions or self._proc_files or self._extra_links
-                or self._cpu is not None or self._host_bridges):
+                or self._cpu is not None or self._host_bridges or self._extra_files):
             return list(records)
         pci_buses: dict[str, tuple[int, int]] = {}
         for rec in records:
@@ -305,6 +321,7 @@ class PciTreeBuilder(BuilderBase):
                 extra += [Attribute("local_cpulist", _value(_cpulist(cpus)) or b""),
                           Attribute("local_cpus", _value(_cpumask(cpus, ncpus)) or b"")]
             extra += [a for p, a in self._proc_files if p == rec.path]
+            extra += [a for p, a in self._extra_files if p == rec.path]
             extra += [Attribute(name, b"", target)
                       for p, name, target in self._extra_links if p == rec.path]
             if extra:

@@ -34,6 +34,9 @@ MLX5_MODELS: Mapping[str, PciModel] = {
     "cx6lx": PciModel(0x101F, 0x101E, "ConnectX-6 Lx"),
     "cx7": PciModel(0x1021, 0x101E, "ConnectX-7"),
     "bf3": PciModel(0xA2DC, 0x101E, "BlueField-3"),
+    # 15b3:1023 as rdma-core's kernel-boot/rdma_topo names it; its VF id is a choice (the
+    # mlx5Gen VF of the CX-7 row: no capture of a CX-8 VF's id was found)
+    "cx8": PciModel(0x1023, 0x101E, "ConnectX-8"),
 }
 MLX4_MODELS: Mapping[str, PciModel] = {
     "cx3": PciModel(0x1003, 0x1004, "ConnectX-3"),
@@ -154,6 +157,15 @@ GPU_MODELS: Mapping[str, GpuModel] = {
                      "95.02.66.00.02"),
     "rtx6000ada": GpuModel(0x10DE, 0x26B1, 0x16A1, 0x030000, "nvidia",
                            "NVIDIA RTX 6000 Ada Generation", "95.02.5D.00.03"),
+    # Grace superchips' GPUs (docs/placement.md, "Grace and Data Direct"): ids and
+    # subsystems from lspci on a GH200 and in NVIDIA's GPU Operator docs (GB200), the GB300
+    # from an NCCL topology dump (64 GT/s x16); the other links and VBIOS are a choice.
+    "gh200": GpuModel(0x10DE, 0x2342, 0x16EB, 0x030200, "nvidia", "NVIDIA GH200 480GB",
+                      link=("32.0 GT/s PCIe", 16)),
+    "gb200": GpuModel(0x10DE, 0x2941, 0x2046, 0x030200, "nvidia", "NVIDIA GB200",
+                      link=("32.0 GT/s PCIe", 16)),
+    "gb300": GpuModel(0x10DE, 0x31C2, 0x21F1, 0x030200, "nvidia", "NVIDIA GB300",
+                      link=("64.0 GT/s PCIe", 16)),
     "mi300x": GpuModel(0x1002, 0x74A1, 0x74A1, 0x120000, "amdgpu", "AMD Instinct MI300X",
                        link=("32.0 GT/s PCIe", 16)),
 }
