@@ -301,8 +301,16 @@ def test_garbage_is_unknown(a100: recording.Host) -> None:
     metrics = _cli("metrics", "--no-open", *where)
     assert metrics.returncode == 1
     assert 'sysverbs_collector_success{collector="discovery"} 0.0' in metrics.stdout
+    gpu = Path(a100.sysfs) / "bus/pci/devices/0000:07:00.0"  # GPU0 (topo --json)
+    (gpu / "local_cpulist").write_text("48-63,176-99999\n")
     topo = json.loads(_cli("topo", "--json", *where).stdout)
-    assert len([p for p in topo["problems"] if p.startswith("unknown: ")]) == 4
+    assert [p for p in topo["problems"] if p.startswith("unknown: ")] == [
+        f"unknown: {a100.sysfs}/class/infiniband/{name}/{rel} holds {text!r}, not "
+        + ("a port state" if rel.endswith("state") else "a NUMA node (-1, or 0 to 1023)"
+           if rel.endswith("numa_node") else "a CPU list (CPUs 0 to 8191)")
+        for (name, rel), text in garbage.items()] + [
+        f"unknown: {gpu}/local_cpulist holds '48-63,176-99999', not a CPU list (CPUs 0 to "
+        "8191)"]
 
 
 def test_no_bundled_fixture_has_an_unknown_file() -> None:

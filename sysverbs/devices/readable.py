@@ -27,13 +27,17 @@ from __future__ import annotations
 import errno
 import os
 import re
-from dataclasses import dataclass
-from typing import Callable, Optional, Union
 
-from ..ground.enums import NodeType
-from .attributes import PortState, numbered_entries, parse_guid
+from ..ground.records import FrozenRecord, init
 
-__all__ = ["MAX_CPUS", "MAX_NUMA_NODES", "UnknownFile", "unknown_files"]
+# Light on purpose: sysverbs topo (placement's read_host) checks its files with this
+# module and imports neither typing, dataclasses nor the attributes' module
+# (tests/test_placement.py: test_topo_imports_only_what_the_matrix_needs).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Optional, Union
+
+__all__ = ["MAX_CPUS", "MAX_NUMA_NODES", "UnknownFile", "unknown_files", "unknown_pci_files"]
 
 #: The largest NUMA node count a Linux kernel can be built with (x86-64's
 #: ``CONFIG_NODES_SHIFT`` is at most 10): a ``numa_node`` is -1 or below it.
@@ -43,21 +47,30 @@ MAX_CPUS = 8192
 
 _READ_SIZE = 4096
 _NUMBERED = re.compile(r"(\d{1,10}): \S.*")
+_GUID = re.compile(r"[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){3}")
+#: ``enum ibv_node_type`` (CA 1 .. UNSPECIFIED 7) and ``enum ibv_port_state`` (NOP 0 ..
+#: ACTIVE_DEFER 5): the numbers the kernel writes before the name.
+_NODE_TYPES = range(1, 8)
+_PORT_STATES = range(0, 6)
 _CPU_LIST = re.compile(r"(\d+)(?:-(\d+))?")
 #: What the kernel's ``link_layer_show()`` writes.
 _LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")
 
 
-@dataclass(frozen=True)
-class UnknownFile:
+class UnknownFile(FrozenRecord):
     """A file that decides a verdict and could not be used: its ``path``, the ``errno``
     of the failed open or read (None when it was read but holds text the kernel never
     writes), ``why`` in words, and the port it is about (None: the device's)."""
 
+    __slots__ = _fields = ("path", "errno", "why", "port")
     path: str
     errno: Optional[int]
     why: str
-    port: Optional[int] = None
+    port: Optional[int]
+
+    def __init__(self, path: str, errno: Optional[int], why: str,
+                 port: Optional[int] = None) -> None:
+        init(self, path, errno, why, port)
 
     def message(self, device: str) -> str:
         """The finding, with what to do."""
@@ -86,16 +99,10 @@ def _read(path: bytes) -> Union[str, int, None]:
     return data.decode("utf-8", "replace")
 
 
-def _numbered(enum: Callable[[int], object]) -> Callable[[str], bool]:
+def _numbered(values: range) -> Callable[[str], bool]:
     def check(text: str) -> bool:
         m = _NUMBERED.fullmatch(text)
-        if m is None:
-            return False
-        try:
-            enum(int(m.group(1)))
-        except ValueError:
-            return False
-        return True
+        return m is not None and int(m.group(1)) in values
     return check
 
 
@@ -119,11 +126,11 @@ def _cpulist(text: str) -> bool:
 
 #: file -> (what it should hold, the check of its text); None: any text will do.
 _DEVICE: dict[str, tuple[str, Optional[Callable[[str], bool]]]] = {
-    "node_guid": ("a GUID", lambda t: parse_guid(t) is not None),
-    "node_type": ("a node type", _numbered(NodeType)),
+    "node_guid": ("a GUID", lambda t: _GUID.fullmatch(t) is not None),
+    "node_type": ("a node type", _numbered(_NODE_TYPES)),
 }
 _PORT: dict[str, tuple[str, Optional[Callable[[str], bool]]]] = {
-    "state": ("a port state", _numbered(PortState)),
+    "state": ("a port state", _numbered(_PORT_STATES)),
     "link_layer": ("a link layer", lambda t: t in _LINK_LAYERS),
 }
 _PCI: dict[str, tuple[str, Optional[Callable[[str], bool]]]] = {
@@ -154,9 +161,22 @@ def unknown_files(ibdev_path: Union[str, bytes]) -> list[UnknownFile]:
     base = os.fsencode(ibdev_path)
     out: list[UnknownFile] = []
     _check(base, _DEVICE, None, out)
-    for number in numbered_entries(base + b"/ports"):
+    try:
+        ports = sorted(int(n) for n in os.listdir(base + b"/ports")
+                       if n.isdigit() and n.isascii() and len(n) < 10)
+    except (OSError, ValueError):  # no ports directory, or one this user cannot list
+        ports = []
+    for number in ports:
         _check(base + b"/ports/%d" % number, _PORT, number, out)
-    if os.path.exists(base + b"/device/numa_node") or os.path.exists(
-            base + b"/device/local_cpulist"):
-        _check(base + b"/device", _PCI, None, out)
+    out.extend(unknown_pci_files(base + b"/device"))
+    return out
+
+
+def unknown_pci_files(pci_dir: Union[str, bytes]) -> list[UnknownFile]:
+    """The same for a PCI function's directory (a GPU's, or an RDMA device's ``device``):
+    its ``numa_node`` and ``local_cpulist``, the files placement rests on."""
+    base = os.fsencode(pci_dir)
+    out: list[UnknownFile] = []
+    if os.path.exists(base + b"/numa_node") or os.path.exists(base + b"/local_cpulist"):
+        _check(base, _PCI, None, out)
     return out
