@@ -160,6 +160,8 @@ def unknown_files(ibdev_path: Union[str, bytes]) -> list[UnknownFile]:
     used.  Never raises on the tree's content."""
     base = os.fsencode(ibdev_path)
     out: list[UnknownFile] = []
+    if not os.path.isdir(base):  # no device directory: the other verdicts say so
+        return out
     _check(base, _DEVICE, None, out)
     try:
         ports = sorted(int(n) for n in os.listdir(base + b"/ports")
