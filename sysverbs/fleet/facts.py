@@ -14,7 +14,10 @@
 
 A part that raises records ``success`` False and its error in :attr:`HostFacts.collectors`
 and the others still fill in; a device whose files cannot be read keeps its name, the
-diagnosis and an ``error``, and never hides the other devices.  Bad sysfs content never
+diagnosis and an ``error``, and never hides the other devices; a device whose verdict
+files are ``unknown`` (unreadable or unparseable: :mod:`sysverbs.devices.readable`) keeps
+its series, has ``usable`` None and its findings as ``error``, and the discovery part
+records ``success`` False (what it covers is not known to be healthy).  Bad sysfs content never
 raises: the listing options are checked first (a wrong option is the caller's
 :class:`~sysverbs.errors.UsageError`), everything after is guarded.  The records are plain
 frozen dataclasses: :mod:`sysverbs.fleet.metrics` turns them into Prometheus metrics,
