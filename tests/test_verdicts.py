@@ -32,6 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 # ------------------------------------------------ scenarios of test_diagnose's catalogue
 
 
+def _readable_by_all(root: Path) -> None:
+    """Every directory of a materialized tree searchable by uid 65534."""
+    for dirpath, dirnames, _ in os.walk(root):
+        for name in dirnames:
+            os.chmod(os.path.join(dirpath, name), 0o755)
+
+
 def _no_uverbs(root: Path) -> Seen:
     """A device the kernel shows with no uverbs entry that is no SMI device."""
     fixture("smi")(root)
@@ -48,9 +55,7 @@ def _(s: Seen) -> None:
 
 def _unknown(root: Path) -> Seen:
     fixture("mlx5-cx6")(root)
-    for dirpath, dirnames, _ in os.walk(root):
-        for name in dirnames:
-            os.chmod(os.path.join(dirpath, name), 0o755)
+    _readable_by_all(root)
     os.chmod(root / "sys/class/infiniband/mlx5_2/ports/1/state", 0)
     return run_as_nobody(root)
 
@@ -66,9 +71,7 @@ def _(s: Seen) -> None:
 
 def _memlock_low(root: Path) -> Seen:
     fixture("mlx5-cx6")(root)
-    for dirpath, dirnames, _ in os.walk(root):
-        for name in dirnames:
-            os.chmod(os.path.join(dirpath, name), 0o755)
+    _readable_by_all(root)
     return run_as_nobody(root, memlock=8 * 1024 * 1024)  # Debian's default
 
 
@@ -210,9 +213,7 @@ def a100(root_only: None) -> Iterator[recording.Host]:
     with fast_tmpdir("sv-verdict-") as tmp:
         os.chmod(tmp, 0o755)
         host = recording.materialize(recording.fixture_path("gpu-dgx-a100"), str(tmp / "h"))
-        for dirpath, dirnames, _ in os.walk(tmp):
-            for name in dirnames:
-                os.chmod(os.path.join(dirpath, name), 0o755)
+        _readable_by_all(tmp)
         _nodes(host)
         yield host
 
