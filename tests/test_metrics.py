@@ -158,7 +158,10 @@ def test_gpu_series_of_the_b200() -> None:
 
 
 def test_reason_codes_are_split_between_device_and_host() -> None:
-    assert set(DEVICE_REASONS) | set(HOST_REASONS) == set(CODES)
+    # a device's notes (management_device) are no problem: no series
+    notes = {c for c, (severity, _) in CODES.items() if severity == "note"}
+    assert set(DEVICE_REASONS) | set(HOST_REASONS) | notes == set(CODES)
+    assert not notes & set(DEVICE_REASONS)
     assert len(DEVICE_REASONS) == len(set(DEVICE_REASONS))
 
 
@@ -178,14 +181,15 @@ def test_every_reason_series_is_there(fixture: str) -> None:
     info = {dict(la)["device"] for name, la, _ in s if name == "sysverbs_rdma_device_info"}
     assert set(kernel) <= info
     for d in found:
-        assert {r.code for r in d.reasons} <= set(DEVICE_REASONS), d
+        codes = {r.code for r in d.reasons if r.severity != "note"}
+        assert codes <= set(DEVICE_REASONS), d
         problems = {dict(la)["reason"]: v for name, la, v in s
                     if name == "sysverbs_rdma_device_problem" and dict(la)["device"] == d.name}
         assert list(problems) == list(DEVICE_REASONS) or set(problems) == set(DEVICE_REASONS)
-        assert {c for c, v in problems.items() if v == 1} == {r.code for r in d.reasons}
+        assert {c for c, v in problems.items() if v == 1} == codes
         usable = [v for name, la, v in s if name == "sysverbs_rdma_device_usable"
                   and dict(la)["device"] == d.name]
-        assert usable == [float(d.usable)]
+        assert usable == ([] if d.management or d.unknown else [float(d.usable)])
     ports = {(dict(la)["device"], dict(la)["port"]) for name, la, _ in s
              if name == "sysverbs_rdma_port_info"}
     gids = {(dict(la)["device"], dict(la)["port"], dict(la)["gid_type"]) for name, la, _ in s
@@ -196,13 +200,14 @@ def test_every_reason_series_is_there(fixture: str) -> None:
     assert set(host_problems) == set(HOST_REASONS)
     assert {c for c, v in host_problems.items() if v == 1} == {r.code for r in found.host}
     assert {dict(la)["transport"] for name, la, _ in s if name == "sysverbs_nccl_transport"} \
-        == {"ib", "socket"}
+        == {"ib", "socket", "ofi", "plugin"}
     assert sum(v for name, _, v in s if name == "sysverbs_nccl_transport") == 1
     success = {dict(la)["collector"]: v for name, la, v in s
                if name == "sysverbs_collector_success"}
     assert success == {"discovery": 1, "topology": 1, "nccl": 1}
-    assert {"sysverbs_build_info", "sysverbs_memlock_limit_bytes",
-            "sysverbs_rdma_cm_available"} <= names
+    assert {"sysverbs_build_info", "sysverbs_rdma_cm_available"} <= names
+    # a recording's RLIMIT_MEMLOCK is not this process's: no sample
+    assert "sysverbs_memlock_limit_bytes" not in names
 
 
 # -------------------------------------------------------------- broken device directories
@@ -297,14 +302,17 @@ def test_a_broken_device_never_blanks_the_others(promtool: None, cx6: recording.
                                                  breakage: str) -> None:
     """One device directory with directories for files, half-written files, a file for
     its ports, a dangling device link, a uverbs entry without ibdev, a file in
-    class/infiniband: no exception, every collector succeeds, the page passes promtool,
+    class/infiniband: no exception, every collector succeeds but discovery when a file
+    a verdict rests on is ``unknown`` (only on the broken devices), the page passes promtool,
     the broken device still has its info and problem series, and every other device's
     series are exactly what they were on the intact tree."""
     before = prom.samples(page(tree_facts(cx6)))
     broken = BREAKAGE[breakage](cx6)
     facts = tree_facts(cx6)
+    unknown = {d.name for d in facts.devices if "unknown" in d.reasons}
+    assert unknown <= set(broken), unknown
     assert [(c.name, c.success) for c in facts.collectors] == [
-        ("discovery", True), ("topology", True), ("nccl", True)], facts.collectors
+        ("discovery", not unknown), ("topology", True), ("nccl", True)], facts.collectors
     text = metrics.render(facts)
     assert prom.promtool_check_metrics(text) == (0, "")
     after = prom.samples(text.decode("utf-8"))  # strict: the page is UTF-8
@@ -413,8 +421,9 @@ def unreadable_tree() -> Iterator[recording.Host]:
 
 def test_unreadable_device_directory_as_user(unreadable_tree: recording.Host) -> None:
     """As uid 65534 (root reads a chmod 000 directory): one device directory unreadable,
-    another's GID table and state; the JSON of the same series is whole, every collector
-    succeeds, and the other devices' series are root's."""
+    another's GID table and state; the JSON of the same series is whole, the two devices
+    are ``unknown`` (no usable series, problem ``unknown`` 1) and the discovery collector
+    says it failed, and the other devices' series are root's."""
     host = unreadable_tree
     args = ["metrics", "--json", "--source", "sysfs", "--providers", "builtin",
             "--sysfs-path", host.sysfs, "--dev-dir", host.dev]
@@ -445,12 +454,16 @@ def test_unreadable_device_directory_as_user(unreadable_tree: recording.Host) ->
     for name in ("mlx5_2", "mlx5_5"):
         assert mine[name] != theirs[name], f"{name} read the same as uid 65534"
         kinds = {k for k, _ in theirs[name]}
-        assert {"sysverbs_rdma_device_info", "sysverbs_rdma_device_problem",
-                "sysverbs_rdma_device_usable"} <= kinds, (name, kinds)
+        assert {"sysverbs_rdma_device_info", "sysverbs_rdma_device_problem"} <= kinds, (
+            name, kinds)
+        assert "sysverbs_rdma_device_usable" not in kinds, name
+        unknown = json.dumps([{"device": name, "reason": "unknown"}, 1], sort_keys=True)
+        assert ("sysverbs_rdma_device_problem", unknown) in theirs[name], name
+    assert user.returncode == 1 and b"EACCES" in user.stderr
     doc = json.loads(user.stdout)
     success = [f for f in doc["families"] if f["name"] == "sysverbs_collector_success"][0]
     assert {s["labels"]["collector"]: s["value"] for s in success["samples"]} == {
-        "discovery": 1, "topology": 1, "nccl": 1}
+        "discovery": 0, "topology": 1, "nccl": 1}
 
 
 # ------------------------------------------------------------------------- the textfile

@@ -268,9 +268,12 @@ EXPECTED = {
               "rdma.roce": "true", "nccl.transport": "ib"},
     "cxgb4": {"rdma.usable": "true", "rdma.devices": "1", "rdma.usable-devices": "1",
               "rdma.iwarp": "true", "nccl.transport": "ib"},
+    # the SMI device is no verbs device: not usable, and no problem either
     "smi": {"rdma.usable": "true", "rdma.devices": "2", "rdma.usable-devices": "1",
-            "rdma.infiniband": "true", "rdma.problem.no-uverbs-device": "true",
-            "nccl.transport": "ib"},
+            "rdma.infiniband": "true", "nccl.transport": "ib"},
+    # EFA: NCCL reaches it through aws-ofi-nccl (its link layer is Unknown to NET/IB)
+    "efa": {"rdma.usable": "true", "rdma.devices": "32", "rdma.usable-devices": "32",
+            "nccl.transport": "ofi"},
     "empty": {"rdma.usable": "false", "rdma.devices": "0", "rdma.usable-devices": "0",
               "rdma.problem.no-kernel-support": "true", "nccl.transport": "socket"},
 }

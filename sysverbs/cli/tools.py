@@ -82,7 +82,9 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
     # user gives is not: a plain file there is the error it is).
     recorded = getattr(args, "fixture", None) is not None
     found = diagnose(probe_open=not args.no_open, recorded=recorded, **opts)
-    ok = bool(found) and all(d.usable for d in found)
+    # an SMI device is no verbs device: neither usable nor a problem
+    verbs = [d for d in found if not d.management]
+    ok = bool(verbs) and all(d.usable for d in verbs)
     if args.json:
         doc = {"schema": "sysverbs.doctor/1", "usable": ok,
                "host": [asdict(r) for r in found.host],

@@ -49,7 +49,7 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..engine.api import memlock_too_small, resolve
+from ..engine.api import resolve
 from ..engine.device import makedev, open_cdev
 from ..engine.devlist import AUTO_ORDER, MAX_ABI, MIN_ABI, scan_source
 from ..ground.errors import SourceUnavailable, WrongTypeError
@@ -61,7 +61,9 @@ from ..providers.table import Provider, latest_release, pabi_for, provider_dir, 
 from ..sources.base import LibraryKey
 from ..sources.sysfs import ScanError, Skipped, read_class_abi, scan_sysfs_detailed
 from .attributes import LinkLayer, PortState, device_attributes
+from .memlock import current as current_memlock
 from .rdmacm import RDMA_USER_CM_MAX_ABI_VERSION, RDMA_USER_CM_MIN_ABI_VERSION, rdma_cm_abi
+from .readable import unknown_files
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -93,12 +95,17 @@ CODES: dict[str, tuple[str, str]] = {
     "dev_node_wrong": (ERROR, "the /dev node is not the device's char device"),
     "dev_node_access": (ERROR, "this user may not read and write the /dev node"),
     "dev_node_open_failed": (ERROR, "opening the /dev node failed"),
+    "unknown": (ERROR, "a file the verdict rests on cannot be read or holds what the kernel "
+                "never writes: whether the device works is unknown"),
     "port_down": (WARNING, "a port is not ACTIVE"),
     "no_gids": (WARNING, "a port has no GID"),
     "memlock": (WARNING, "RLIMIT_MEMLOCK is too small for memory registration"),
+    "memlock_low": (WARNING, "RLIMIT_MEMLOCK is finite: less than NCCL and UCX ask for"),
     "no_rdma_cm": (WARNING, "librdmacm's rdma_cm char device is missing"),
     "rdma_cm_abi": (WARNING, "the rdma_cm ABI is not 3..4: rdma_get_devices fails (EPERM)"),
     "recorded_host": (NOTE, "a recording: its /dev nodes are stand-ins for the recorded ones"),
+    "management_device": (NOTE, "an SMI (management) device of an XDR adapter: no verbs "
+                          "device, by design"),
 }
 
 
@@ -156,6 +163,18 @@ class Diagnosis:
     node: Optional[DeviceNode] = None
 
     @property
+    def management(self) -> bool:
+        """An XDR adapter's SMI device (``management_device``): not a verbs device, so
+        neither usable nor a problem."""
+        return any(r.code == "management_device" for r in self.reasons)
+
+    @property
+    def unknown(self) -> bool:
+        """A file its verdict rests on could not be used (``unknown``): ``usable`` is
+        False because it cannot be said to work, not because it was found broken."""
+        return any(r.code == "unknown" for r in self.reasons)
+
+    @property
     def errors(self) -> tuple[Reason, ...]:
         return tuple(r for r in self.reasons if r.severity == ERROR)
 
@@ -163,7 +182,9 @@ class Diagnosis:
         """``name: state (provider P, uverbsN)``: the first line of ``str(self)``; a
         recording's stand-in node adds the recorded node (``uverbs0: recorded char
         device 231:192``)."""
-        state = "usable" if self.usable else "listed, not usable" if self.listed else "MISSING"
+        state = ("usable" if self.usable else "management device, no verbs" if self.management
+                 else "unknown" if self.unknown
+                 else "listed, not usable" if self.listed else "MISSING")
         head = f"{self.name}: {state}"
         if self.provider:
             head += f" (provider {self.provider}"
@@ -475,13 +496,9 @@ def _recorded_note(key: LibraryKey) -> Reason:
 
 def _host_reasons(key: LibraryKey, any_device: bool, recorded: bool) -> list[Reason]:
     out: list[Reason] = []
-    soft = None if recorded else memlock_too_small()
-    if soft is not None and soft >= 0:
-        out.append(_reason(
-            "memlock",
-            f"RLIMIT_MEMLOCK is {soft} bytes, so memory registration will fail: raise "
-            "it (ulimit -l unlimited, /etc/security/limits.conf, or docker run --ulimit "
-            "memlock=-1)."))
+    memlock = None if recorded else current_memlock()
+    if memlock is not None and (any_device or memlock[0] == "memlock"):
+        out.append(_reason(*memlock))
     if not any_device:
         return out
     abi, source = rdma_cm_abi(key.sysfs_root)
@@ -635,14 +652,18 @@ def diagnose(*, probe_open: bool = True, recorded: bool = False,
                     f"libibverbs skips {_fs(root)}/class/infiniband_verbs/"
                     f"{_fs(skip.dev_name)}: {_SKIP_TEXT.get(skip.reason, skip.reason)}."))
             uverbs = uverbs or _fs(skip.dev_name)
-        if not entries and not device_wide:
-            hint = (" It is an SMI (management) device of an XDR adapter: use its mlx5 "
-                    "device for verbs." if name.startswith(b"smi") else
-                    " Its driver may not offer user verbs, or ib_uverbs has not bound it.")
+        if not entries and not device_wide and name.startswith(b"smi"):
+            reasons.append(_reason(
+                "management_device",
+                f"{_fs(name)} is the SMI (subnet management) device of an XDR adapter's "
+                "plane: the kernel gives it no uverbs char device by design, so libibverbs "
+                "does not list it; use its mlx5 device for verbs."))
+        elif not entries and not device_wide:
             reasons.append(_reason(
                 "no_uverbs_device",
                 f"The kernel created no uverbs char device for {_fs(name)}, so libibverbs "
-                f"cannot see it.{hint}"))
+                "cannot see it. Its driver may not offer user verbs, or ib_uverbs has not "
+                "bound it."))
         for rec in recs[:1]:
             uverbs = _fs(rec.dev_name)
             provider, why = _match(rec, key, installed, messages)
@@ -654,6 +675,8 @@ def diagnose(*, probe_open: bool = True, recorded: bool = False,
         ibdev_path = ib_dir + b"/" + name
         if name and b"/" not in name and os.path.isdir(ibdev_path):
             reasons.extend(_port_reasons(ibdev_path))
+            reasons.extend(_reason("unknown", u.message(_fs(name)), u.port)
+                           for u in unknown_files(ibdev_path))
         reasons.sort(key=lambda r: (r.severity != ERROR, list(CODES).index(r.code)))
         usable = listed and not any(r.severity == ERROR for r in reasons)
         out.append(Diagnosis(_fs(name), usable, provider, tuple(reasons), listed, uverbs,

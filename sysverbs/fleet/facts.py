@@ -9,12 +9,15 @@
 * ``topology``: :func:`sysverbs.placement.read_host`, the GPU/NIC classes of ``sysverbs
   topo``'s matrix and :func:`sysverbs.placement.assign`'s NIC port for each GPU;
 * ``nccl``: :func:`sysverbs.nccl.predict_ib`, the device ports NCCL's IB transport would
-  use with this process's environment and NCCL's config files, and so whether NCCL would
-  fall back to sockets.
+  use with this process's environment and NCCL's config files, and so which network NCCL
+  would use between nodes: a net plugin's (aws-ofi-nccl on EFA), IB, or sockets.
 
 A part that raises records ``success`` False and its error in :attr:`HostFacts.collectors`
 and the others still fill in; a device whose files cannot be read keeps its name, the
-diagnosis and an ``error``, and never hides the other devices.  Bad sysfs content never
+diagnosis and an ``error``, and never hides the other devices; a device whose verdict
+files are ``unknown`` (unreadable or unparseable: :mod:`sysverbs.devices.readable`) keeps
+its series, has ``usable`` None and its findings as ``error``, and the discovery part
+records ``success`` False (what it covers is not known to be healthy).  Bad sysfs content never
 raises: the listing options are checked first (a wrong option is the caller's
 :class:`~sysverbs.errors.UsageError`), everything after is guarded.  The records are plain
 frozen dataclasses: :mod:`sysverbs.fleet.metrics` turns them into Prometheus metrics,
@@ -41,10 +44,11 @@ GpuAssigned(gpu=0, pci_bus_id='00000000:1B:00.0', device='mlx5_4', port=1, link=
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
 from ..devices.diagnosis import CODES
@@ -71,11 +75,14 @@ COLLECTORS = ("discovery", "topology", "nccl")
 #: (``DiagnosisList.host``); the others are about one device.  Three are both: a
 #: missing uverbs module, a too long sysfs path and a bad kernel ABI are said for the
 #: host and for every device, since each device is unusable for that reason.
-_HOST_ONLY = ("no_kernel_support", "no_providers_installed", "memlock", "no_rdma_cm",
+_HOST_ONLY = ("no_kernel_support", "no_providers_installed", "memlock", "memlock_low",
+              "no_rdma_cm",
               "rdma_cm_abi", "recorded_host")
 _BOTH = ("sysfs_path_too_long", "no_uverbs_module", "kernel_abi")
 #: The reason codes a device can have (``Diagnosis.reasons``), in :data:`CODES` order.
-DEVICE_REASONS: tuple[str, ...] = tuple(c for c in CODES if c not in _HOST_ONLY)
+#: Notes (``management_device``) are no problem: not among them.
+DEVICE_REASONS: tuple[str, ...] = tuple(c for c in CODES
+                                        if c not in _HOST_ONLY and CODES[c][0] != "note")
 #: The reason codes the host can have (``DiagnosisList.host``), in :data:`CODES` order.
 HOST_REASONS: tuple[str, ...] = tuple(c for c in CODES if c in _HOST_ONLY or c in _BOTH)
 
@@ -109,12 +116,14 @@ class DeviceFacts:
     """One device of ``class/infiniband`` (or a uverbs entry naming one).
 
     ``listed``/``usable``/``reasons``: :func:`sysverbs.diagnose`'s (None and ``()``
-    when the diagnosis failed); ``node_type`` (``CA``, ``RNIC``...), ``node_guid`` (16
-    hex digits, as ``ibv_devices``), ``provider``, ``kernel_driver`` (the driver of its
-    PCI function), ``pci_address``, ``pcie_root`` (the ``pciDDDD:BB`` host bridge its PCI
-    function hangs under, as Kubernetes DRA's ``pcieRoot``), ``numa_node`` (the PCI
-    function's ``numa_node`` text, ``-1`` included): ``""`` when unknown.  ``error``:
-    why its files could not be read (``""``)."""
+    when the diagnosis failed; ``usable`` None for an SMI device, ``management_device``,
+    which is no verbs device, and for a device whose state is ``unknown``);
+    ``node_type`` (``CA``, ``RNIC``...), ``node_guid`` (16 hex digits, as ``ibv_devices``),
+    ``provider``, ``kernel_driver`` (the driver of its PCI function), ``pci_address``,
+    ``pcie_root`` (the ``pciDDDD:BB`` host bridge its PCI function hangs under, as
+    Kubernetes DRA's ``pcieRoot``), ``numa_node`` (the PCI function's ``numa_node`` text,
+    ``-1`` included): ``""`` when unknown.  ``error``: why its files could not be read
+    (``""``; the ``unknown`` findings with their paths and errno)."""
 
     name: str
     listed: Optional[bool]
@@ -178,9 +187,11 @@ class CollectorResult:
 @dataclass(frozen=True)
 class HostFacts:
     """What :func:`collect_facts` found.  ``memlock_limit_bytes``: this process's soft
-    RLIMIT_MEMLOCK (``math.inf`` when unlimited); ``nccl_transport``: ``"ib"`` or
-    ``"socket"`` (``""`` when the nccl part failed); ``recorded``: the tree is a recording
-    of another host (a bundled fixture)."""
+    RLIMIT_MEMLOCK (``math.inf`` when unlimited, ``nan`` for a recording: not the recorded
+    host's); ``nccl_transport``: one of :data:`sysverbs.rank.netplugin.TRANSPORTS`
+    (``ib``, ``socket``, ``ofi``: aws-ofi-nccl, ``plugin``: another net plugin), ``""``
+    when NCCL would fail to initialise or the nccl part failed; ``recorded``: the tree is
+    a recording of another host (a bundled fixture)."""
 
     version: str
     rdma_core: str
@@ -311,12 +322,16 @@ def _device(name: str, opts: Options, devices: str, diag: Optional[object]) -> D
     listed: Optional[bool] = None
     usable: Optional[bool] = None
     reasons: tuple[str, ...] = ()
-    provider = ""
+    provider = unknown = ""
     if isinstance(diag, Diagnosis):
-        listed, usable, provider = diag.listed, diag.usable, diag.provider or ""
+        listed, provider = diag.listed, diag.provider or ""
+        # an SMI device is no verbs device, an unknown one is not known to be unusable
+        usable = None if diag.management or diag.unknown else diag.usable
         reasons = tuple(dict.fromkeys(r.code for r in diag.reasons))
+        unknown = " ".join(r.message for r in diag.reasons if r.code == "unknown")
     try:
-        return _read_device(name, opts, devices, listed, usable, reasons, provider)
+        found = _read_device(name, opts, devices, listed, usable, reasons, provider)
+        return replace(found, error=unknown) if unknown else found
     except Exception as e:  # one bad directory never blanks the others
         return DeviceFacts(name, listed, usable, reasons, provider, "", "", "", "", "", "",
                            (), _error_text(e))
@@ -419,6 +434,11 @@ def _discover(out: _Discovery, opts: Options, options: Mapping[str, object],
         out.rdma_cm = _rdma_cm(opts, out.host_reasons, recorded)
     if failure is not None:
         raise failure
+    unknown = [d for d in out.devices if "unknown" in d.reasons]
+    if unknown:  # every device is reported; the part says it could not read them all
+        raise OSError(errno.EIO, f"unknown: {len(unknown)} device(s) have files that cannot "
+                      f"be read or parsed ({', '.join(d.name for d in unknown)}): "
+                      f"{unknown[0].error}")
 
 
 # ------------------------------------------------------------------------- topology
@@ -454,13 +474,16 @@ def _topology(out: _Topology, opts: Options, proc_path: Optional[str], recorded:
 
 
 def _nccl(opts: Options, options: Mapping[str, object], environ: Mapping[str, str],
-          conf_root: Optional[str]) -> tuple[tuple[tuple[str, int], ...], str]:
+          conf_root: Optional[str], found: tuple[DeviceFacts, ...]
+          ) -> tuple[tuple[tuple[str, int], ...], str]:
     from ..rank.nccl import predict_ib
+    from ..rank.netplugin import net_transport
 
     sel = predict_ib(environ, conf_root=conf_root, **options)  # type: ignore[arg-type]
     devices = tuple(dict.fromkeys((d.device, d.port) for d in sel.devices))
     uses_ib = bool(devices) and not sel.disabled and not sel.failure
-    return devices, "ib" if uses_ib else "socket"
+    efa = any(d.usable and d.provider == "efa" for d in found)
+    return devices, net_transport(environ, ib_ports=uses_ib, efa_devices=efa)
 
 
 # ---------------------------------------------------------------------------- public
@@ -498,11 +521,13 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     topo = _Topology()
     _timed("topology", results,
            _on_root(root, lambda: _topology(topo, opts, proc_path, recorded, gpu_links), topo))
-    nccl = _timed("nccl", results, _on_root(root, lambda: _nccl(opts, options, env, conf_root)))
+    nccl = _timed("nccl", results,
+                  _on_root(root, lambda: _nccl(opts, options, env, conf_root, disc.devices)))
     return HostFacts(
         version=__version__, rdma_core=str(opts.rdma_core), sysfs_path=opts.sysfs_path,
         recorded=recorded, devices=disc.devices, host_reasons=disc.host_reasons,
-        rdma_cm_available=disc.rdma_cm, memlock_limit_bytes=memlock_limit(),
+        rdma_cm_available=disc.rdma_cm,
+        memlock_limit_bytes=math.nan if recorded else memlock_limit(),
         gpus=topo.gpus, gpu_links=topo.links, assigned=topo.assigned,
         nccl_devices=nccl[0] if nccl is not None else (),
         nccl_transport=nccl[1] if nccl is not None else "",

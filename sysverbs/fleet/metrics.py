@@ -22,16 +22,18 @@ prometheus_client (``pip install 'sysverbs[metrics]'``) is imported only by
 ...                   (), "socket", ())
 >>> [f.name for f in families(empty)][:3]
 ['sysverbs_build_info', 'sysverbs_rdma_device_info', 'sysverbs_rdma_device_listed']
->>> [s for f in families(empty) if f.name == "sysverbs_nccl_transport" for s in f.samples]
+>>> [s for f in families(empty) if f.name == "sysverbs_nccl_transport" for s in f.samples][:2]
 [((('transport', 'ib'),), 0.0), ((('transport', 'socket'),), 1.0)]
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
+from ..rank.netplugin import TRANSPORTS
 from .facts import COLLECTORS, DEVICE_REASONS, GID_TYPES, HOST_REASONS, HostFacts
 from .files import replace_file
 from .serve import MAX_AGE, Server
@@ -53,7 +55,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _USABLE_HELP = (
     "1 if the device is listed and its char device opens with no error among its reasons "
     "(sysverbs doctor), 0 if not; judged with THIS EXPORTER's credentials: its uid, gids, "
-    "device cgroup and RLIMIT_MEMLOCK, not those of the jobs that will use the device")
+    "device cgroup and RLIMIT_MEMLOCK, not those of the jobs that will use the device; no "
+    "series for an XDR SMI device (no verbs device) nor while a file its state rests on "
+    "cannot be read (problem reason unknown)")
 
 #: name -> (kind, help, label names): the families, in the order they are written.
 _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -90,7 +94,7 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "for this exporter, else 0", ()),
     "sysverbs_memlock_limit_bytes": (
         "gauge", "This exporter's soft RLIMIT_MEMLOCK in bytes (+Inf when unlimited); a job "
-        "has its own", ()),
+        "has its own; no series for a recording (--fixture)", ()),
     "sysverbs_gpu_nic_link": (
         "gauge", "1 per GPU and RDMA device: their PCIe class as nvidia-smi topo -m and "
         "sysverbs topo name it (PIX, PXB, PHB, NODE, SYS; N/A undecidable); gpu is the "
@@ -103,8 +107,11 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "info", "One per device port NCCL's IB transport would use, with this exporter's "
         "environment and NCCL's config files (sysverbs nccl check)", ("device", "port")),
     "sysverbs_nccl_transport": (
-        "gauge", "1 for the network NCCL would use between nodes (ib, socket), 0 for the "
-        "other; both 0 when the nccl collector failed", ("transport",)),
+        "gauge", "1 for the network NCCL would use between nodes, 0 for the others: ib "
+        "(its IB transport), socket, ofi (aws-ofi-nccl's Libfabric network: AWS EFA), "
+        "plugin (another net plugin NCCL_NET_PLUGIN names); all 0 when NCCL would fail to "
+        "initialise (NCCL_NET names no network it has) or the nccl collector failed",
+        ("transport",)),
     "sysverbs_collector_success": (
         "gauge", "1 if the collector (discovery, topology, nccl) ran, 0 if it failed (the "
         "other collectors still report)", ("collector",)),
@@ -140,9 +147,10 @@ def _samples(facts: HostFacts) -> dict[str, list[tuple[tuple[str, ...], float]]]
         out["sysverbs_rdma_device_info"].append(((
             d.name, d.node_type, d.node_guid, d.kernel_driver, d.provider, d.pci_address,
             d.pcie_root, d.numa_node), 1.0))
-        if d.listed is not None and d.usable is not None:
+        if d.listed is not None:
             out["sysverbs_rdma_device_listed"].append(((d.name,), _flag(d.listed)))
-            out["sysverbs_rdma_device_usable"].append(((d.name,), _flag(d.usable)))
+            if d.usable is not None:  # none for SMI devices and unknown states
+                out["sysverbs_rdma_device_usable"].append(((d.name,), _flag(d.usable)))
             for code in DEVICE_REASONS:
                 out["sysverbs_rdma_device_problem"].append(((d.name, code),
                                                             _flag(code in d.reasons)))
@@ -158,7 +166,8 @@ def _samples(facts: HostFacts) -> dict[str, list[tuple[tuple[str, ...], float]]]
             out["sysverbs_rdma_host_problem"].append(((code,),
                                                       _flag(code in facts.host_reasons)))
         out["sysverbs_rdma_cm_available"].append(((), _flag(facts.rdma_cm_available)))
-    out["sysverbs_memlock_limit_bytes"].append(((), facts.memlock_limit_bytes))
+    if not math.isnan(facts.memlock_limit_bytes):  # a recording's is not this process's
+        out["sysverbs_memlock_limit_bytes"].append(((), facts.memlock_limit_bytes))
     for link in facts.gpu_links:
         out["sysverbs_gpu_nic_link"].append(((str(link.gpu), link.pci_bus_id, link.device,
                                               link.link), 1.0))
@@ -167,7 +176,7 @@ def _samples(facts: HostFacts) -> dict[str, list[tuple[tuple[str, ...], float]]]
                                                   str(a.port)), 1.0))
     for device, number in facts.nccl_devices:
         out["sysverbs_nccl_net_device_info"].append(((device, str(number)), 1.0))
-    for transport in ("ib", "socket"):
+    for transport in TRANSPORTS:
         out["sysverbs_nccl_transport"].append(((transport,),
                                                _flag(facts.nccl_transport == transport)))
     by_name = {c.name: c for c in facts.collectors}

@@ -175,6 +175,13 @@ def _usable_ports(d: DeviceFacts) -> list[str]:
     return [p.link_layer for p in d.ports if p.state == "ACTIVE"]
 
 
+def _unknown_only(facts: HostFacts) -> bool:
+    """The discovery part ran and failed only because some device's files are unknown
+    (:mod:`sysverbs.devices.readable`): its labels stay, with ``rdma.problem.unknown``."""
+    return facts.host_reasons is not None and any("unknown" in d.reasons
+                                                  for d in facts.devices)
+
+
 def _host_features(facts: HostFacts) -> list[Feature]:
     out: list[Feature] = []
 
@@ -184,7 +191,7 @@ def _host_features(facts: HostFacts) -> list[Feature]:
     failed = {c.name for c in facts.collectors if not c.success}
     if "discovery" in failed:
         label("discovery.failed", "true")
-    else:
+    if "discovery" not in failed or _unknown_only(facts):
         usable = [d for d in facts.devices if d.usable]
         label("rdma.usable", "true" if usable else "false")
         label("rdma.devices", str(len(facts.devices)))
@@ -208,14 +215,15 @@ def _host_features(facts: HostFacts) -> list[Feature]:
             label("gpu-nic.worst-link", worst)
     if "nccl" in failed:
         label("nccl.failed", "true")
-    elif facts.nccl_transport:
-        label("nccl.transport", facts.nccl_transport)
+    else:  # none: NCCL would fail to initialise (NCCL_NET names no network it has)
+        label("nccl.transport", facts.nccl_transport or "none")
     return out
 
 
 def _device_features(facts: HostFacts) -> list[Feature]:
     out: list[Feature] = []
-    if any(c.name == "discovery" and not c.success for c in facts.collectors):
+    if any(c.name == "discovery" and not c.success for c in facts.collectors) and \
+            not _unknown_only(facts):
         return out
     for d in facts.devices:
         base = f"{NAMESPACE}/rdma.device.{d.name}"

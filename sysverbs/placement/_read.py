@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 
+from ..devices.readable import unknown_files, unknown_pci_files
 from ..engine.api import path_arg
 from ..ground.sysfs_read import read_sysfs_file
 from ..ground.text import parse_cpulist, rate_fields
@@ -282,7 +283,13 @@ def read_host(
     r.read_pci()
     numa = r.numa_nodes()
     nics = r.nics()
+    for nic in nics:  # the verdict of diagnose(): a file that decides it is unknown
+        for u in unknown_files(sysfs + b"/class/infiniband/" + os.fsencode(nic.name)):
+            r.note(f"unknown: {u.path} {u.why}")
     gpus = r.gpus()
+    for gpu in gpus:
+        for u in unknown_pci_files(sysfs + b"/bus/pci/devices/" + os.fsencode(gpu.address)):
+            r.note(f"unknown: {u.path} {u.why}")
     # Four-digit domains (all but VMD's): the addresses, of one width, sort as text.
     order = (sorted(r.pci) if all(len(a) == 12 for a in r.pci)
              else sorted(r.pci, key=bdf_key))
