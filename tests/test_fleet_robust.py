@@ -219,9 +219,16 @@ out["full"] = [sv("metrics", "--textfile", d), sv("nfd", "--features-dir", d)]
 loop = subprocess.Popen([sys.executable, "-m", "sysverbs", "metrics", "--fixture", "rxe",
                          "--textfile", d, "--interval", "0.1"], stderr=subprocess.PIPE,
                         text=True)
-time.sleep(2)
+# two failed writes seen (not a fixed sleep: a loaded machine may take seconds per write)
+seen = []
+deadline = time.monotonic() + 90
+while len(seen) < 2 and time.monotonic() < deadline:
+    line = loop.stderr.readline()
+    if not line:
+        break
+    seen.append(line)
 loop.send_signal(signal.SIGTERM)
-out["loop"] = [loop.wait(), loop.stderr.read()]
+out["loop"] = [loop.wait(), "".join(seen) + loop.stderr.read()]
 out["same"] = all(open(os.path.join(d, n)).read() == old[n] for n in names)
 out["files"] = sorted(os.listdir(d))
 print(json.dumps(out))
