@@ -140,3 +140,27 @@ def test_bad_arguments(kwargs: dict[str, object], error: type, text: str) -> Non
     with pytest.raises(error) as e:
         HostRoot.resolve(**kwargs)  # type: ignore[arg-type]
     assert str(e.value) == text
+
+
+# ------------------------------------------------------- the readers follow the one rule
+
+@pytest.mark.usefixtures("fast_fixture_tmp")
+def test_read_host_of_a_tree_reads_the_proc_beside_it(tmp_path: Path) -> None:
+    """A materialized recording, ``R/sys`` with ``R/proc`` beside it, and no
+    ``proc_path``: the GPUs' UUIDs come from ``R/proc`` (the NVIDIA driver's
+    information files recorded with the host), as ``sysverbs topo --sysfs-path R/sys``
+    reads them; before the one rule, read_host fell back to this machine's /proc."""
+    from sysverbs import recording
+    from sysverbs.placement import read_host
+
+    fake = recording.materialize(recording.fixture_path("gpu-pcie-2socket"), tmp_path)
+    info = sorted((fake.root / "proc/driver/nvidia/gpus").glob("*/information"))
+    wanted = [next(line.split(":", 1)[1].strip() for line in p.read_text().splitlines()
+                   if line.startswith("GPU UUID")) for p in info]
+    assert len(wanted) == 4 and all(u.startswith("GPU-") for u in wanted)
+    host = read_host(fake.sysfs)
+    assert host.proc_path == str(fake.root / "proc")
+    assert sorted(g.uuid or "" for g in host.gpus) == sorted(wanted)
+    assert host.dev_dir == "/dev/infiniband"  # libibverbs' own, whatever the tree
+    # an explicit proc_path still wins
+    assert all(g.uuid is None for g in read_host(fake.sysfs, tmp_path / "none").gpus)

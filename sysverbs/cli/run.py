@@ -84,6 +84,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     import os
 
     from ..ground.errors import BindingError, NotFoundError
+    from ..ground.hostroot import HostRoot
     from ..rank.launch import plan
     from .contract import emit, fail, sysfs_root, warning, where
     from .topo import proc_root
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
             raise UsageError(f"--allowed-cpus {args.allowed_cpus!r}: not a CPU list such as "
                              "0-23,48-71")
     sysfs = sysfs_root(opts)
-    live = os.path.abspath(sysfs).rstrip("/") == "/sys"
+    live = HostRoot.resolve(sysfs).live
     if not live and not args.dry_run:
         raise UsageError(f"{where(args, sysfs)} is not this host: its plan can be shown "
                          "(--dry-run), not applied")

@@ -73,9 +73,9 @@ def proc_root(proc_path: Optional[str], sysfs: Union[str, bytes]) -> str:
     """``--proc-path``, else the ``proc`` beside the sysfs root (``/proc`` for ``/sys``,
     ``<root>/proc`` for a fixture or a tree of the testing kit), so that under an
     alternate root nothing outside it is read."""
-    if proc_path is not None:
-        return proc_path
-    return os.path.join(os.path.dirname(os.path.abspath(os.fsdecode(sysfs))), "proc")
+    from ..ground.hostroot import HostRoot
+
+    return os.fsdecode(HostRoot.resolve(sysfs, proc_path=proc_path).proc)
 
 
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:

@@ -453,7 +453,7 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     first: a bad one raises :class:`~sysverbs.errors.UsageError`).  ``gpu_links``: also
     the GPU x NIC classes (False: :attr:`HostFacts.gpu_links` is empty; the assignment
     is still made).  ``proc_path``: the ``/proc`` root for the GPUs' UUIDs (default: the
-    ``proc`` beside the sysfs root of a tree, else ``/proc``).  ``recorded``: the tree is
+    ``proc`` beside the sysfs root: ``/proc`` for ``/sys``).  ``recorded``: the tree is
     a recording (a bundled fixture), judged as ``sysverbs doctor --fixture`` does.
     ``probe_open``: open each listed device's char device to see whether it works.
     ``environ`` (default ``os.environ``) and ``conf_root``: what NCCL reads
@@ -463,8 +463,7 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     from ..ground import __version__
 
     opts = resolve(**options)
-    if proc_path is None and options.get("sysfs_path") is not None:
-        proc_path = os.path.join(os.path.dirname(os.path.abspath(opts.sysfs_path)), "proc")
+    # proc_path None: read_host() reads the proc beside the sysfs root (HostRoot's rule)
     env: Mapping[str, str] = os.environ if environ is None else environ
     results: list[CollectorResult] = []
     disc = _Discovery()

@@ -346,7 +346,7 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     False leaves the NIC variables out.  An empty CPU or memory set is a
     :class:`~sysverbs.errors.BindingError` naming the cause.
     """
-    from ..engine.api import env_sysfs_root
+    from ..ground.hostroot import HostRoot
     from ..placement import local_rank as rank_from
     from ..placement import read_cpus, read_host
 
@@ -361,9 +361,9 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     env = environ_arg(environ, "environ")
     want_cpus = _list_arg(allowed_cpus, "allowed_cpus")
     want_mems = _list_arg(allowed_mems, "allowed_mems")
-    root = os.fsencode(sysfs_path) if sysfs_path is not None else env_sysfs_root()
-    root = os.path.abspath(root).rstrip(b"/") or b"/"
-    live = root == b"/sys"
+    where = HostRoot.resolve(sysfs_path, dev_dir, proc_path)
+    root = os.path.abspath(where.sysfs or b"/")
+    live = where.live
     host = read_host(root, proc_path, dev_dir)
     topo = read_cpus(root)
     reasons: dict[str, str] = {}
