@@ -164,3 +164,50 @@ def test_read_host_of_a_tree_reads_the_proc_beside_it(tmp_path: Path) -> None:
     assert host.dev_dir == "/dev/infiniband"  # libibverbs' own, whatever the tree
     # an explicit proc_path still wins
     assert all(g.uuid is None for g in read_host(fake.sysfs, tmp_path / "none").gpus)
+
+
+# ------------------------------------------------ --fixture: one HostRoot, recorded, named
+
+@pytest.mark.usefixtures("fast_fixture_tmp")
+def test_fixture_builds_one_recorded_named_host_root() -> None:
+    """``--fixture`` takes the fixture tree's HostRoot (testing/cache.py builds it, once
+    per tree): recorded, named, its paths those of the tree, the listing options its
+    views; another command line gets a live or a tree's, by the same rule."""
+    from sysverbs.cli import _parser
+    from sysverbs.cli.contract import listing_options, where
+    from sysverbs.testing.cache import fixture_tree
+
+    tree = fixture_tree("dgx-demo")
+    assert tree.host_root == HostRoot(
+        os.fsencode(tree.root) + b"/sys", os.fsencode(tree.root) + b"/dev/infiniband",
+        os.fsencode(tree.root) + b"/proc", b"/etc/libibverbs.d", False, True, "dgx-demo")
+    assert (tree.sysfs, tree.dev, tree.proc) == (
+        tree.root + "/sys", tree.root + "/dev/infiniband", tree.root + "/proc")
+    args = _parser().parse_args(["topo", "--fixture", "dgx-demo"])
+    opts = listing_options(args)
+    assert args.host_root == tree.host_root
+    assert (opts["sysfs_path"], opts["dev_dir"]) == (tree.sysfs, tree.dev)
+    assert where(args, opts["sysfs_path"]) == "fixture dgx-demo"
+    args = _parser().parse_args(["topo", "--sysfs-path", "/t/sys/", "--proc-path", "/p"])
+    listing_options(args)
+    assert args.host_root == HostRoot(b"/t/sys", b"/dev/infiniband", b"/p",
+                                      b"/etc/libibverbs.d", False, False, None)
+    assert where(args, "/t/sys/") == "the tree /t/sys"
+    args = _parser().parse_args(["topo", "--sysfs-path", "/sys/"])
+    listing_options(args)
+    assert args.host_root.live and where(args, "/sys/") == "this host"
+
+
+@pytest.mark.usefixtures("fast_fixture_tmp")
+def test_messages_name_the_host_root(capsys: pytest.CaptureFixture[str],
+                                     tmp_path: Path) -> None:
+    """The commands' messages name the machine by HostRoot.describe()."""
+    from sysverbs import cli
+
+    assert cli.main(["run", "--fixture", "dgx-demo", "--", "true"]) == 2
+    assert ("sysverbs run: error: fixture dgx-demo is not this host"
+            in capsys.readouterr().err)
+    (tmp_path / "sys/devices").mkdir(parents=True)
+    assert cli.main(["topo", "--sysfs-path", f"{tmp_path}/sys/"]) == 1
+    assert (f"no GPU and no RDMA device on the tree {tmp_path}/sys: nothing to show"
+            in capsys.readouterr().err)
