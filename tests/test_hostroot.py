@@ -211,3 +211,22 @@ def test_messages_name_the_host_root(capsys: pytest.CaptureFixture[str],
     assert cli.main(["topo", "--sysfs-path", f"{tmp_path}/sys/"]) == 1
     assert (f"no GPU and no RDMA device on the tree {tmp_path}/sys: nothing to show"
             in capsys.readouterr().err)
+
+
+@pytest.mark.usefixtures("fast_fixture_tmp")
+def test_read_host_at_reads_what_the_host_root_names(tmp_path: Path) -> None:
+    """read_host_at(HostRoot) is read_host() for callers holding one (topo, run,
+    plan): the same host, its recorded flag kept; nothing but a HostRoot."""
+    from sysverbs import recording
+    from sysverbs.placement import host_json, read_host, read_host_at
+
+    fake = recording.materialize(recording.fixture_path("gpu-pcie-2socket"), tmp_path)
+    root = HostRoot.resolve(fake.sysfs, fake.dev, recorded=True, name="gpu-pcie-2socket")
+    host = read_host_at(root)
+    again = read_host(fake.sysfs, fake.root / "proc", fake.dev, recorded=True)
+    assert host_json(host) == host_json(again)
+    assert (host.sysfs_path, host.proc_path, host.dev_dir) == (
+        str(fake.sysfs), str(fake.root / "proc"), str(fake.dev))
+    assert host.recorded and len(host.gpus) == 4 and all(g.uuid for g in host.gpus)
+    with pytest.raises(WrongTypeError, match="root must be a HostRoot, not str"):
+        read_host_at(str(fake.sysfs))  # type: ignore[arg-type]

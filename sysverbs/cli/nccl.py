@@ -196,7 +196,6 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     from dataclasses import replace
 
     from ..ground.errors import UsageError
-    from ..ground.hostroot import HostRoot
     from ..rank import nccl
     from .contract import describe_os_error, fail, sysfs_root, warning, where
 
@@ -216,7 +215,7 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     else:
         value = env.get("NCCL_IB_HCA")
         source = sources.get("NCCL_IB_HCA", "environment" if value is not None else "unset")
-    live = HostRoot.resolve(opts["sysfs_path"]).live  # not a fixture, nor another tree
+    live = args.host_root.live  # not a fixture, nor another tree
     extra: list[str] = []
     try:
         ports = nccl.host_ports(sysfs_path=opts["sysfs_path"], dev_dir=opts["dev_dir"],

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
 from ..devices.diagnosis import CODES
+from ..ground.hostroot import HostRoot
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -407,11 +408,10 @@ class _Topology:
         self.assigned: tuple[GpuAssigned, ...] = ()
 
 
-def _topology(out: _Topology, opts: Options, proc_path: Optional[str], recorded: bool,
-              gpu_links: bool) -> None:
+def _topology(out: _Topology, root: HostRoot, gpu_links: bool) -> None:
     from ..placement import assign, read_host
 
-    host: Host = read_host(opts.sysfs_path, proc_path, opts.dev_dir, recorded=recorded)
+    host: Host = read_host(root.sysfs, root.proc, root.dev, recorded=root.recorded)
     out.gpus = tuple(GpuFacts(g.index, g.address, nvml_bus_id(g.address), g.vendor)
                      for g in host.gpus)
     bus = {g.index: nvml_bus_id(g.address) for g in host.gpus}
@@ -463,14 +463,14 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     from ..ground import __version__
 
     opts = resolve(**options)
-    # proc_path None: read_host() reads the proc beside the sysfs root (HostRoot's rule)
     env: Mapping[str, str] = os.environ if environ is None else environ
     results: list[CollectorResult] = []
     disc = _Discovery()
     _timed("discovery", results, lambda: _discover(disc, opts, options, recorded, probe_open))
     topo = _Topology()
     _timed("topology", results,
-           lambda: _topology(topo, opts, proc_path, recorded, gpu_links))
+           lambda: _topology(topo, HostRoot.resolve(opts.sysfs_path, opts.dev_dir, proc_path,
+                                                    recorded=recorded), gpu_links))
     nccl = _timed("nccl", results, lambda: _nccl(opts, options, env, conf_root))
     return HostFacts(
         version=__version__, rdma_core=str(opts.rdma_core), sysfs_path=opts.sysfs_path,

@@ -28,7 +28,7 @@ from ._cpus import CpuTopology, read_cpus
 from ._distance import Distance
 from ._host import Anchor, Gpu, Host, Nic, Port
 from ._pci import PciDevice
-from ._read import GPU_CLASSES, read_host
+from ._read import GPU_CLASSES, read_host, read_host_at
 from ._smi import FORMATS, host_json, render_matrix
 
 #: The names of ``_assign``, imported on first use (``sysverbs topo`` without
@@ -80,6 +80,7 @@ __all__ = [
     "mem_node",
     "read_cpus",
     "read_host",
+    "read_host_at",
     "render_matrix",
     "visible_gpus",
 ]

@@ -265,7 +265,16 @@ def read_host(
     whose device nodes are stand-ins).  Nothing outside these roots is read.  Errors in
     the tree never raise: they are in ``problems``.
     """
-    root = HostRoot.resolve(sysfs_path, dev_dir, proc_path, recorded=recorded)
+    return read_host_at(HostRoot.resolve(sysfs_path, dev_dir, proc_path, recorded=recorded))
+
+
+def read_host_at(root: HostRoot) -> Host:
+    """:func:`read_host` of the machine ``root`` names (its sysfs, proc and dev; its
+    ``recorded``), for callers that hold one."""
+    if not isinstance(root, HostRoot):
+        from ..ground.errors import WrongTypeError
+
+        raise WrongTypeError(f"root must be a HostRoot, not {type(root).__name__}")
     sysfs, proc, dev = _absolute(root.sysfs), _absolute(root.proc), _absolute(root.dev)
     r = _Reader(sysfs, proc)
     r.read_pci()

@@ -348,7 +348,7 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     """
     from ..ground.hostroot import HostRoot
     from ..placement import local_rank as rank_from
-    from ..placement import read_cpus, read_host
+    from ..placement import read_cpus, read_host_at
 
     if cpu not in CPU_MODES:
         raise UsageError(f"unknown cpu mode {cpu!r} (have: {', '.join(CPU_MODES)})")
@@ -364,7 +364,7 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     where = HostRoot.resolve(sysfs_path, dev_dir, proc_path)
     root = os.path.abspath(where.sysfs or b"/")
     live = where.live
-    host = read_host(root, proc_path, dev_dir)
+    host = read_host_at(where)
     topo = read_cpus(root)
     reasons: dict[str, str] = {}
     warnings: list[str] = []
