@@ -164,6 +164,14 @@ def test_read_host_of_a_tree_reads_the_proc_beside_it(tmp_path: Path) -> None:
     assert host.dev_dir == "/dev/infiniband"  # libibverbs' own, whatever the tree
     # an explicit proc_path still wins
     assert all(g.uuid is None for g in read_host(fake.sysfs, tmp_path / "none").gpus)
+    # and $SYSFS_PATH's tree is such a tree: read_host() reads its proc too
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+            "from sysverbs.placement import read_host\n"
+            "h = read_host(); print(h.proc_path); print(sorted(g.uuid for g in h.gpus))")
+    env = {**os.environ, "SYSFS_PATH": str(fake.sysfs)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert out == [str(fake.root / "proc"), str(sorted(wanted))]
 
 
 # ------------------------------------------------ --fixture: one HostRoot, recorded, named
