@@ -295,7 +295,7 @@ def test_the_api_table_and_the_type_checkers_imports_agree() -> None:
 # interpreter start" (make bench); a machine beside a VM can make any time bound fail.
 EAGER_SYSVERBS = {
     "sysverbs", "sysverbs.engine", "sysverbs.engine.api", "sysverbs.engine.device",
-    "sysverbs.engine.devlist", "sysverbs.ground",
+    "sysverbs.engine.devlist", "sysverbs.ground", "sysverbs.ground.hostroot",
     "sysverbs.ground.messages", "sysverbs.ground.records", "sysverbs.ground.sysfs_read",
     "sysverbs.ground.errors", "sysverbs.providers",
     "sysverbs.providers.matching", "sysverbs.providers.table", "sysverbs.sources",
@@ -339,6 +339,10 @@ def test_the_list_options_are_declared_once() -> None:
                   and any(isinstance(b, ast.Name) and b.id == "RecordTuple" for b in c.bases)
                   for f in c.body
                   if isinstance(f, ast.FunctionDef) and f.name == "__new__"}
+        # and the one constructor of the host value, a parameter for each of its paths
+        record |= {id(f) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+                   and c.name == "HostRoot" for f in c.body
+                   if isinstance(f, ast.FunctionDef) and f.name == "resolve"}
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(node) not in record:
                 args = node.args

@@ -216,22 +216,22 @@ def describe_os_error(err: OSError) -> str:
 
 
 def sysfs_root(opts: dict[str, Any]) -> str:
-    """The sysfs root the listing options name (``$SYSFS_PATH``, else ``/sys``)."""
-    root = opts.get("sysfs_path")
-    if root is None:
-        from ..engine.api import env_sysfs_root
+    """The sysfs root the listing options name (``$SYSFS_PATH``, else ``/sys``: the rule
+    of :class:`~sysverbs.ground.hostroot.HostRoot`)."""
+    from ..ground.hostroot import HostRoot
 
-        return os.fsdecode(env_sysfs_root())
-    return os.fsdecode(root)
+    return HostRoot.resolve(opts.get("sysfs_path")).sysfs_path or "/"
 
 
 def where(args: argparse.Namespace, root: str) -> str:
-    """How messages name the root: ``this host``, ``fixture NAME`` or ``the tree R``."""
-    if args.fixture is not None:
-        return f"fixture {args.fixture}"
-    if root.rstrip("/") == "/sys":
-        return "this host"
-    return f"the tree {root}"
+    """How messages name the root: ``this host``, ``fixture NAME`` or ``the tree R``,
+    the ``describe()`` of the command's HostRoot (:func:`listing_options`)."""
+    from ..ground.hostroot import HostRoot
+
+    host = getattr(args, "host_root", None)
+    if not isinstance(host, HostRoot):  # not through listing_options()
+        host = HostRoot.resolve(root, recorded=args.fixture is not None, name=args.fixture)
+    return host.describe()
 
 
 def root_problem(root: str) -> Optional[Problem]:
@@ -270,11 +270,17 @@ def check_usage(args: argparse.Namespace) -> None:
 
 def listing_options(args: argparse.Namespace) -> dict[str, Any]:
     """The listing options of the command line (``--fixture``: the bundled host's
-    cached tree, with the builtin providers and the sysfs source)."""
+    cached tree, with the builtin providers and the sysfs source).  Sets
+    ``args.host_root``, the :class:`~sysverbs.ground.hostroot.HostRoot` the command
+    reads (a fixture's is recorded and named)."""
     from ..engine.api import OPTION_NAMES
+    from ..ground.hostroot import HostRoot
 
     opts: dict[str, Any] = {name: getattr(args, name) for name in OPTION_NAMES}
     if args.fixture is None:
+        args.host_root = HostRoot.resolve(opts["sysfs_path"], opts["dev_dir"],
+                                          getattr(args, "proc_path", None),
+                                          opts["config_dir"])
         return opts
     from ..ground.errors import UnknownFixtureError
     from ..testing.cache import fixture_tree
@@ -284,6 +290,7 @@ def listing_options(args: argparse.Namespace) -> dict[str, Any]:
     except UnknownFixtureError as e:
         raise UsageError(f"--fixture {args.fixture!r}: no such bundled host (sysverbs "
                          f"fixtures lists them){_close(args.fixture)}") from e
+    args.host_root = host.host_root
     opts["sysfs_path"] = host.sysfs
     opts["dev_dir"] = host.dev
     if args.providers is None and args.static_providers is None:

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
 
     from ..ground.errors import NotFoundError
     from ..rank.environment import rank_environment
-    from .contract import fail, warning
+    from .contract import fail, sysfs_root, warning
     from .topo import proc_root
 
     fmt = "json" if args.json else args.format
@@ -77,8 +77,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         sysfs = opts["sysfs_path"]
         env = rank_environment(devices, local_rank=args.local_rank, environ=os.environ,
                                sysfs_path=sysfs, dev_dir=opts["dev_dir"],
-                               proc_path=None if sysfs is None
-                               else proc_root(args.proc_path, sysfs),
+                               proc_path=proc_root(args.proc_path, sysfs_root(opts)),
                                conf_root=args.conf_root, list_options=listing)
     except NotFoundError as e:
         return fail(args, "not-found", str(e.args[0]))

@@ -181,7 +181,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         error("metrics", missing)
         return 1
     sysfs = sysfs_root(opts)
-    proc = proc_root(args.proc_path, sysfs) if opts["sysfs_path"] is not None else args.proc_path
+    proc = proc_root(args.proc_path, sysfs)
 
     def collect() -> HostFacts:
         return collect_facts(gpu_links=not args.no_gpu_links, proc_path=proc,

@@ -215,7 +215,7 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     else:
         value = env.get("NCCL_IB_HCA")
         source = sources.get("NCCL_IB_HCA", "environment" if value is not None else "unset")
-    live = args.fixture is None and args.sysfs_path is None
+    live = args.host_root.live  # not a fixture, nor another tree
     extra: list[str] = []
     try:
         ports = nccl.host_ports(sysfs_path=opts["sysfs_path"], dev_dir=opts["dev_dir"],

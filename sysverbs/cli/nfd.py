@@ -75,7 +75,7 @@ def _snapshot(args: argparse.Namespace, opts: dict[str, Any], expires_in: float)
     from .topo import proc_root
 
     root = sysfs_root(opts)
-    proc = proc_root(args.proc_path, root) if opts["sysfs_path"] is not None else args.proc_path
+    proc = proc_root(args.proc_path, root)
     facts = collect_facts(recorded=args.fixture is not None, probe_open=not args.no_open,
                           proc_path=proc,
                           conf_root=args.conf_root, **opts)

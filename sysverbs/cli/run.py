@@ -103,15 +103,15 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
             raise UsageError(f"--allowed-cpus {args.allowed_cpus!r}: not a CPU list such as "
                              "0-23,48-71")
     sysfs = sysfs_root(opts)
-    live = os.path.abspath(sysfs).rstrip("/") == "/sys"
+    live = args.host_root.live
     if not live and not args.dry_run:
         raise UsageError(f"{where(args, sysfs)} is not this host: its plan can be shown "
                          "(--dry-run), not applied")
     problem = args.root_problem
     if args.near is None and problem is not None:
-        from ..placement import read_host
+        from ..placement import read_host_at
 
-        if not read_host(sysfs, proc_root(args.proc_path, sysfs), opts["dev_dir"]).gpus:
+        if not read_host_at(args.host_root).gpus:
             return _unplaced(args, words, "nothing-found", f"no GPU and no RDMA device on "
                              f"{where(args, sysfs)}: nothing to place by (--near DEV)")
     if problem is not None:
@@ -119,8 +119,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     listing = {k: opts[k] for k in ("source", "config_dir", "providers", "rdma_core")}
     try:
         p = plan(args.near, local_rank=args.local_rank, cpu=args.cpu, mem=args.mem,
-                 sysfs_path=None if live else sysfs, dev_dir=opts["dev_dir"],
-                 proc_path=None if live else proc_root(args.proc_path, sysfs),
+                 sysfs_path=sysfs, dev_dir=opts["dev_dir"],
+                 proc_path=proc_root(args.proc_path, sysfs),
                  allowed_cpus=args.allowed_cpus, local_size=args.local_size,
                  nics=not args.no_nics, list_options=listing)
     except NotFoundError as e:

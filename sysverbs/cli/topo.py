@@ -74,16 +74,16 @@ def proc_root(proc_path: Optional[str], sysfs: Union[str, bytes]) -> str:
     """``--proc-path``, else the ``proc`` beside the sysfs root (``/proc`` for ``/sys``,
     ``<root>/proc`` for a fixture or a tree of the testing kit), so that under an
     alternate root nothing outside it is read."""
-    if proc_path is not None:
-        return proc_path
-    return os.path.join(os.path.dirname(os.path.abspath(os.fsdecode(sysfs))), "proc")
+    from ..ground.hostroot import HostRoot
+
+    return os.fsdecode(HostRoot.resolve(sysfs, proc_path=proc_path).proc)
 
 
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     """``sysverbs topo``: 0; 1 with neither GPUs nor RDMA devices, or when ``--assign``
     gives no GPU a NIC (or the rank has no GPU)."""
     from ..ground.errors import NotFoundError
-    from ..placement import host_json, read_host, render_matrix
+    from ..placement import host_json, read_host_at, render_matrix
     from .contract import error, fail, sysfs_root, warning, where
 
     rank = _rank_arg(args.rank)
@@ -95,8 +95,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         raise UsageError("--near and --rank exclude each other (sysverbs run --near takes a "
                          "rank's device from a list)")
     sysfs = sysfs_root(opts)
-    host = read_host(sysfs, proc_root(args.proc_path, sysfs), opts["dev_dir"],
-                     recorded=args.fixture is not None)
+    host = read_host_at(args.host_root)  # built by listing_options() (--fixture: recorded)
     problem = args.root_problem
     if not host.gpus and args.near is None and (problem is not None or not host.nics):
         return fail(args, "nothing-found",

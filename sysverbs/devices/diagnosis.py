@@ -53,6 +53,7 @@ from ..engine.api import resolve
 from ..engine.device import makedev, open_cdev
 from ..engine.devlist import AUTO_ORDER, MAX_ABI, MIN_ABI, scan_source
 from ..ground.errors import SourceUnavailable, WrongTypeError
+from ..ground.hostroot import DEFAULT_DEV_DIR
 from ..ground.records import DeviceRecord
 from ..ground.sysfs_read import cstr
 from ..providers.drivers import load_for_mode
@@ -271,7 +272,7 @@ _SKIP_TEXT = {
 
 #: Where a recording's device nodes were on the recorded host (materialize() writes
 #: the recording's /dev/infiniband/NAME at <dev_dir>/NAME).
-RECORDED_DEV_DIR = "/dev/infiniband"
+RECORDED_DEV_DIR = os.fsdecode(DEFAULT_DEV_DIR)
 
 
 def _node_path(key: LibraryKey, name: bytes, recorded: bool) -> str:

@@ -37,8 +37,8 @@ import stat
 from dataclasses import dataclass
 from typing import Optional
 
-from ..engine.api import path_arg
 from ..engine.device import makedev
+from ..ground.hostroot import HostRoot
 from ..ground.sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, cstr, read_sysfs_file, scan_u_u
 from ..ground.text import parse_cpulist
 from .attributes import (
@@ -382,12 +382,10 @@ def device_topology(
     from ..engine.device import Device
 
     ibdev_path, name = resolve_ibdev(device, sysfs_path)
-    if dev_dir is not None:
-        ddir = path_arg(dev_dir, "dev_dir").rstrip(b"/")
-    elif isinstance(device, Device):
+    if dev_dir is None and isinstance(device, Device):
         ddir = os.fsencode(device.dev_dir)
     else:
-        ddir = b"/dev/infiniband"
+        ddir = HostRoot.resolve(sysfs_path, dev_dir).dev
     root = _sysfs_root(ibdev_path, name)
     parent: Optional[bytes] = None
     if os.path.lexists(ibdev_path + b"/device"):

@@ -13,6 +13,9 @@ import os
 from _thread import allocate_lock
 
 from ..ground.errors import UsageError, WrongTypeError
+from ..ground.hostroot import HostRoot
+from ..ground.hostroot import env_sysfs_root as env_sysfs_root  # where the readers get it
+from ..ground.hostroot import path_arg as path_arg
 from ..ground.messages import ForkWarning, MemlockWarning, emit
 from ..ground.records import RecordTuple
 from ..providers.table import installed_release, libibverbs_library, resolve_release
@@ -63,12 +66,7 @@ OPTION_NAMES = ("source", "sysfs_path", "dev_dir", "config_dir", "providers", "r
                 "static_providers")
 
 OPTION_NAMES_SET = frozenset(OPTION_NAMES)
-DEFAULT_SYSFS = b"/sys"
-DEFAULT_DEV_DIR = b"/dev/infiniband"
-DEFAULT_CONFIG_DIR = b"/etc/libibverbs.d"
 PROVIDER_MODES = ("installed", "builtin")
-
-_env_root: Optional[bytes] = None
 
 
 class Options(RecordTuple, tuple[str, str, str, str, str, str, int, str, "Optional[str]"]):
@@ -143,21 +141,6 @@ class Options(RecordTuple, tuple[str, str, str, str, str, str, int, str, "Option
         )
 
 
-def path_arg(value: PathArg, what: str) -> bytes:
-    """A path argument as bytes; :class:`~sysverbs.errors.WrongTypeError` for a
-    non-path, :class:`~sysverbs.errors.UsageError` for a NUL byte or a str that no file
-    name decodes to (a surrogate outside :func:`os.fsdecode`'s ``\\udc80-\\udcff``)."""
-    try:
-        raw = os.fsencode(value)
-    except TypeError:
-        raise WrongTypeError(f"{what} must be a path, not {type(value).__name__}") from None
-    except UnicodeEncodeError:  # a surrogate that os.fsdecode() never makes
-        raise UsageError(f"{what} is not a file name: {value!r}") from None
-    if b"\0" in raw:
-        raise UsageError(f"{what} contains a NUL byte")
-    return raw
-
-
 def environ_arg(env: object, what: str = "env") -> dict[str, str]:
     """An environment argument (default ``os.environ`` for None) as a new dict;
     :class:`~sysverbs.errors.WrongTypeError` unless it maps str to str."""
@@ -200,19 +183,6 @@ def items_arg(value: object, what: str) -> list[Any]:
     if isinstance(value, (str, bytes, bytearray)) or not hasattr(value, "__iter__"):
         raise WrongTypeError(f"{what} must be a list, not {type(value).__name__}")
     return list(value)
-
-
-def env_sysfs_root() -> bytes:
-    """``ibv_get_sysfs_path``: SYSFS_PATH (first 256 bytes, trailing '/' stripped) or /sys.
-
-    Computed once and cached for the process, as libibverbs does; ignored when the
-    real and effective user ids differ.
-    """
-    global _env_root
-    if _env_root is None:
-        env = os.environb.get(b"SYSFS_PATH") if os.getuid() == os.geteuid() else None
-        _env_root = env[:256].rstrip(b"/") if env is not None else DEFAULT_SYSFS
-    return _env_root
 
 
 _default_modes: dict[bytes, tuple[str, str]] = {}
@@ -262,13 +232,8 @@ def resolve(**options: Unpack[ListOptions]) -> Options:
     static = options.get("static_providers")
     if source not in source_names():
         raise UsageError(f"source must be one of {', '.join(source_names())}, not {source!r}")
-    root = (
-        env_sysfs_root()
-        if sysfs_path is None
-        else path_arg(sysfs_path, "sysfs_path").rstrip(b"/")
-    )
-    ddir = DEFAULT_DEV_DIR if dev_dir is None else path_arg(dev_dir, "dev_dir").rstrip(b"/")
-    cdir = DEFAULT_CONFIG_DIR if config_dir is None else path_arg(config_dir, "config_dir")
+    host = HostRoot.resolve(sysfs_path, dev_dir, config_dir=config_dir)
+    root, ddir, cdir = host.sysfs, host.dev, host.config_dir
     if static is not None and providers is not None:
         raise UsageError("providers and static_providers exclude each other: a static "
                          "libibverbs loads no provider library")

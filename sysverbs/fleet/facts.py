@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
 from ..devices.diagnosis import CODES
+from ..ground.hostroot import HostRoot
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -451,11 +452,10 @@ class _Topology:
         self.assigned: tuple[GpuAssigned, ...] = ()
 
 
-def _topology(out: _Topology, opts: Options, proc_path: Optional[str], recorded: bool,
-              gpu_links: bool) -> None:
+def _topology(out: _Topology, root: HostRoot, gpu_links: bool) -> None:
     from ..placement import assign, read_host
 
-    host: Host = read_host(opts.sysfs_path, proc_path, opts.dev_dir, recorded=recorded)
+    host: Host = read_host(root.sysfs, root.proc, root.dev, recorded=root.recorded)
     out.gpus = tuple(GpuFacts(g.index, g.address, nvml_bus_id(g.address), g.vendor)
                      for g in host.gpus)
     bus = {g.index: nvml_bus_id(g.address) for g in host.gpus}
@@ -500,7 +500,7 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     first: a bad one raises :class:`~sysverbs.errors.UsageError`).  ``gpu_links``: also
     the GPU x NIC classes (False: :attr:`HostFacts.gpu_links` is empty; the assignment
     is still made).  ``proc_path``: the ``/proc`` root for the GPUs' UUIDs (default: the
-    ``proc`` beside the sysfs root of a tree, else ``/proc``).  ``recorded``: the tree is
+    ``proc`` beside the sysfs root: ``/proc`` for ``/sys``).  ``recorded``: the tree is
     a recording (a bundled fixture), judged as ``sysverbs doctor --fixture`` does.
     ``probe_open``: open each listed device's char device to see whether it works.
     ``environ`` (default ``os.environ``) and ``conf_root``: what NCCL reads
@@ -510,8 +510,6 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     from ..ground import __version__
 
     opts = resolve(**options)
-    if proc_path is None and options.get("sysfs_path") is not None:
-        proc_path = os.path.join(os.path.dirname(os.path.abspath(opts.sysfs_path)), "proc")
     env: Mapping[str, str] = os.environ if environ is None else environ
     results: list[CollectorResult] = []
     disc = _Discovery()
@@ -520,7 +518,8 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
            _on_root(root, lambda: _discover(disc, opts, options, recorded, probe_open), disc))
     topo = _Topology()
     _timed("topology", results,
-           _on_root(root, lambda: _topology(topo, opts, proc_path, recorded, gpu_links), topo))
+           _on_root(root, lambda: _topology(topo, HostRoot.resolve(
+               opts.sysfs_path, opts.dev_dir, proc_path, recorded=recorded), gpu_links), topo))
     nccl = _timed("nccl", results,
                   _on_root(root, lambda: _nccl(opts, options, env, conf_root, disc.devices)))
     return HostFacts(

@@ -29,7 +29,7 @@ from ._distance import Distance
 from ._host import Anchor, Gpu, Host, Nic, Port
 from ._layout import Layout, layout, parse_vpd, read_layout, read_vpd
 from ._pci import PciDevice
-from ._read import GPU_CLASSES, read_host
+from ._read import GPU_CLASSES, read_host, read_host_at
 from ._smi import FORMATS, host_json, render_matrix
 
 #: The names of ``_assign``, imported on first use (``sysverbs topo`` without
@@ -86,6 +86,7 @@ __all__ = [
     "read_host",
     "read_layout",
     "read_vpd",
+    "read_host_at",
     "render_matrix",
     "socket_nodes",
     "visible_gpus",

@@ -9,7 +9,7 @@ import os
 import re
 
 from ..devices.readable import unknown_files, unknown_pci_files
-from ..engine.api import path_arg
+from ..ground.hostroot import HostRoot
 from ..ground.sysfs_read import read_sysfs_file
 from ..ground.text import parse_cpulist, rate_fields
 from ._host import Gpu, Host, Nic, Port
@@ -245,11 +245,8 @@ class _Reader(PciReader):
         return tuple(out)
 
 
-def _bytes_path(value: Optional[PathArg], default: bytes, what: str) -> bytes:
-    if value is None:
-        return default
-    raw = path_arg(value, what)  # WrongTypeError (a TypeError), UsageError (a ValueError)
-    return os.path.abspath(raw).rstrip(b"/") or b"/"
+def _absolute(path: bytes) -> bytes:
+    return os.path.abspath(path or b"/")  # HostRoot keeps "/" as libibverbs does: ""
 
 
 def read_host(
@@ -262,23 +259,24 @@ def read_host(
     """Read the host's PCI tree, NUMA nodes, GPUs and RDMA devices (see :class:`Host`).
 
     ``sysfs_path`` stands for ``/sys`` (default ``$SYSFS_PATH``, else ``/sys``),
-    ``proc_path`` for ``/proc`` (only ``driver/nvidia/gpus/*/information`` is read
-    there), ``dev_dir`` for ``/dev/infiniband`` (kept for the usable filter of
+    ``proc_path`` for ``/proc`` (default: the ``proc`` beside the sysfs root, ``/proc``
+    for ``/sys``; only ``driver/nvidia/gpus/*/information`` is read there),
+    ``dev_dir`` for ``/dev/infiniband`` (kept for the usable filter of
     :func:`assign`; ``recorded``: the tree is a recording, such as a bundled fixture,
     whose device nodes are stand-ins).  Nothing outside these roots is read.  Errors in
     the tree never raise: they are in ``problems``.
     """
-    if sysfs_path is None:
-        from ..engine.api import env_sysfs_root
+    return read_host_at(HostRoot.resolve(sysfs_path, dev_dir, proc_path, recorded=recorded))
 
-        sysfs_path = env_sysfs_root()  # $SYSFS_PATH, else /sys (as libibverbs)
-    if not isinstance(recorded, bool):
+
+def read_host_at(root: HostRoot) -> Host:
+    """:func:`read_host` of the machine ``root`` names (its sysfs, proc and dev; its
+    ``recorded``), for callers that hold one."""
+    if not isinstance(root, HostRoot):
         from ..ground.errors import WrongTypeError
 
-        raise WrongTypeError(f"recorded must be a bool, not {type(recorded).__name__}")
-    sysfs = _bytes_path(sysfs_path, b"/sys", "sysfs_path")
-    proc = _bytes_path(proc_path, b"/proc", "proc_path")
-    dev = _bytes_path(dev_dir, b"/dev/infiniband", "dev_dir")
+        raise WrongTypeError(f"root must be a HostRoot, not {type(root).__name__}")
+    sysfs, proc, dev = _absolute(root.sysfs), _absolute(root.proc), _absolute(root.dev)
     r = _Reader(sysfs, proc)
     r.read_pci()
     numa = r.numa_nodes()
@@ -305,5 +303,5 @@ def read_host(
         gpus=gpus,
         nics=nics,
         problems=tuple(r.problems),
-        recorded=recorded,
+        recorded=root.recorded,
     )

@@ -390,21 +390,19 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     port means its ACTIVE ports (else port 1).  None: every ACTIVE InfiniBand or
     Ethernet port of every device ``get_device_list`` gives (``list_options`` are
     its options).  ``addresses``: netdev -> IP addresses; default: the kernel's,
-    through rtnetlink, when ``sysfs_path`` is None (the live host), else unknown.
+    through rtnetlink, on the live host (a sysfs root of ``/sys``), else unknown.
     A named device or port that the tree does not have is a
     :class:`~sysverbs.errors.NotFoundError` (a ``LookupError``); a NIC that
     is neither a name nor a tuple a :class:`~sysverbs.errors.WrongTypeError`.
     """
     from ..devices.attributes import numbered_entries, read_text, resolve_ibdev
     from ..devices.topology import device_topology
-    from ..engine.api import env_sysfs_root
+    from ..ground.hostroot import HostRoot
 
     if nics is not None:
         nics = items_arg(nics, "nics")
-    live = sysfs_path is None
-    root = env_sysfs_root() if sysfs_path is None else os.fsencode(sysfs_path).rstrip(b"/")
-    if live and root != b"/sys":
-        live = False
+    where = HostRoot.resolve(sysfs_path, dev_dir)
+    live, root = where.live, where.sysfs
     if addresses is None and live:
         addresses = interface_addresses()
     wanted: list[tuple[str, Optional[int], bool]] = []

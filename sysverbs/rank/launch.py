@@ -356,9 +356,9 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     False leaves the NIC variables out.  An empty CPU or memory set is a
     :class:`~sysverbs.errors.BindingError` naming the cause.
     """
-    from ..engine.api import env_sysfs_root
+    from ..ground.hostroot import HostRoot
     from ..placement import local_rank as rank_from
-    from ..placement import read_cpus, read_host
+    from ..placement import read_cpus, read_host_at
 
     if cpu not in CPU_MODES:
         raise UsageError(f"unknown cpu mode {cpu!r} (have: {', '.join(CPU_MODES)})")
@@ -371,10 +371,10 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     env = environ_arg(environ, "environ")
     want_cpus = _list_arg(allowed_cpus, "allowed_cpus")
     want_mems = _list_arg(allowed_mems, "allowed_mems")
-    root = os.fsencode(sysfs_path) if sysfs_path is not None else env_sysfs_root()
-    root = os.path.abspath(root).rstrip(b"/") or b"/"
-    live = root == b"/sys"
-    host = read_host(root, proc_path, dev_dir)
+    where = HostRoot.resolve(sysfs_path, dev_dir, proc_path)
+    root = os.path.abspath(where.sysfs or b"/")
+    live = where.live
+    host = read_host_at(where)
     topo = read_cpus(root)
     reasons: dict[str, str] = {}
     warnings: list[str] = []

@@ -89,6 +89,7 @@ import os
 import stat
 
 from ..ground.errors import SysverbsWarning
+from ..ground.hostroot import HostRoot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -123,19 +124,25 @@ _TEMPORARY: list[TemporaryDirectory[str]] = []
 class FixtureTree:
     """Where a bundled fixture lies: ``root`` (holding ``sys``, ``dev``, ``proc`` and
     ``host.umockdev``), ``sysfs`` (``root/sys``, for ``--sysfs-path``), ``dev``
-    (``root/dev/infiniband``, for ``--dev-dir``), ``proc`` (``root/proc``), all ``str``;
-    ``dev_nodes``, the device nodes below ``dev`` in the fixture's order; ``cached``,
-    False for the temporary directory of the last-resort fallback."""
+    (``root/dev/infiniband``, for ``--dev-dir``), ``proc`` (``root/proc``), all ``str``,
+    the views of ``host_root``, the fixture as a recorded, named
+    :class:`~sysverbs.ground.hostroot.HostRoot`; ``dev_nodes``, the device nodes below
+    ``dev`` in the fixture's order; ``cached``, False for the temporary directory of the
+    last-resort fallback."""
 
-    __slots__ = ("name", "root", "sysfs", "dev", "proc", "dev_nodes", "cached")
+    __slots__ = ("name", "root", "sysfs", "dev", "proc", "dev_nodes", "cached", "host_root")
 
     def __init__(self, name: str, root: str, dev_nodes: tuple[str, ...], cached: bool
                  ) -> None:
         self.name = name
         self.root = root
-        self.sysfs = root + "/sys"
-        self.dev = root + "/dev/infiniband"
-        self.proc = root + "/proc"
+        # a tree's dev is given (HostRoot's default is libibverbs' /dev/infiniband); its
+        # proc is HostRoot's default, the one beside the sysfs root
+        self.host_root = HostRoot.resolve(root + "/sys", root + "/dev/infiniband",
+                                          recorded=True, name=name)
+        self.sysfs = self.host_root.sysfs_path
+        self.dev = self.host_root.dev_path
+        self.proc = self.host_root.proc_path
         self.dev_nodes = dev_nodes
         self.cached = cached
 

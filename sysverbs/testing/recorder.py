@@ -12,6 +12,7 @@ from typing import Optional, Union
 
 from ..engine.api import path_arg
 from ..ground.errors import RecordLimitError, UsageError
+from ..ground.hostroot import HostRoot
 from . import umockdev as recording
 from .layout import LO_PATH
 from .umockdev import Attribute, Record, Recording
@@ -410,7 +411,7 @@ def record_host(
     if not os.path.isdir(os.path.join(root, "devices")):
         raise FileNotFoundError(f"{root}/devices: not a sysfs tree")
     if dev_root is None:
-        guess = "/dev" if root == "/sys" else os.path.join(os.path.dirname(root), "dev")
+        guess = HostRoot.resolve(root).beside("dev")  # /dev for /sys
         dev = guess if os.path.isdir(guess) else None
     else:
         dev = os.fsdecode(path_arg(dev_root, "dev_root"))
@@ -435,7 +436,7 @@ def record_host(
                 above = rec.parent_files(os.path.join(root, r.path.lstrip("/")))
                 records[i] = replace(r, attributes=tuple(above) + r.attributes)
     if proc_root is None:
-        guess = "/proc" if root == "/sys" else os.path.join(os.path.dirname(root), "proc")
+        guess = HostRoot.resolve(root).proc_path  # HostRoot's rule: /proc for /sys
         proc = guess if os.path.isdir(guess) else None
     else:
         proc = os.fsdecode(path_arg(proc_root, "proc_root"))
