@@ -563,7 +563,8 @@ def test_benchmark_runs() -> None:
 #:   GPU0/1 are NODE to both, GPU2/3 SYS: two ports for four GPUs, GPU0 and GPU1 take
 #:   one each by address, then GPU2 and GPU3 in the same turn.
 PLACED_HCA = {
-    "gpu-dgx-a100": [f"=mlx5_{i}:1" for i in range(8)],
+    # mlx5_2 and mlx5_6 are InfiniBand, the others RoCE: every rank uses RoCE
+    "gpu-dgx-a100": [f"=mlx5_{i}:1" for i in (0, 1, 3, 3, 4, 5, 7, 7)],
     "gpu-hgx-h100": [f"=mlx5_{i}:1" for i in range(8)],
     "gpu-pcie-2socket": ["=mlx5_0:1", "=mlx5_1:1", "=mlx5_0:1", "=mlx5_1:1"],
 }

@@ -556,12 +556,13 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
 def _one_link_layer(nics: list[Nic]) -> tuple[list[Nic], list[str]]:
     """Every usable port of a host, of one link layer: NCCL cannot join InfiniBand and
     RoCE ports in one communicator (``nccl check``'s ``mixed-link-layer``), so the
-    link layer with more ports is kept (InfiniBand on a tie), and a note says which
-    were left out."""
-    layers = [n.link_layer for n in nics]
-    if len(set(layers)) < 2:
+    link layer placement gives every rank (:func:`sysverbs.placement.host_link_layer`)
+    is kept, and a note says which were left out."""
+    from ..placement import host_link_layer
+
+    keep = host_link_layer([n.link_layer for n in nics])
+    if keep is None:
         return nics, []
-    keep = max(sorted(set(layers), key=lambda x: x != "InfiniBand"), key=layers.count)
     out = [f"{n.device}:{n.port}" for n in nics if n.link_layer != keep]
     return [n for n in nics if n.link_layer == keep], [
         f"{keep} ports only (NCCL cannot mix InfiniBand and RoCE in one communicator): "
