@@ -56,10 +56,15 @@ from .gid import (
     GidTable,
     gid_family,
     gid_text,
+    gid_verdict,
     nccl_gid_index,
     read_gid_table,
     valid_gid,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .lint import LintWarning
 
 __all__ = [
     "Nic",
@@ -261,14 +266,9 @@ def _gid_variables(nics: Sequence[Nic], environ: Mapping[str, str]
                                 "port has an IPv6 one"))
             choices = choices6
     for c in choices:
-        if c.error:
-            warnings.append(f"NCCL's GID lookup fails on {c.device}:{c.port}: {c.error}")
-        elif not c.suitable:
-            warnings.append(
-                f"on {c.device}:{c.port} NCCL would use GID index {c.index} "
-                f"({gid_text(c.gid)}), which is not a valid {c.family} RoCE "
-                f"v{c.roce_version} GID: RoCE traffic will fail (check the netdev's "
-                "addresses, NCCL_IB_ADDR_FAMILY, NCCL_IB_ADDR_RANGE)")
+        verdict = gid_verdict(c)
+        if verdict is not None:
+            warnings.append(verdict.message)
     indexes = {c.index for c in choices}
     detail = "; ".join(f"{c.device}:{c.port} -> {c.index} ({gid_text(c.gid)})" for c in choices)
     user = environ.get("NCCL_IB_GID_INDEX")
@@ -549,8 +549,18 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     if sysfs_path is not None and addresses is None:
         extra.append("another sysfs root: the netdevs' addresses are unknown")
     checked, more_notes = _nccl_check(result, env, sysfs_path, dev_dir, list_options)
-    return RankEnvironment(result.nics, result.variables, result.warnings + checked,
+    # nccl check judges the GIDs with the same verdict: each warning is said once
+    said = {w.message for w in checked}
+    mine = tuple(w for w in result.warnings if w not in said)
+    return RankEnvironment(result.nics, result.variables,
+                           mine + tuple(_hca_warning(result, w) for w in checked),
                            tuple(extra) + result.notes + more_notes, result.gid_choices)
+
+
+def _hca_warning(result: RankEnvironment, w: LintWarning) -> str:
+    """A warning of ``nccl check`` on the NCCL_IB_HCA written, as ``env`` says it."""
+    value = result.exports().get("NCCL_IB_HCA")
+    return f"NCCL_IB_HCA={value!r}: {w.message} [nccl check: {w.code}]"
 
 
 def _one_link_layer(nics: list[Nic]) -> tuple[list[Nic], list[str]]:
@@ -571,7 +581,7 @@ def _one_link_layer(nics: list[Nic]) -> tuple[list[Nic], list[str]]:
 
 def _nccl_check(result: RankEnvironment, env: Mapping[str, str], sysfs_path: Optional[str],
                 dev_dir: Optional[str], list_options: Optional[Mapping[str, Any]]
-                ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+                ) -> tuple[tuple[LintWarning, ...], tuple[str, ...]]:
     """``sysverbs nccl check`` on the NCCL_IB_HCA written: its warnings, so that what
     ``env`` writes passes the check clean (or the command says why not); a note when
     libibverbs lists no device under another root (its device nodes are not under the
@@ -586,7 +596,7 @@ def _nccl_check(result: RankEnvironment, env: Mapping[str, str], sysfs_path: Opt
     if sysfs_path is not None:
         opts.setdefault("source", "sysfs")
     try:
-        ports = nccl.host_ports(**opts)
+        ports = nccl.host_ports(gid_tables=True, **opts)
     except OSError as e:
         ports, why = [], e.strerror or str(e)
     else:
@@ -594,9 +604,9 @@ def _nccl_check(result: RankEnvironment, env: Mapping[str, str], sysfs_path: Opt
     if not ports and sysfs_path is not None:
         return (), (f"NCCL_IB_HCA not checked against NCCL's rules: libibverbs lists no "
                     f"device under this root ({why})",)
-    lint = nccl.lint_hca(value, ports, env)
-    return tuple(f"NCCL_IB_HCA={value!r}: {w.message} [nccl check: {w.code}]"
-                 for w in lint.warnings), ()
+    # in the environment written (its NCCL_IB_GID_INDEX, NCCL_IB_ADDR_FAMILY)
+    lint = nccl.lint_hca(value, ports, {**env, **result.exports()})
+    return lint.warnings, ()
 
 
 # ----------------------------------------------------------------------------- rtnetlink

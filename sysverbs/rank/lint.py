@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 from ..engine.api import environ_arg, items_arg
 from ..ground.errors import WrongTypeError
 from .ctext import C_SPACE, encoded, text_arg
+from .gid import gid_verdict, nccl_gid_index
 from .hca import NAME_MAX, cut_name, parse_hca
 from .ib import IbDevice, IbPort, IbSelection, select_ib
 from .versions import (
@@ -54,7 +55,8 @@ class LintResult:
 
 
 #: Warnings about the devices meant, which no other spelling of the value removes.
-_ABOUT_DEVICES = frozenset({"mixed-link-layer", "merge-incompatible", "table-full"})
+_ABOUT_DEVICES = frozenset({"mixed-link-layer", "merge-incompatible", "table-full",
+                            "gid-lookup-fails", "gid-link-local", "gid-unsuitable"})
 _SEPARATORS = re.compile(f"[,{C_SPACE}]+")
 _AROUND_COLON = re.compile("[ \t]*:[ \t]*")
 _PORT_TEXT = re.compile(r"\+?[0-9]{1,9}")
@@ -272,6 +274,7 @@ def _lint(text: str, ports: Sequence[IbPort], host: _Host, env: dict[str, str],
                 "collision", ent.text, f"'{ent.prefix}' is a prefix: it also matches "
                 f"{', '.join(others)}", ""))
     warns.extend(_device_warnings(text, sel, version))
+    warns.extend(_gid_warnings(sel, ports, env))
 
     # as meant, the "^" and "=" before the first name (in any order, after whitespace)
     # are the list's
@@ -362,6 +365,23 @@ def _device_warnings(text: str, sel: IbSelection, version: Version) -> list[Lint
     return out
 
 
+def _gid_warnings(sel: IbSelection, ports: Sequence[IbPort], env: Mapping[str, str]
+                  ) -> list[LintWarning]:
+    """The GID NCCL would use on each selected RoCE port whose table was read
+    (``host_ports(gid_tables=True)``), judged by :func:`gid_verdict` as every command
+    judges it."""
+    if sel.disabled or sel.failure:
+        return []
+    tables = {(p.device, p.port): p.gids for p in ports if p.gids is not None}
+    out: list[LintWarning] = []
+    for d in dict.fromkeys((d.device, d.port) for d in sel.devices if d.link == "RoCE"):
+        table = tables.get(d)
+        verdict = None if table is None else gid_verdict(nccl_gid_index(table, env))
+        if verdict is not None:
+            out.append(LintWarning(verdict.code, f"{d[0]}:{d[1]}", verdict.message, ""))
+    return out
+
+
 def _candidates(found: _Found, host: _Host, meant: set[tuple[str, int]]) -> list[str]:
     """Values that may select exactly ``meant``, the closest to the one written first:
     its entries as meant (those that mean nothing here dropped), then the same with
@@ -438,7 +458,10 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
     transport fails to start), ``mixed-link-layer`` (InfiniBand and RoCE ports in one
     selection: a connection between them fails), ``merge-incompatible`` (ports of one
     NIC with different link layers: the merge fails; before 2.26.2 so does the init),
-    ``table-full`` (more device ports than NCCL's table holds).
+    ``table-full`` (more device ports than NCCL's table holds); for a RoCE port whose GID
+    table was read (``host_ports(gid_tables=True)``), the GID NCCL would use, judged by
+    :func:`~sysverbs.rank.gid.gid_verdict`: ``gid-lookup-fails``, ``gid-link-local``,
+    ``gid-unsuitable``.
 
     ``meant`` is what the value was meant to select on this host: each entry read as
     its writer meant it (whitespace and commas separate entries, a ``^`` or ``=``
@@ -450,7 +473,7 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
     that selects exactly ``meant`` (NCCL's matcher, :func:`select_ib`) and has none of
     the warnings about writing; it is the ``fix`` of the first such warning, whose
     message says what was meant (or, without a fix, why there is none).  The warnings
-    about the devices themselves (mixed link layers, merges, a full table) carry no
+    about the devices themselves (mixed link layers, merges, a full table, GIDs) carry no
     fix: which devices to drop is the user's choice.
 
     >>> ports = [IbPort(f"mlx5_{i}", 1, True, "InfiniBand", "") for i in (0, 1, 10, 11)]
