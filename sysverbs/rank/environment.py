@@ -61,6 +61,7 @@ from .gid import (
     read_gid_table,
     valid_gid,
 )
+from .rtnetlink import interface_addresses
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ __all__ = [
     "rank_environment",
     "predict",
     "read_nics",
+    "keep_user_set",
     "interface_addresses",
     "FORMATS",
     # NCCL's GID index choice, as a pure function over a port's GID table
@@ -500,7 +502,8 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
                      sysfs_path: Optional[str] = None, dev_dir: Optional[str] = None,
                      proc_path: Optional[str] = None, conf_root: Optional[str] = None,
                      addresses: Optional[Mapping[str, Sequence[str]]] = None,
-                     list_options: Optional[Mapping[str, Any]] = None) -> RankEnvironment:
+                     list_options: Optional[Mapping[str, Any]] = None,
+                     keep_set: bool = False) -> RankEnvironment:
     """The environment for one rank.
 
     ``nics``: the NICs chosen for the rank (see :func:`read_nics`).  None: placement
@@ -516,9 +519,13 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     (:func:`sysverbs.nccl.nccl_environment`; read on the live host, or under
     ``conf_root`` when given).  It decides NCCL's GID scan (NCCL_IB_ADDR_FAMILY,
     NCCL_IB_ADDR_RANGE, NCCL_IB_ROCE_VERSION_NUM).  ``proc_path`` stands for ``/proc``
-    (GPU UUIDs for CUDA_VISIBLE_DEVICES).
+    (GPU UUIDs for CUDA_VISIBLE_DEVICES).  ``keep_set``: a variable ``environ`` already
+    sets is kept, as ``sysverbs run`` keeps it: left alone here, with a note when its
+    value differs, and NCCL_IB_HCA is checked as it is in force (``sysverbs env`` sets
+    it).
     """
     env = environ_arg(environ, "environ")
+    user = dict(env) if keep_set else {}
     if local_rank is not None:
         index_arg(local_rank, "local_rank")
     extra: list[str] = []
@@ -546,6 +553,7 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     if round_robin and local_rank is not None and chosen:
         chosen = [chosen[local_rank % len(chosen)]]
     result = predict(chosen, env)
+    result = keep_user_set(result, user)
     if sysfs_path is not None and addresses is None:
         extra.append("another sysfs root: the netdevs' addresses are unknown")
     checked, more_notes = _nccl_check(result, env, sysfs_path, dev_dir, list_options)
@@ -553,14 +561,35 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     said = {w.message for w in checked}
     mine = tuple(w for w in result.warnings if w not in said)
     return RankEnvironment(result.nics, result.variables,
-                           mine + tuple(_hca_warning(result, w) for w in checked),
+                           mine + tuple(_hca_warning(result, env, w) for w in checked),
                            tuple(extra) + result.notes + more_notes, result.gid_choices)
 
 
-def _hca_warning(result: RankEnvironment, w: LintWarning) -> str:
-    """A warning of ``nccl check`` on the NCCL_IB_HCA written, as ``env`` says it."""
-    value = result.exports().get("NCCL_IB_HCA")
+def _hca_warning(result: RankEnvironment, env: Mapping[str, str], w: LintWarning) -> str:
+    """A warning of ``nccl check`` on the NCCL_IB_HCA in force, as ``env`` says it."""
+    value = result.exports().get("NCCL_IB_HCA", env.get("NCCL_IB_HCA"))
     return f"NCCL_IB_HCA={value!r}: {w.message} [nccl check: {w.code}]"
+
+
+def keep_user_set(result: RankEnvironment, environ: Mapping[str, str]) -> RankEnvironment:
+    """``result`` with each variable ``environ`` already sets left alone, as ``sysverbs
+    run`` keeps it (pure): its reason says so, and a note when the value differs from
+    the one that would be written."""
+    variables: list[Variable] = []
+    notes: list[str] = []
+    for v in result.variables:
+        have = environ.get(v.name)
+        if v.value is None or have is None:
+            variables.append(v)
+            continue
+        why = f"already set to {have!r} in the environment: kept, as sysverbs run keeps it"
+        if have != v.value:
+            why += f" (would write {v.value!r}: {v.reason})"
+            notes.append(f"{v.name} is already set to {have!r}: kept (sysverbs env would "
+                         f"write {v.value!r}; unset it to take that)")
+        variables.append(Variable(v.name, None, why))
+    return RankEnvironment(result.nics, tuple(variables), result.warnings,
+                           result.notes + tuple(notes), result.gid_choices)
 
 
 def _one_link_layer(nics: list[Nic]) -> tuple[list[Nic], list[str]]:
@@ -588,8 +617,8 @@ def _nccl_check(result: RankEnvironment, env: Mapping[str, str], sysfs_path: Opt
     dev dir), where NCCL's view cannot be known."""
     from . import nccl
 
-    value = result.exports().get("NCCL_IB_HCA")
-    if value is None:
+    value = result.exports().get("NCCL_IB_HCA", env.get("NCCL_IB_HCA"))
+    if value is None or not result.nics:
         return (), ()
     opts: dict[str, Any] = dict(list_options or {})
     opts.update(sysfs_path=sysfs_path, dev_dir=dev_dir)
@@ -607,86 +636,3 @@ def _nccl_check(result: RankEnvironment, env: Mapping[str, str], sysfs_path: Opt
     # in the environment written (its NCCL_IB_GID_INDEX, NCCL_IB_ADDR_FAMILY)
     lint = nccl.lint_hca(value, ports, {**env, **result.exports()})
     return lint.warnings, ()
-
-
-# ----------------------------------------------------------------------------- rtnetlink
-
-
-def interface_addresses() -> Optional[dict[str, tuple[str, ...]]]:
-    """Every interface's IP addresses, from the kernel (rtnetlink ``RTM_GETADDR`` dump,
-    what ``getifaddrs`` uses); None when rtnetlink cannot be used."""
-    import _socket
-    import struct
-
-    try:
-        sock = _socket.socket(16, _socket.SOCK_RAW | _socket.SOCK_CLOEXEC, 0)  # NETLINK_ROUTE
-    except (OSError, AttributeError):
-        return None
-    out: dict[int, list[str]] = {}
-    try:
-        sock.settimeout(2.0)
-        sock.bind((0, 0))
-        # nlmsghdr (RTM_GETADDR=22, NLM_F_REQUEST|NLM_F_DUMP) + ifaddrmsg (AF_UNSPEC)
-        sock.sendto(struct.pack("=IHHII", 24, 22, 0x301, 1, 0) + bytes(8), (0, 0))
-        done = False
-        while not done:
-            data = sock.recv(65536)
-            off = 0
-            while off + 16 <= len(data):
-                length, mtype, _flags, _seq, _pid = struct.unpack_from("=IHHII", data, off)
-                if length < 16:
-                    return None
-                if mtype == 3:  # NLMSG_DONE
-                    done = True
-                    break
-                if mtype == 2:  # NLMSG_ERROR
-                    return None
-                if mtype == 20 and length >= 24:  # RTM_NEWADDR
-                    family, _plen, _fl, _scope, index = struct.unpack_from("=BBBBI", data,
-                                                                           off + 16)
-                    attrs = _rtattrs(data, off + 24, off + length)
-                    raw = attrs.get(2) or attrs.get(1)  # IFA_LOCAL, else IFA_ADDRESS
-                    if raw is not None and family in (2, 10):
-                        text = _socket.inet_ntop(family, raw)
-                        out.setdefault(index, []).append(text)
-                off += (length + 3) & ~3
-    except OSError:
-        return None
-    finally:
-        sock.close()
-    names: dict[str, tuple[str, ...]] = {}
-    by_index = _interface_names()
-    for index, addrs in out.items():
-        if index in by_index:
-            names[by_index[index]] = tuple(addrs)
-    return names
-
-
-def _interface_names() -> dict[int, str]:
-    """Interface index -> name of the live host, from ``/sys/class/net/*/ifindex`` (what
-    ``if_indextoname`` answers; PyPy's socket module has no ``if_indextoname``)."""
-    from ..devices.attributes import read_text
-
-    names: dict[int, str] = {}
-    try:
-        entries = os.listdir(b"/sys/class/net")
-    except OSError:
-        return names
-    for entry in entries:
-        text = read_text(b"/sys/class/net/" + entry + b"/ifindex")
-        if text is not None and text.strip().isdigit():
-            names.setdefault(int(text.strip()), os.fsdecode(entry))
-    return names
-
-
-def _rtattrs(data: bytes, off: int, end: int) -> dict[int, bytes]:
-    import struct
-
-    attrs: dict[int, bytes] = {}
-    while off + 4 <= end:
-        length, kind = struct.unpack_from("=HH", data, off)
-        if length < 4:
-            break
-        attrs.setdefault(kind, data[off + 4:off + length])
-        off += (length + 3) & ~3
-    return attrs

@@ -60,6 +60,7 @@ _ABOUT_DEVICES = frozenset({"mixed-link-layer", "merge-incompatible", "table-ful
 _SEPARATORS = re.compile(f"[,{C_SPACE}]+")
 _AROUND_COLON = re.compile("[ \t]*:[ \t]*")
 _PORT_TEXT = re.compile(r"\+?[0-9]{1,9}")
+_PORT_NUMBER = re.compile(r"[+-]?[0-9]+")
 
 
 class _Meant(NamedTuple):
@@ -245,6 +246,10 @@ def _lint(text: str, ports: Sequence[IbPort], host: _Host, env: dict[str, str],
                 warns.append(LintWarning(
                     "bad-port", ent.text, f"port '{ptext}' is read by atoi as {ent.port}",
                     ""))
+            elif ptext and _PORT_NUMBER.fullmatch(ptext) and int(ptext) != ent.port:
+                warns.append(LintWarning(
+                    "bad-port", ent.text, f"port '{ptext}' does not fit a C int: atoi "
+                    f"wraps it to {ent.port}", ""))
         matching = [p for p in ports if (p.device == ent.prefix if filt.exact
                                          else p.device.startswith(ent.prefix))]
         dev_names = sorted({p.device for p in matching}, key=_natural)
@@ -450,12 +455,13 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
     (a ``^`` or ``=`` that is not at the start of the list is part of a name),
     ``empty-name`` (``:1`` is dropped), ``too-many`` (more than 32 entries),
     ``too-long`` (a name over 63 bytes is cut), ``bad-port`` (a port that is not a
-    number, or an empty port before 2.30.7), ``no-port``/``port-inactive`` (the port
-    does not exist, or is not ACTIVE or not IB/Ethernet), ``collision`` (a name that
-    also matches longer names: use ``=``), ``no-match`` (an entry that matches no
-    device).  About what NCCL then does: ``selects-none`` (no IB device: sockets),
-    ``bad-plane``/``too-many-planes`` (since 2.30.7 a plane ID NCCL cannot use: its IB
-    transport fails to start), ``mixed-link-layer`` (InfiniBand and RoCE ports in one
+    number, one that does not fit a C ``int`` and wraps, or an empty port before
+    2.30.7), ``no-port``/``port-inactive`` (the port does not exist, or is not ACTIVE
+    or not IB/Ethernet), ``collision`` (a name that also matches longer names: use
+    ``=``), ``no-match`` (an entry that matches no device).  About what NCCL then
+    does: ``selects-none`` (no IB device: sockets), ``bad-plane``/``too-many-planes``
+    (since 2.30.7 a plane ID NCCL cannot use: its IB transport fails to start),
+    ``mixed-link-layer`` (InfiniBand and RoCE ports in one
     selection: a connection between them fails), ``merge-incompatible`` (ports of one
     NIC with different link layers: the merge fails; before 2.26.2 so does the init),
     ``table-full`` (more device ports than NCCL's table holds); for a RoCE port whose GID
