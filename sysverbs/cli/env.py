@@ -74,7 +74,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
 
     from ..ground.errors import NotFoundError
     from ..rank.environment import rank_environment
-    from .contract import fail, warning
+    from .contract import fail, sysfs_root, warning, where
     from .topo import proc_root
 
     fmt = "json" if args.json else args.format
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
                                proc_path=None if sysfs is None
                                else proc_root(args.proc_path, sysfs),
                                conf_root=args.conf_root, list_options=listing,
-                               keep_set=True)
+                               keep_set=True, where=where(args, sysfs_root(opts)))
     except NotFoundError as e:
         return fail(args, "not-found", str(e.args[0]))
     if not env.nics:

@@ -503,7 +503,7 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
                      proc_path: Optional[str] = None, conf_root: Optional[str] = None,
                      addresses: Optional[Mapping[str, Sequence[str]]] = None,
                      list_options: Optional[Mapping[str, Any]] = None,
-                     keep_set: bool = False) -> RankEnvironment:
+                     keep_set: bool = False, where: str = "this host") -> RankEnvironment:
     """The environment for one rank.
 
     ``nics``: the NICs chosen for the rank (see :func:`read_nics`).  None: placement
@@ -522,7 +522,8 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     (GPU UUIDs for CUDA_VISIBLE_DEVICES).  ``keep_set``: a variable ``environ`` already
     sets is kept, as ``sysverbs run`` keeps it: left alone here, with a note when its
     value differs, and NCCL_IB_HCA is checked as it is in force (``sysverbs env`` sets
-    it).
+    it).  ``where``: how the check's messages name the host (``sysverbs env`` says
+    ``fixture NAME`` or ``the tree DIR``, as ``sysverbs nccl check`` does).
     """
     env = environ_arg(environ, "environ")
     user = dict(env) if keep_set else {}
@@ -556,7 +557,7 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     result = keep_user_set(result, user)
     if sysfs_path is not None and addresses is None:
         extra.append("another sysfs root: the netdevs' addresses are unknown")
-    checked, more_notes = _nccl_check(result, env, sysfs_path, dev_dir, list_options)
+    checked, more_notes = _nccl_check(result, env, sysfs_path, dev_dir, list_options, where)
     # nccl check judges the GIDs with the same verdict: each warning is said once
     said = {w.message for w in checked}
     mine = tuple(w for w in result.warnings if w not in said)
@@ -609,8 +610,8 @@ def _one_link_layer(nics: list[Nic]) -> tuple[list[Nic], list[str]]:
 
 
 def _nccl_check(result: RankEnvironment, env: Mapping[str, str], sysfs_path: Optional[str],
-                dev_dir: Optional[str], list_options: Optional[Mapping[str, Any]]
-                ) -> tuple[tuple[LintWarning, ...], tuple[str, ...]]:
+                dev_dir: Optional[str], list_options: Optional[Mapping[str, Any]],
+                where: str) -> tuple[tuple[LintWarning, ...], tuple[str, ...]]:
     """``sysverbs nccl check`` on the NCCL_IB_HCA written: its warnings, so that what
     ``env`` writes passes the check clean (or the command says why not); a note when
     libibverbs lists no device under another root (its device nodes are not under the
@@ -634,5 +635,5 @@ def _nccl_check(result: RankEnvironment, env: Mapping[str, str], sysfs_path: Opt
         return (), (f"NCCL_IB_HCA not checked against NCCL's rules: libibverbs lists no "
                     f"device under this root ({why})",)
     # in the environment written (its NCCL_IB_GID_INDEX, NCCL_IB_ADDR_FAMILY)
-    lint = nccl.lint_hca(value, ports, {**env, **result.exports()})
+    lint = nccl.lint_hca(value, ports, {**env, **result.exports()}, where=where)
     return lint.warnings, ()
