@@ -163,9 +163,11 @@ def _check_rank(h: Host, rank: Optional[int], topo: Any, assign: Any) -> Optiona
 
 
 def _one_layer(env_doc: Any) -> Optional[str]:
-    layers = {n["link_layer"] for n in env_doc["nics"]}
-    assert len(layers & {"InfiniBand", "Ethernet"}) <= 1, env_doc["nics"]
-    return next(iter(sorted(layers)), None) if layers else None
+    """The rank's link layer: InfiniBand or Ethernet, never both (a port of another,
+    a corrupted file's, is nccl check's port-inactive, compared above)."""
+    layers = {n["link_layer"] for n in env_doc["nics"]} & {"InfiniBand", "Ethernet"}
+    assert len(layers) <= 1, env_doc["nics"]
+    return layers.pop() if layers else None
 
 
 def _fleet(h: Host) -> None:

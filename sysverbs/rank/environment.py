@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
@@ -247,9 +248,13 @@ def _bootstrap_address(text: str, want: Optional[int]) -> bool:
 
 def _gid_variables(nics: Sequence[Nic], environ: Mapping[str, str]
                    ) -> tuple[list[Variable], list[str], list[GidChoice]]:
-    roce = [n for n in nics if n.link_layer != "InfiniBand" and n.gids is not None]
+    # the RoCE ports NCCL uses (ACTIVE Ethernet ports; a state not given counts as
+    # ACTIVE): those nccl check judges too
+    roce = [n for n in nics if n.link_layer == "Ethernet" and n.state in (None, "ACTIVE")
+            and n.gids is not None]
     if not roce:
-        why = ("no chosen NIC is RoCE: on InfiniBand ports NCCL uses GID 0 or the routable "
+        why = ("no chosen NIC is an ACTIVE RoCE port: on InfiniBand ports NCCL uses GID 0 "
+               "or the routable "
                "FLID GID (NCCL_IB_ROUTABLE_FLID_GID_INDEX) and ignores NCCL_IB_GID_INDEX")
         return [Variable("NCCL_IB_GID_INDEX", None, why)], [], []
     base = {k: v for k, v in environ.items() if k != "NCCL_IB_GID_INDEX"}
@@ -465,10 +470,13 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     return out
 
 
-def _state(text: Optional[str]) -> Optional[str]:
-    if text is None or ": " not in text:
-        return None
-    return text.split(": ", 1)[1]
+def _state(text: Optional[str]) -> str:
+    """A port's state as NCCL's device table reads it (``host_ports``: the kernel's
+    ``%d: %s``, 4 is ACTIVE); ``unknown`` when unreadable or malformed."""
+    m = re.fullmatch(r"(\d{1,10}): (\S.*)", text or "")
+    if m is None:
+        return "unknown"
+    return "ACTIVE" if int(m.group(1)) == 4 else m.group(2)
 
 
 def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optional[str],
