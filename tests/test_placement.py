@@ -932,6 +932,11 @@ def test_tied_gpus_share_their_nics_evenly(tmp_path: Path, name: str) -> None:
     plan = assign(host)
     nics = [n for n in matrix_nics(host) if n.kind not in ("vf", "sf")
             and any(p.state == "ACTIVE" for p in n.ports) and not n.bond_slave]
+    # NCCL is given one link layer (InfiniBand and RoCE ports cannot be joined)
+    one = placement.host_link_layer([p.link_layer for n in nics for p in n.ports
+                                     if p.state == "ACTIVE"])
+    nics = [n for n in nics if one is None or any(p.state == "ACTIVE" and p.link_layer == one
+                                                  for p in n.ports)]
     mine = {a.gpu.name: [n.device for n in a.nics] for a in plan if a.gpu}
     for a, b in itertools.combinations(mine.values(), 2):
         if set(a) & set(b):
@@ -952,10 +957,22 @@ def test_dgx_a100_one_rail_per_gpu(tmp_path: Path) -> None:
     from sysverbs.placement._smi import matrix_nics
 
     host = _fixture_host("gpu-dgx-a100", tmp_path / "fixture")
+    # the capture's mlx5_2 and mlx5_6 are InfiniBand, the other six RoCE: every rank
+    # uses RoCE (host_link_layer), so GPU2/GPU3 and GPU6/GPU7 share a rail
     plan = assign(host)
+    assert [[n.device for n in a.nics] for a in plan] == [
+        [f"mlx5_{i}"] for i in (0, 1, 3, 3, 4, 5, 7, 7)]
+    assert [f.device for f in plan[0].filtered if f.code == "link_layer"] == [
+        "mlx5_2", "mlx5_6"]
+    plan = assign(host, link_layer="Ethernet")
+    for i, rail in ((2, "mlx5_2"), (6, "mlx5_6")):
+        plan = (*plan[:i], assign(host, link_layer="InfiniBand")[i], *plan[i + 1:])
+        assert [n.device for n in plan[i].nics] == [rail]
     assert [[n.device for n in a.nics] for a in plan] == [[f"mlx5_{i}"] for i in range(8)]
     assert all(a.nics[0].smi == "PXB" for a in plan)
     assert "shared out among 2 GPUs (GPU0, GPU1), 1 each" in plan[1].reason
+    # the reason says why GPU1 is not given the 5-hop NIC (issue 40, finding 10)
+    assert "(mlx5_0:1 is nearer, 5 hops, but hops do not split a class" in plan[1].reason
     rails = matrix_nics(host)[:8]
     assert [nccl_local_net(host, g, rails)[1] for g in host.gpus] == [
         f"mlx5_{i}" for i in range(8)]

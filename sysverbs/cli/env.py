@@ -41,9 +41,10 @@ def register(subparsers: argparse._SubParsersAction[Any],
                    help="without --device: the rank whose NICs placement chooses (default: "
                    "LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID); on a host "
                    "without GPUs the N-th usable port")
-    p.add_argument("--device", action="append", metavar="NAME[:PORT]",
-                   help="a NIC of the rank (repeatable; default: the NICs placement "
-                   "assigns to the rank's GPU; without GPUs every usable ACTIVE port)")
+    p.add_argument("--device", action="append", metavar="NAME[:PORT][,...]",
+                   help="a NIC of the rank (repeatable, or a comma-separated list; "
+                   "default: the NICs placement assigns to the rank's GPU; without GPUs "
+                   "every usable ACTIVE port)")
     p.set_defaults(func=run)
 
 
@@ -59,6 +60,12 @@ def device_arg(value: str) -> str:
     return value
 
 
+def device_args(value: str) -> list[str]:
+    """``--device NAME[:PORT][,NAME[:PORT]...]``: each entry as :func:`device_arg`
+    (``mlx5_0:1,mlx5_1:1`` is two NICs, not the device ``mlx5_0:1,mlx5_1``)."""
+    return [device_arg(v) for v in value.split(",")]
+
+
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     """``sysverbs env``: ``opts`` are the listing options of the command line.  Exit 0
     when what it writes has no warning; else 1, the warnings on stderr and (sh, dotenv)
@@ -67,18 +74,20 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
 
     from ..ground.errors import NotFoundError
     from ..rank.environment import rank_environment
-    from .contract import fail, sysfs_root, warning
+    from .contract import fail, sysfs_root, warning, where
     from .topo import proc_root
 
     fmt = "json" if args.json else args.format
-    devices = None if args.device is None else [device_arg(d) for d in args.device]
+    devices = None if args.device is None else [n for d in args.device
+                                                for n in device_args(d)]
     listing = {k: opts[k] for k in ("source", "config_dir", "providers", "rdma_core")}
     try:
         sysfs = opts["sysfs_path"]
         env = rank_environment(devices, local_rank=args.local_rank, environ=os.environ,
                                sysfs_path=sysfs, dev_dir=opts["dev_dir"],
                                proc_path=proc_root(args.proc_path, sysfs_root(opts)),
-                               conf_root=args.conf_root, list_options=listing)
+                               conf_root=args.conf_root, list_options=listing,
+                               keep_set=True, where=where(args, sysfs_root(opts)))
     except NotFoundError as e:
         return fail(args, "not-found", str(e.args[0]))
     if not env.nics:
@@ -91,6 +100,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         text = "".join(line if line.startswith("#") else f"# (not set) {line}"
                        for line in text.splitlines(keepends=True))
         text += "# nothing is set: see the warnings (exit status 1)\n"
+        if fmt == "sh":  # eval "$(sysverbs env)" fails too (set -e stops there)
+            text += "false\n"
     sys.stdout.write(text)
     sys.stdout.flush()
     return 1 if env.warnings else 0

@@ -220,7 +220,7 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     try:
         ports = nccl.host_ports(sysfs_path=opts["sysfs_path"], dev_dir=opts["dev_dir"],
                                 source=opts["source"], providers=opts["providers"],
-                                open_devices=live)
+                                open_devices=live, gid_tables=True)
     except OSError as e:
         if e.errno not in (errno.ENOSYS, errno.ENOENT):
             return fail(args, "no-device-list",

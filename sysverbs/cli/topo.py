@@ -137,7 +137,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         return fail(args, "not-found", str(e.args[0]))
     if args.json:
         doc = {"schema": "sysverbs.assign/1", "nvlink": "not visible in sysfs",
-               "assignments": [a.as_dict() for a in plan],
+               "assignments": [_assignment_json(host, a) for a in plan],
                "problems": list(host.problems)}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
@@ -155,6 +155,23 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     return 1
 
 
+def _numa(host: Any, dev: Any) -> str:
+    """A device's NUMA node as every command answers it (``Host.numa_affinity``: the
+    matrix's NUMA Affinity, run's node), with the rule when it is not ``numa_node``."""
+    node, source = host.numa_affinity(dev)
+    if node is None:
+        return "N/A"
+    return str(node) if source == "numa_node" else f"{node}, from {source}"
+
+
+def _assignment_json(host: Any, a: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = a.as_dict()
+    if a.gpu is not None:
+        node, source = host.numa_affinity(a.gpu)
+        doc["gpu"].update(numa_affinity=node, numa_affinity_source=source)
+    return doc
+
+
 def _human(host: Any, plan: Sequence[Any]) -> str:
     out: list[str] = []
     if not host.gpus and not any(a.anchor for a in plan):
@@ -162,7 +179,7 @@ def _human(host: Any, plan: Sequence[Any]) -> str:
     for a in plan:
         head = f"rank {a.rank}: " if a.rank is not None else ""
         if a.anchor is not None:
-            numa = a.anchor.pci.numa_node if a.anchor.pci.numa_node is not None else "N/A"
+            numa = _numa(host, a.anchor)
             nics = ", ".join(f"{n.device}:{n.port}" for n in a.nics) or "none"
             out.append(f"{a.anchor.name} {a.anchor.address} (NUMA {numa}) -> {nics}")
             out.append(f"  found: {a.anchor.via}")
@@ -171,7 +188,7 @@ def _human(host: Any, plan: Sequence[Any]) -> str:
             continue
         else:
             g = a.gpu
-            numa = g.pci.numa_node if g.pci.numa_node is not None else "N/A"
+            numa = _numa(host, g)
             nics = ", ".join(f"{n.device}:{n.port}" for n in a.nics) or "none"
             out.append(f"{head}GPU{g.index} {g.address} (NUMA {numa}) -> {nics}")
         out.append(f"  why: {a.reason}")

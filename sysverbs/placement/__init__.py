@@ -35,7 +35,7 @@ from ._smi import FORMATS, host_json, render_matrix
 #: The names of ``_assign``, imported on first use (``sysverbs topo`` without
 #: ``--assign`` does not need them).
 _ASSIGN = ("RANK_VARIABLES", "Assignment", "Filtered", "NicChoice", "assign", "assign_rank",
-           "local_rank", "visible_gpus")
+           "host_link_layer", "local_rank", "visible_gpus")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         NicChoice,
         assign,
         assign_rank,
+        host_link_layer,
         local_rank,
         visible_gpus,
     )
@@ -79,6 +80,7 @@ __all__ = [
     "gpu_anchor",
     "host_json",
     "layout",
+    "host_link_layer",
     "local_rank",
     "mem_node",
     "parse_vpd",

@@ -45,6 +45,26 @@ FILTER_NAMES = ("link_layer", "min_rate_gbps", "require_active", "require_usable
                 "include_vfs", "include_bond_slaves")
 _LINK_LAYERS = {"ib": "InfiniBand", "infiniband": "InfiniBand", "eth": "Ethernet",
                 "ethernet": "Ethernet", "roce": "Ethernet"}
+#: The link layers NCCL's IB transport cannot join in one communicator.
+_FABRICS = ("InfiniBand", "Ethernet")
+
+
+def host_link_layer(layers: Sequence[Optional[str]]) -> Optional[str]:
+    """The one link layer every rank of a host uses when its ports are both InfiniBand
+    and Ethernet (RoCE), or None when they are not mixed: the one with more ports,
+    InfiniBand on a tie.  NCCL cannot join an InfiniBand port to a RoCE port (``NET/IB :
+    Remote RoCE device is incompatible``), so ranks of one host that got different link
+    layers fail across hosts.  Pure; ``topo --assign``, ``env`` and ``run`` all take it.
+
+    >>> host_link_layer(["Ethernet", "InfiniBand", "Ethernet"])
+    'Ethernet'
+    >>> host_link_layer(["Ethernet", "InfiniBand"]), host_link_layer(["Ethernet"]) is None
+    ('InfiniBand', True)
+    """
+    counts = [sum(1 for x in layers if x == f) for f in _FABRICS]
+    if not all(counts):
+        return None
+    return _FABRICS[0] if counts[0] >= counts[1] else _FABRICS[1]
 
 
 class NicChoice(FrozenRecord):
@@ -225,6 +245,16 @@ def candidates(host: Host, **filters: Unpack[NicFilters]
             else:
                 keep.append(_Candidate(nic, port))
     keep.sort(key=lambda c: c.key)
+    one = None if ll is not None else host_link_layer([c.port.link_layer for c in keep])
+    if one is not None:
+        for c in keep:
+            if c.port.link_layer != one:
+                out.append(Filtered(
+                    c.nic.name, c.port.port, "link_layer",
+                    f"link layer {c.port.link_layer}: this host's ports are InfiniBand and "
+                    f"Ethernet (RoCE), which NCCL cannot join, so every rank uses {one} "
+                    "(more ports, InfiniBand on a tie; link_layer= chooses)"))
+        keep = [c for c in keep if c.port.link_layer == one]
     return keep, out
 
 
@@ -411,10 +441,15 @@ def assign(
                 d = dist_of(g, i)
                 choices.append(_choice(keep[i], d, f"{_cls(d)}, {_hops(d.hops)}: {d.reason}"))
             first = dist_of(g, picked[0])
-            out[g.address] = _assignment(
-                g, tuple(choices),
-                f"nearest class {_cls(first)}, {_hops(first.hops)}; {notes[g.address]}",
-                ftuple)
+            head = f"nearest class {_cls(first)}, {_hops(first.hops)}"
+            nearer = min(best[g.address], key=lambda i: rank[g.address][i])
+            if rank[g.address][nearer] < rank[g.address][picked[0]]:
+                c = keep[nearer]
+                head += (f" ({c.nic.name}:{c.port.port} is nearer, "
+                         f"{_hops(dist_of(g, nearer).hops)}, but hops do not split a class, "
+                         "as NCCL's path types do not)")
+            out[g.address] = _assignment(g, tuple(choices), f"{head}; {notes[g.address]}",
+                                         ftuple)
     done = [out[g.address] for g in given]
     return tuple(a if a.anchor is g or (a.anchor is None and isinstance(g, Gpu))
                  else _assignment(g, a.nics, a.reason, ftuple) for g, a in zip(given, done))

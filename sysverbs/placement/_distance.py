@@ -100,16 +100,21 @@ def numa_affinity(dev: PciDevice, nodes: Mapping[int, frozenset[int]]
     return (node, "local_cpulist") if node is not None else (None, "unknown")
 
 
+def _nodes_text(na: int, nb: int) -> str:
+    """``NUMA node 3 and 1``; ``both on NUMA node 0`` (not ``NUMA node 0 and 0``)."""
+    return f"both on NUMA node {na}" if na == nb else f"NUMA node {na} and {nb}"
+
+
 def _same_numa(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
                ) -> tuple[Optional[bool], str]:
     na, nb = a.numa_node, b.numa_node
     if na is not None and nb is not None:
-        return na == nb, f"NUMA node {na} and {nb}"
+        return na == nb, _nodes_text(na, nb)
     if len(nodes) <= 1:
         return True, "one NUMA node on this host"
     na, nb = _node_of(a, nodes), _node_of(b, nodes)
     if na is not None and nb is not None:
-        return na == nb, f"NUMA node {na} and {nb} (from their local CPUs)"
+        return na == nb, _nodes_text(na, nb) + " (from their local CPUs)"
     return None, "numa_node unknown (-1 or missing) on a host with several NUMA nodes"
 
 

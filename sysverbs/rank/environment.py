@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
@@ -56,10 +57,16 @@ from .gid import (
     GidTable,
     gid_family,
     gid_text,
+    gid_verdict,
     nccl_gid_index,
     read_gid_table,
     valid_gid,
 )
+from .rtnetlink import interface_addresses
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .lint import LintWarning
 
 __all__ = [
     "Nic",
@@ -69,6 +76,7 @@ __all__ = [
     "rank_environment",
     "predict",
     "read_nics",
+    "keep_user_set",
     "interface_addresses",
     "FORMATS",
     # NCCL's GID index choice, as a pure function over a port's GID table
@@ -240,9 +248,13 @@ def _bootstrap_address(text: str, want: Optional[int]) -> bool:
 
 def _gid_variables(nics: Sequence[Nic], environ: Mapping[str, str]
                    ) -> tuple[list[Variable], list[str], list[GidChoice]]:
-    roce = [n for n in nics if n.link_layer != "InfiniBand" and n.gids is not None]
+    # the RoCE ports NCCL uses (ACTIVE Ethernet ports; a state not given counts as
+    # ACTIVE): those nccl check judges too
+    roce = [n for n in nics if n.link_layer == "Ethernet" and n.state in (None, "ACTIVE")
+            and n.gids is not None]
     if not roce:
-        why = ("no chosen NIC is RoCE: on InfiniBand ports NCCL uses GID 0 or the routable "
+        why = ("no chosen NIC is an ACTIVE RoCE port: on InfiniBand ports NCCL uses GID 0 "
+               "or the routable "
                "FLID GID (NCCL_IB_ROUTABLE_FLID_GID_INDEX) and ignores NCCL_IB_GID_INDEX")
         return [Variable("NCCL_IB_GID_INDEX", None, why)], [], []
     base = {k: v for k, v in environ.items() if k != "NCCL_IB_GID_INDEX"}
@@ -261,14 +273,9 @@ def _gid_variables(nics: Sequence[Nic], environ: Mapping[str, str]
                                 "port has an IPv6 one"))
             choices = choices6
     for c in choices:
-        if c.error:
-            warnings.append(f"NCCL's GID lookup fails on {c.device}:{c.port}: {c.error}")
-        elif not c.suitable:
-            warnings.append(
-                f"on {c.device}:{c.port} NCCL would use GID index {c.index} "
-                f"({gid_text(c.gid)}), which is not a valid {c.family} RoCE "
-                f"v{c.roce_version} GID: RoCE traffic will fail (check the netdev's "
-                "addresses, NCCL_IB_ADDR_FAMILY, NCCL_IB_ADDR_RANGE)")
+        verdict = gid_verdict(c)
+        if verdict is not None:
+            warnings.append(verdict.message)
     indexes = {c.index for c in choices}
     detail = "; ".join(f"{c.device}:{c.port} -> {c.index} ({gid_text(c.gid)})" for c in choices)
     user = environ.get("NCCL_IB_GID_INDEX")
@@ -461,10 +468,13 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     return out
 
 
-def _state(text: Optional[str]) -> Optional[str]:
-    if text is None or ": " not in text:
-        return None
-    return text.split(": ", 1)[1]
+def _state(text: Optional[str]) -> str:
+    """A port's state as NCCL's device table reads it (``host_ports``: the kernel's
+    ``%d: %s``, 4 is ACTIVE); ``unknown`` when unreadable or malformed."""
+    m = re.fullmatch(r"(\d{1,10}): (\S.*)", text or "")
+    if m is None:
+        return "unknown"
+    return "ACTIVE" if int(m.group(1)) == 4 else m.group(2)
 
 
 def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optional[str],
@@ -498,7 +508,8 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
                      sysfs_path: Optional[str] = None, dev_dir: Optional[str] = None,
                      proc_path: Optional[str] = None, conf_root: Optional[str] = None,
                      addresses: Optional[Mapping[str, Sequence[str]]] = None,
-                     list_options: Optional[Mapping[str, Any]] = None) -> RankEnvironment:
+                     list_options: Optional[Mapping[str, Any]] = None,
+                     keep_set: bool = False, where: str = "this host") -> RankEnvironment:
     """The environment for one rank.
 
     ``nics``: the NICs chosen for the rank (see :func:`read_nics`).  None: placement
@@ -514,9 +525,14 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     (:func:`sysverbs.nccl.nccl_environment`; read on the live host, or under
     ``conf_root`` when given).  It decides NCCL's GID scan (NCCL_IB_ADDR_FAMILY,
     NCCL_IB_ADDR_RANGE, NCCL_IB_ROCE_VERSION_NUM).  ``proc_path`` stands for ``/proc``
-    (GPU UUIDs for CUDA_VISIBLE_DEVICES).
+    (GPU UUIDs for CUDA_VISIBLE_DEVICES).  ``keep_set``: a variable ``environ`` already
+    sets is kept, as ``sysverbs run`` keeps it: left alone here, with a note when its
+    value differs, and NCCL_IB_HCA is checked as it is in force (``sysverbs env`` sets
+    it).  ``where``: how the check's messages name the host (``sysverbs env`` says
+    ``fixture NAME`` or ``the tree DIR``, as ``sysverbs nccl check`` does).
     """
     env = environ_arg(environ, "environ")
+    user = dict(env) if keep_set else {}
     if local_rank is not None:
         index_arg(local_rank, "local_rank")
     extra: list[str] = []
@@ -544,22 +560,55 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     if round_robin and local_rank is not None and chosen:
         chosen = [chosen[local_rank % len(chosen)]]
     result = predict(chosen, env)
+    result = keep_user_set(result, user)
     if sysfs_path is not None and addresses is None:
         extra.append("another sysfs root: the netdevs' addresses are unknown")
-    checked, more_notes = _nccl_check(result, env, sysfs_path, dev_dir, list_options)
-    return RankEnvironment(result.nics, result.variables, result.warnings + checked,
+    checked, more_notes = _nccl_check(result, env, sysfs_path, dev_dir, list_options, where)
+    # nccl check judges the GIDs with the same verdict: each warning is said once
+    said = {w.message for w in checked}
+    mine = tuple(w for w in result.warnings if w not in said)
+    return RankEnvironment(result.nics, result.variables,
+                           mine + tuple(_hca_warning(result, env, w) for w in checked),
                            tuple(extra) + result.notes + more_notes, result.gid_choices)
+
+
+def _hca_warning(result: RankEnvironment, env: Mapping[str, str], w: LintWarning) -> str:
+    """A warning of ``nccl check`` on the NCCL_IB_HCA in force, as ``env`` says it."""
+    value = result.exports().get("NCCL_IB_HCA", env.get("NCCL_IB_HCA"))
+    return f"NCCL_IB_HCA={value!r}: {w.message} [nccl check: {w.code}]"
+
+
+def keep_user_set(result: RankEnvironment, environ: Mapping[str, str]) -> RankEnvironment:
+    """``result`` with each variable ``environ`` already sets left alone, as ``sysverbs
+    run`` keeps it (pure): its reason says so, and a note when the value differs from
+    the one that would be written."""
+    variables: list[Variable] = []
+    notes: list[str] = []
+    for v in result.variables:
+        have = environ.get(v.name)
+        if v.value is None or have is None:
+            variables.append(v)
+            continue
+        why = f"already set to {have!r} in the environment: kept, as sysverbs run keeps it"
+        if have != v.value:
+            why += f" (would write {v.value!r}: {v.reason})"
+            notes.append(f"{v.name} is already set to {have!r}: kept (sysverbs env would "
+                         f"write {v.value!r}; unset it to take that)")
+        variables.append(Variable(v.name, None, why))
+    return RankEnvironment(result.nics, tuple(variables), result.warnings,
+                           result.notes + tuple(notes), result.gid_choices)
 
 
 def _one_link_layer(nics: list[Nic]) -> tuple[list[Nic], list[str]]:
     """Every usable port of a host, of one link layer: NCCL cannot join InfiniBand and
     RoCE ports in one communicator (``nccl check``'s ``mixed-link-layer``), so the
-    link layer with more ports is kept (InfiniBand on a tie), and a note says which
-    were left out."""
-    layers = [n.link_layer for n in nics]
-    if len(set(layers)) < 2:
+    link layer placement gives every rank (:func:`sysverbs.placement.host_link_layer`)
+    is kept, and a note says which were left out."""
+    from ..placement import host_link_layer
+
+    keep = host_link_layer([n.link_layer for n in nics])
+    if keep is None:
         return nics, []
-    keep = max(sorted(set(layers), key=lambda x: x != "InfiniBand"), key=layers.count)
     out = [f"{n.device}:{n.port}" for n in nics if n.link_layer != keep]
     return [n for n in nics if n.link_layer == keep], [
         f"{keep} ports only (NCCL cannot mix InfiniBand and RoCE in one communicator): "
@@ -567,23 +616,23 @@ def _one_link_layer(nics: list[Nic]) -> tuple[list[Nic], list[str]]:
 
 
 def _nccl_check(result: RankEnvironment, env: Mapping[str, str], sysfs_path: Optional[str],
-                dev_dir: Optional[str], list_options: Optional[Mapping[str, Any]]
-                ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+                dev_dir: Optional[str], list_options: Optional[Mapping[str, Any]],
+                where: str) -> tuple[tuple[LintWarning, ...], tuple[str, ...]]:
     """``sysverbs nccl check`` on the NCCL_IB_HCA written: its warnings, so that what
     ``env`` writes passes the check clean (or the command says why not); a note when
     libibverbs lists no device under another root (its device nodes are not under the
     dev dir), where NCCL's view cannot be known."""
     from . import nccl
 
-    value = result.exports().get("NCCL_IB_HCA")
-    if value is None:
+    value = result.exports().get("NCCL_IB_HCA", env.get("NCCL_IB_HCA"))
+    if value is None or not result.nics:
         return (), ()
     opts: dict[str, Any] = dict(list_options or {})
     opts.update(sysfs_path=sysfs_path, dev_dir=dev_dir)
     if sysfs_path is not None:
         opts.setdefault("source", "sysfs")
     try:
-        ports = nccl.host_ports(**opts)
+        ports = nccl.host_ports(gid_tables=True, **opts)
     except OSError as e:
         ports, why = [], e.strerror or str(e)
     else:
@@ -591,89 +640,6 @@ def _nccl_check(result: RankEnvironment, env: Mapping[str, str], sysfs_path: Opt
     if not ports and sysfs_path is not None:
         return (), (f"NCCL_IB_HCA not checked against NCCL's rules: libibverbs lists no "
                     f"device under this root ({why})",)
-    lint = nccl.lint_hca(value, ports, env)
-    return tuple(f"NCCL_IB_HCA={value!r}: {w.message} [nccl check: {w.code}]"
-                 for w in lint.warnings), ()
-
-
-# ----------------------------------------------------------------------------- rtnetlink
-
-
-def interface_addresses() -> Optional[dict[str, tuple[str, ...]]]:
-    """Every interface's IP addresses, from the kernel (rtnetlink ``RTM_GETADDR`` dump,
-    what ``getifaddrs`` uses); None when rtnetlink cannot be used."""
-    import _socket
-    import struct
-
-    try:
-        sock = _socket.socket(16, _socket.SOCK_RAW | _socket.SOCK_CLOEXEC, 0)  # NETLINK_ROUTE
-    except (OSError, AttributeError):
-        return None
-    out: dict[int, list[str]] = {}
-    try:
-        sock.settimeout(2.0)
-        sock.bind((0, 0))
-        # nlmsghdr (RTM_GETADDR=22, NLM_F_REQUEST|NLM_F_DUMP) + ifaddrmsg (AF_UNSPEC)
-        sock.sendto(struct.pack("=IHHII", 24, 22, 0x301, 1, 0) + bytes(8), (0, 0))
-        done = False
-        while not done:
-            data = sock.recv(65536)
-            off = 0
-            while off + 16 <= len(data):
-                length, mtype, _flags, _seq, _pid = struct.unpack_from("=IHHII", data, off)
-                if length < 16:
-                    return None
-                if mtype == 3:  # NLMSG_DONE
-                    done = True
-                    break
-                if mtype == 2:  # NLMSG_ERROR
-                    return None
-                if mtype == 20 and length >= 24:  # RTM_NEWADDR
-                    family, _plen, _fl, _scope, index = struct.unpack_from("=BBBBI", data,
-                                                                           off + 16)
-                    attrs = _rtattrs(data, off + 24, off + length)
-                    raw = attrs.get(2) or attrs.get(1)  # IFA_LOCAL, else IFA_ADDRESS
-                    if raw is not None and family in (2, 10):
-                        text = _socket.inet_ntop(family, raw)
-                        out.setdefault(index, []).append(text)
-                off += (length + 3) & ~3
-    except OSError:
-        return None
-    finally:
-        sock.close()
-    names: dict[str, tuple[str, ...]] = {}
-    by_index = _interface_names()
-    for index, addrs in out.items():
-        if index in by_index:
-            names[by_index[index]] = tuple(addrs)
-    return names
-
-
-def _interface_names() -> dict[int, str]:
-    """Interface index -> name of the live host, from ``/sys/class/net/*/ifindex`` (what
-    ``if_indextoname`` answers; PyPy's socket module has no ``if_indextoname``)."""
-    from ..devices.attributes import read_text
-
-    names: dict[int, str] = {}
-    try:
-        entries = os.listdir(b"/sys/class/net")
-    except OSError:
-        return names
-    for entry in entries:
-        text = read_text(b"/sys/class/net/" + entry + b"/ifindex")
-        if text is not None and text.strip().isdigit():
-            names.setdefault(int(text.strip()), os.fsdecode(entry))
-    return names
-
-
-def _rtattrs(data: bytes, off: int, end: int) -> dict[int, bytes]:
-    import struct
-
-    attrs: dict[int, bytes] = {}
-    while off + 4 <= end:
-        length, kind = struct.unpack_from("=HH", data, off)
-        if length < 4:
-            break
-        attrs.setdefault(kind, data[off + 4:off + length])
-        off += (length + 3) & ~3
-    return attrs
+    # in the environment written (its NCCL_IB_GID_INDEX, NCCL_IB_ADDR_FAMILY)
+    lint = nccl.lint_hca(value, ports, {**env, **result.exports()}, where=where)
+    return lint.warnings, ()

@@ -51,7 +51,7 @@ import ipaddress
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 __all__ = [
     "GidEntry",
@@ -59,6 +59,8 @@ __all__ = [
     "GidChoice",
     "Step",
     "nccl_gid_index",
+    "GidVerdict",
+    "gid_verdict",
     "read_gid_table",
     "strtoll",
     "roce_version",
@@ -445,6 +447,57 @@ def nccl_gid_index(table: GidTable, environ: Mapping[str, str]) -> GidChoice:
     if cur == 0:
         return done(0, f"RoCE: no index 1..{table.length - 1} qualified, index 0 stays")
     return done(cur, f"RoCE: the scan's last choice ({family}, {rver_why})")
+
+
+# ----------------------------------------------------------------------------- verdict
+
+
+class GidVerdict(NamedTuple):
+    """What a port's GID choice means for NCCL's RoCE traffic (:func:`gid_verdict`):
+    ``code`` (``gid-lookup-fails``, ``gid-link-local``, ``gid-unsuitable``) and the
+    message every command gives (``env``, ``run`` and ``nccl check`` print it as it is)."""
+
+    code: str
+    message: str
+
+
+def gid_verdict(choice: GidChoice) -> Optional[GidVerdict]:
+    """The one verdict on NCCL's GID for a port, None when the GID suits RoCE as asked.
+
+    * ``gid-lookup-fails``: NCCL's lookup itself fails (a types file it cannot read, an
+      index outside the table): every RoCE connection of the port fails.
+    * ``gid-link-local``: no GID of the wanted family and RoCE version qualified, and
+      NCCL stays on a link-local (``fe80::``) or empty GID, which ``validGid`` rejects.
+      Genuinely uncertain: a link-local GID is not routed, so traffic across routers
+      fails, but inside one L2 segment it may work.
+    * ``gid-unsuitable``: a valid GID of another family or RoCE version (a forced
+      ``NCCL_IB_GID_INDEX``, or the scan's fallback): peers that use the wanted one
+      cannot reach it.
+
+    Every one is a warning (exit status 1) in every command.  Pure."""
+    if choice.suitable:
+        return None
+    where = f"{choice.device}:{choice.port}"
+    if choice.error is not None:
+        return GidVerdict("gid-lookup-fails", f"NCCL's GID lookup fails on {where}: "
+                          f"{choice.error}: every RoCE connection of the port fails")
+    wanted = f"{choice.family} RoCE v{choice.roce_version}"
+    head = f"on {where} NCCL would use GID index {choice.index} ({gid_text(choice.gid)})"
+    if not valid_gid(choice.gid):
+        what = "an empty GID" if int(choice.gid) == 0 else "a link-local GID"
+        return GidVerdict(
+            "gid-link-local",
+            f"{head}, {what}: the port has no valid {wanted} GID (its netdev carries no "
+            "such address). Link-local GIDs are not routed: RoCE traffic may work between "
+            "hosts on one L2 segment and fails across routers (give the netdev an address, "
+            "or check NCCL_IB_ADDR_FAMILY, NCCL_IB_ADDR_RANGE, NCCL_IB_ROCE_VERSION_NUM)")
+    got = f"{gid_family(choice.gid)}, " + ("RoCE of unknown version" if choice.version is None
+                                           else f"RoCE v{choice.version}")
+    return GidVerdict(
+        "gid-unsuitable",
+        f"{head}, a GID of {got}, not {wanted} ({choice.rule}): peers that use a {wanted} "
+        "GID cannot reach it (check NCCL_IB_GID_INDEX, NCCL_IB_ADDR_FAMILY, "
+        "NCCL_IB_ROCE_VERSION_NUM)")
 
 
 # ----------------------------------------------------------------------------- reading

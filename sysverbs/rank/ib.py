@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ..engine.api import ListOptions
+    from .gid import GidTable
 
 __all__ = [
     "PLANE_MAX_INDEX",
@@ -56,7 +57,9 @@ class IbPort(NamedTuple):
 
     ``link_layer`` is sysfs' text (``InfiniBand``, ``Ethernet``...), ``full_pci_path``
     the ``realpath`` of ``<sysfs>/class/infiniband/<dev>/device`` ("" when it has
-    none), ``opens`` whether ``ibv_open_device`` succeeds.
+    none), ``opens`` whether ``ibv_open_device`` succeeds, ``gids`` the GID table of
+    an ACTIVE Ethernet port when it was read (``host_ports(gid_tables=True)``: the
+    linter then judges the GID NCCL would use, :func:`sysverbs.rank.gid.gid_verdict`).
     """
 
     device: str
@@ -67,6 +70,7 @@ class IbPort(NamedTuple):
     sys_image_guid: int = 0
     opens: bool = True
     state: str = ""
+    gids: Optional[GidTable] = None
 
 
 class IbDevice(NamedTuple):
@@ -384,7 +388,7 @@ def _realpath(path: str) -> str:
         os.close(fd)
 
 
-def host_ports(*, open_devices: Optional[bool] = None,
+def host_ports(*, open_devices: Optional[bool] = None, gid_tables: bool = False,
                **options: Unpack[ListOptions]) -> list[IbPort]:
     """The ports of this host's RDMA devices (or a sysfs tree's), in libibverbs'
     device order, with what :func:`select_ib` needs.
@@ -392,7 +396,8 @@ def host_ports(*, open_devices: Optional[bool] = None,
     ``options`` are those of :func:`sysverbs.get_device_list`.  ``open_devices``:
     whether to try ``ibv_open_device`` on each device (NCCL skips those that fail);
     default: only on this host (``sysfs_path`` None), since the nodes of a recorded
-    tree are not the devices NCCL would open."""
+    tree are not the devices NCCL would open.  ``gid_tables``: also read the GID table
+    of each ACTIVE Ethernet port (``IbPort.gids``), for the linter's GID verdict."""
     if open_devices is None:
         open_devices = options.get("sysfs_path") is None
     from ..devices.attributes import numbered_entries, parse_guid, read_text
@@ -418,9 +423,14 @@ def host_ports(*, open_devices: Optional[bool] = None,
             for num in numbered_entries(ibdev + b"/ports"):
                 base = ibdev + b"/ports/%d/" % num
                 state = read_text(base + b"state") or ""
-                out.append(IbPort(dev.name, num, _state_number(state) == 4,
-                                  read_text(base + b"link_layer"), full, guid, opens,
-                                  state.strip()))
+                link = read_text(base + b"link_layer")
+                gids = None
+                if gid_tables and link == "Ethernet" and _state_number(state) == 4:
+                    from .gid import read_gid_table
+
+                    gids = read_gid_table(dev.name, num, sysfs_path=sysfs, link_layer=link)
+                out.append(IbPort(dev.name, num, _state_number(state) == 4, link, full,
+                                  guid, opens, state.strip(), gids))
     finally:
         api.free_device_list(devices)
     return out

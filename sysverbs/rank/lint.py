@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 from ..engine.api import environ_arg, items_arg
 from ..ground.errors import WrongTypeError
 from .ctext import C_SPACE, encoded, text_arg
+from .gid import gid_verdict, nccl_gid_index
 from .hca import NAME_MAX, cut_name, parse_hca
 from .ib import IbDevice, IbPort, IbSelection, select_ib
 from .versions import (
@@ -54,10 +55,12 @@ class LintResult:
 
 
 #: Warnings about the devices meant, which no other spelling of the value removes.
-_ABOUT_DEVICES = frozenset({"mixed-link-layer", "merge-incompatible", "table-full"})
+_ABOUT_DEVICES = frozenset({"mixed-link-layer", "merge-incompatible", "table-full",
+                            "gid-lookup-fails", "gid-link-local", "gid-unsuitable"})
 _SEPARATORS = re.compile(f"[,{C_SPACE}]+")
 _AROUND_COLON = re.compile("[ \t]*:[ \t]*")
 _PORT_TEXT = re.compile(r"\+?[0-9]{1,9}")
+_PORT_NUMBER = re.compile(r"[+-]?[0-9]+")
 
 
 class _Meant(NamedTuple):
@@ -243,6 +246,10 @@ def _lint(text: str, ports: Sequence[IbPort], host: _Host, env: dict[str, str],
                 warns.append(LintWarning(
                     "bad-port", ent.text, f"port '{ptext}' is read by atoi as {ent.port}",
                     ""))
+            elif ptext and _PORT_NUMBER.fullmatch(ptext) and int(ptext) != ent.port:
+                warns.append(LintWarning(
+                    "bad-port", ent.text, f"port '{ptext}' does not fit a C int: atoi "
+                    f"wraps it to {ent.port}", ""))
         matching = [p for p in ports if (p.device == ent.prefix if filt.exact
                                          else p.device.startswith(ent.prefix))]
         dev_names = sorted({p.device for p in matching}, key=_natural)
@@ -272,6 +279,7 @@ def _lint(text: str, ports: Sequence[IbPort], host: _Host, env: dict[str, str],
                 "collision", ent.text, f"'{ent.prefix}' is a prefix: it also matches "
                 f"{', '.join(others)}", ""))
     warns.extend(_device_warnings(text, sel, version))
+    warns.extend(_gid_warnings(sel, ports, env))
 
     # as meant, the "^" and "=" before the first name (in any order, after whitespace)
     # are the list's
@@ -362,6 +370,23 @@ def _device_warnings(text: str, sel: IbSelection, version: Version) -> list[Lint
     return out
 
 
+def _gid_warnings(sel: IbSelection, ports: Sequence[IbPort], env: Mapping[str, str]
+                  ) -> list[LintWarning]:
+    """The GID NCCL would use on each selected RoCE port whose table was read
+    (``host_ports(gid_tables=True)``), judged by :func:`gid_verdict` as every command
+    judges it."""
+    if sel.disabled or sel.failure:
+        return []
+    tables = {(p.device, p.port): p.gids for p in ports if p.gids is not None}
+    out: list[LintWarning] = []
+    for d in dict.fromkeys((d.device, d.port) for d in sel.devices if d.link == "RoCE"):
+        table = tables.get(d)
+        verdict = None if table is None else gid_verdict(nccl_gid_index(table, env))
+        if verdict is not None:
+            out.append(LintWarning(verdict.code, f"{d[0]}:{d[1]}", verdict.message, ""))
+    return out
+
+
 def _candidates(found: _Found, host: _Host, meant: set[tuple[str, int]]) -> list[str]:
     """Values that may select exactly ``meant``, the closest to the one written first:
     its entries as meant (those that mean nothing here dropped), then the same with
@@ -430,15 +455,19 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
     (a ``^`` or ``=`` that is not at the start of the list is part of a name),
     ``empty-name`` (``:1`` is dropped), ``too-many`` (more than 32 entries),
     ``too-long`` (a name over 63 bytes is cut), ``bad-port`` (a port that is not a
-    number, or an empty port before 2.30.7), ``no-port``/``port-inactive`` (the port
-    does not exist, or is not ACTIVE or not IB/Ethernet), ``collision`` (a name that
-    also matches longer names: use ``=``), ``no-match`` (an entry that matches no
-    device).  About what NCCL then does: ``selects-none`` (no IB device: sockets),
-    ``bad-plane``/``too-many-planes`` (since 2.30.7 a plane ID NCCL cannot use: its IB
-    transport fails to start), ``mixed-link-layer`` (InfiniBand and RoCE ports in one
+    number, one that does not fit a C ``int`` and wraps, or an empty port before
+    2.30.7), ``no-port``/``port-inactive`` (the port does not exist, or is not ACTIVE
+    or not IB/Ethernet), ``collision`` (a name that also matches longer names: use
+    ``=``), ``no-match`` (an entry that matches no device).  About what NCCL then
+    does: ``selects-none`` (no IB device: sockets), ``bad-plane``/``too-many-planes``
+    (since 2.30.7 a plane ID NCCL cannot use: its IB transport fails to start),
+    ``mixed-link-layer`` (InfiniBand and RoCE ports in one
     selection: a connection between them fails), ``merge-incompatible`` (ports of one
     NIC with different link layers: the merge fails; before 2.26.2 so does the init),
-    ``table-full`` (more device ports than NCCL's table holds).
+    ``table-full`` (more device ports than NCCL's table holds); for a RoCE port whose GID
+    table was read (``host_ports(gid_tables=True)``), the GID NCCL would use, judged by
+    :func:`~sysverbs.rank.gid.gid_verdict`: ``gid-lookup-fails``, ``gid-link-local``,
+    ``gid-unsuitable``.
 
     ``meant`` is what the value was meant to select on this host: each entry read as
     its writer meant it (whitespace and commas separate entries, a ``^`` or ``=``
@@ -450,7 +479,7 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
     that selects exactly ``meant`` (NCCL's matcher, :func:`select_ib`) and has none of
     the warnings about writing; it is the ``fix`` of the first such warning, whose
     message says what was meant (or, without a fix, why there is none).  The warnings
-    about the devices themselves (mixed link layers, merges, a full table) carry no
+    about the devices themselves (mixed link layers, merges, a full table, GIDs) carry no
     fix: which devices to drop is the user's choice.
 
     >>> ports = [IbPort(f"mlx5_{i}", 1, True, "InfiniBand", "") for i in (0, 1, 10, 11)]
