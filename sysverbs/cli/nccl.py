@@ -13,8 +13,10 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Mapping, Sequence
     from typing import Any, Optional
 
+    from ..rank.ib import IbPort
     from ..rank.nccl import IbSelection, LintResult
 
 __all__ = ["register", "check", "live_interfaces"]
@@ -171,12 +173,13 @@ def _text(version: tuple[int, ...]) -> str:
 
 
 def _doc(result: LintResult, sel: IbSelection, source: str, lines: list[str],
-         version: str) -> dict[str, Any]:
+         version: str, transport: str) -> dict[str, Any]:
     return {
         "schema": "sysverbs.nccl-check/1",
         "value": result.value,
         "value_source": source,
         "nccl_version": version,
+        "transport": transport,
         "lines": lines,
         "devices": [{"slot": d.slot, "device": d.device, "port": d.port, "link": d.link,
                      "rail": d.rail, "plane": d.plane} for d in sel.devices],
@@ -184,6 +187,28 @@ def _doc(result: LintResult, sel: IbSelection, source: str, lines: list[str],
         "warnings": [w._asdict() for w in result.warnings],
         "notes": list(sel.notes),
     }
+
+
+def _transport(env: Mapping[str, str], sel: IbSelection, ports: Sequence[IbPort],
+               opts: dict[str, Any]) -> str:
+    """The network NCCL would use between nodes (:func:`~sysverbs.rank.netplugin.
+    net_transport`, the rule ``metrics`` and ``nfd`` report): a net plugin's, its IB
+    transport's or its sockets'.  An EFA device counts when it is listed (the efa
+    provider claims it) and its ports open."""
+    from ..engine import api
+    from ..rank.netplugin import net_transport, uses_ib
+
+    names = {p.device for p in ports if p.opens}
+    listing = {k: opts[k] for k in ("sysfs_path", "dev_dir", "source", "providers")}
+    try:
+        devices = api.get_device_list(**listing)
+    except OSError:
+        efa = False
+    else:
+        efa = any(d.provider == "efa" and d.name in names for d in devices)
+        api.free_device_list(devices)
+    return net_transport(env, ib_ports=uses_ib(len(sel.devices), sel.disabled, sel.failure),
+                         efa_devices=efa)
 
 
 def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
@@ -239,8 +264,10 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         sel = replace(sel, notes=(*sel.notes, *extra))
     lines = sel.lines(_oob(args, env, live, version))
     vtext = ".".join(map(str, version))
+    transport = _transport(env, sel, ports, opts)
     if args.json:
-        sys.stdout.write(json.dumps(_doc(result, sel, source, lines, vtext), indent=2) + "\n")
+        doc = _doc(result, sel, source, lines, vtext, transport)
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return EXIT_WARNINGS if result.warnings else EXIT_CLEAN
     out = sys.stdout
     for line in lines:
@@ -252,6 +279,8 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         out.write(f"note: {note}\n")
     shown = "NCCL_IB_HCA unset" if value is None else f"NCCL_IB_HCA={value!r} ({source})"
     out.write(f"{shown}; NCCL {vtext} rules\n")
+    out.write(f"network between nodes: {transport or 'none: NCCL would fail to initialise'}"
+              "\n")
     for w in result.warnings:
         out.write(f"warning [{w.code}] {w.entry!r}: {w.message}\n")
         if w.fix:

@@ -477,13 +477,13 @@ def _nccl(opts: Options, options: Mapping[str, object], environ: Mapping[str, st
           conf_root: Optional[str], found: tuple[DeviceFacts, ...]
           ) -> tuple[tuple[tuple[str, int], ...], str]:
     from ..rank.nccl import predict_ib
-    from ..rank.netplugin import net_transport
+    from ..rank.netplugin import net_transport, uses_ib
 
     sel = predict_ib(environ, conf_root=conf_root, **options)  # type: ignore[arg-type]
     devices = tuple(dict.fromkeys((d.device, d.port) for d in sel.devices))
-    uses_ib = bool(devices) and not sel.disabled and not sel.failure
+    ib = uses_ib(len(devices), sel.disabled, sel.failure)
     efa = any(d.usable and d.provider == "efa" for d in found)
-    return devices, net_transport(environ, ib_ports=uses_ib, efa_devices=efa)
+    return devices, net_transport(environ, ib_ports=ib, efa_devices=efa)
 
 
 # ---------------------------------------------------------------------------- public

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["OFI_NAMES", "TRANSPORTS", "net_transport"]
+__all__ = ["OFI_NAMES", "TRANSPORTS", "net_transport", "uses_ib"]
 
 #: What :func:`net_transport` answers, besides ``""`` (NCCL would fail to initialise):
 #: NCCL's IB transport, its sockets, aws-ofi-nccl's Libfabric network, another plugin's.
@@ -71,3 +71,11 @@ def net_transport(environ: Mapping[str, str], *, ib_ports: bool, efa_devices: bo
     if wanted in OFI_NAMES:
         return "ofi" if plugin == "ofi" else ""
     return "plugin" if plugin == "plugin" else ""
+
+
+def uses_ib(devices: int, disabled: bool, failure: str) -> bool:
+    """Whether NCCL's IB transport finds a device port: ``devices`` ports selected
+    (``IbSelection.devices``), the transport not disabled (``NCCL_IB_DISABLE``) and its
+    initialisation not failing.  The one rule ``sysverbs nccl check`` and ``metrics``/
+    ``nfd`` give :func:`net_transport` as ``ib_ports``."""
+    return devices > 0 and not disabled and not failure
