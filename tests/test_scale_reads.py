@@ -135,3 +135,11 @@ def test_topology_scan_reads_each_class_directory_once(hosts: dict[int, Path]) -
     ibdev = [p for p in seen if p.endswith("/ibdev") and "/abi_version/" not in p]
     assert len(ibdev) == 2 * 4 * N and len(set(ibdev)) == len(ibdev), sorted(ibdev)[:3]
     assert count[0] <= PER_DEVICE * len(names)
+
+
+def test_a_scan_that_is_not_one_is_a_wrong_type_error(hosts: dict[int, Path]) -> None:
+    from sysverbs.errors import WrongTypeError
+    from sysverbs.topology import device_topology
+
+    with pytest.raises(WrongTypeError, match="scan is a TopologyScan, not dict"):
+        device_topology("mlx5_0", sysfs_path=hosts[N] / "sys", scan={})  # type: ignore[arg-type]

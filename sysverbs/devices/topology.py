@@ -40,6 +40,7 @@ from typing import Optional
 
 from ..engine.api import path_arg
 from ..engine.device import makedev
+from ..ground.errors import WrongTypeError
 from ..ground.sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, cstr, read_sysfs_file, scan_u_u
 from ..ground.text import parse_cpulist
 from .attributes import (
@@ -426,6 +427,8 @@ def device_topology(
     """
     from ..engine.device import Device
 
+    if scan is not None and not isinstance(scan, TopologyScan):
+        raise WrongTypeError(f"scan is a TopologyScan, not {type(scan).__name__}")
     ibdev_path, name = resolve_ibdev(device, sysfs_path)
     if dev_dir is not None:
         ddir = path_arg(dev_dir, "dev_dir").rstrip(b"/")
