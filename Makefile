@@ -235,6 +235,7 @@ bench: $(VENV)/.installed oracle-deps
 	$(PY) benchmarks/bench_fixture.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_run.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_metrics.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_scale.py $(BENCH_ARGS)
 
 # NCCL_IB_HCA's InfiniBand side against the real NCCL (tests/device/device_nccl_ib.py):
 # only on a machine with an NVIDIA GPU, where NCCL builds a communicator and starts its IB

@@ -25,7 +25,7 @@ def netdev_links(sysfs_path: str, dev_dir: str) -> list[dict[str, Any]]:
     """One entry per (RDMA device, port, netdev), in ``ibdev2netdev``'s order: devices
     by name, ports by number, netdevs as :func:`sysverbs.topology.device_topology`
     finds them."""
-    from ..devices.topology import device_topology
+    from ..devices.topology import TopologyScan, device_topology
 
     ib_dir = os.path.join(sysfs_path, "class", "infiniband")
     try:
@@ -33,8 +33,9 @@ def netdev_links(sysfs_path: str, dev_dir: str) -> list[dict[str, Any]]:
     except OSError:
         return []
     links: list[dict[str, Any]] = []
-    for name in names:
-        topo = device_topology(name, sysfs_path=sysfs_path, dev_dir=dev_dir)
+    with TopologyScan():  # the char-device directories read once, not once per device
+        topos = [device_topology(n, sysfs_path=sysfs_path, dev_dir=dev_dir) for n in names]
+    for name, topo in zip(names, topos):
         ports = sorted({n.port for n in topo.netdevs})
         for port in ports:
             for nd in topo.netdevs:

@@ -34,10 +34,12 @@ from __future__ import annotations
 import os
 import re
 import stat
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Optional
 
 from ..engine.device import makedev
+from ..ground.errors import WrongTypeError
 from ..ground.hostroot import HostRoot
 from ..ground.sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, cstr, read_sysfs_file, scan_u_u
 from ..ground.text import parse_cpulist
@@ -57,6 +59,7 @@ __all__ = [
     "Netdev",
     "PciFunction",
     "Topology",
+    "TopologyScan",
     "device_topology",
     "parse_cpulist",
 ]
@@ -327,33 +330,74 @@ def _dev_of(entry: bytes) -> Optional[tuple[int, int]]:
     return scan_u_u(value) if value else None
 
 
-def _char_devices(root: Optional[bytes], ibdev_path: bytes, name: bytes, dev_dir: bytes
-                  ) -> list[CharDevice]:
+#: A char-device class directory's entries by device: cstr(ibdev) -> [(entry, path)],
+#: in listing order.
+_Index = dict[bytes, list[tuple[bytes, bytes]]]
+
+
+class TopologyScan:
+    """One pass of :func:`device_topology` over many devices: each char-device class
+    directory (``infiniband_verbs``, ``infiniband_mad``) is listed and its ``ibdev``
+    files read once, at the first device that needs it, instead of once per device, so
+    that N devices cost O(N) reads, not O(N*N).  Give it as ``scan=`` or enter it
+    (``with TopologyScan():``): every call inside uses it.  Its answers are those
+    directories as they were at that first read; without a scan every call reads them
+    afresh.
+    """
+
+    def __init__(self) -> None:
+        self._indexes: dict[bytes, _Index] = {}
+        self._tokens: list[Token[Optional[TopologyScan]]] = []
+
+    def __enter__(self) -> TopologyScan:
+        self._tokens.append(_SCAN.set(self))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _SCAN.reset(self._tokens.pop())
+
+    def entries(self, class_dir: bytes, name: bytes, prefixes: tuple[bytes, ...] = ()
+                ) -> list[tuple[bytes, bytes]]:
+        """The entries of ``class_dir`` whose ``ibdev`` is ``name`` (see :func:`_class_index`)."""
+        index = self._indexes.get(class_dir)
+        if index is None:
+            index = self._indexes[class_dir] = _class_index(class_dir, prefixes)
+        return index.get(name, [])
+
+
+_SCAN: ContextVar[Optional[TopologyScan]] = ContextVar("sysverbs_topology_scan", default=None)
+
+
+def _class_index(class_dir: bytes, prefixes: tuple[bytes, ...] = ()) -> _Index:
+    """Each entry of ``class_dir`` (only those starting with one of ``prefixes``, when
+    given) under the device its ``ibdev`` file names; entries without one are left out."""
+    index: _Index = {}
+    for entry in _listdir(class_dir):
+        if prefixes and not entry.startswith(prefixes):
+            continue
+        path = class_dir + b"/" + entry
+        ibdev = read_sysfs_file(path + b"/ibdev", IBDEV_SIZE)
+        if ibdev is not None:
+            index.setdefault(cstr(ibdev), []).append((entry, path))
+    return index
+
+
+def _char_devices(root: Optional[bytes], ibdev_path: bytes, name: bytes, dev_dir: bytes,
+                  scan: TopologyScan) -> list[CharDevice]:
     out: list[CharDevice] = []
     if root is not None:
         uverbs_dir = root + b"/class/infiniband_verbs"
     else:  # libibverbs' netlink-mode fallback: the parent device's infiniband_verbs/
         uverbs_dir = ibdev_path + b"/device/infiniband_verbs"
-    for entry in _listdir(uverbs_dir):
-        path = uverbs_dir + b"/" + entry
-        ibdev = read_sysfs_file(path + b"/ibdev", IBDEV_SIZE)
-        if ibdev is None or cstr(ibdev) != name:
-            continue
+    for entry, path in scan.entries(uverbs_dir, name):
         dev = _dev_of(path)
         abi_text = read_text(path + b"/abi_version", ABI_SIZE)
         out.append(CharDevice("uverbs", os.fsdecode(entry), None, dev, _int(abi_text),
                               *_char_node(dev_dir, entry, dev)))
     if root is not None:
         mad_dir = root + b"/class/infiniband_mad"
-        for entry in _listdir(mad_dir):
-            kind = "umad" if entry.startswith(b"umad") else "issm" if entry.startswith(
-                b"issm") else None
-            if kind is None:
-                continue
-            path = mad_dir + b"/" + entry
-            ibdev = read_sysfs_file(path + b"/ibdev", IBDEV_SIZE)
-            if ibdev is None or cstr(ibdev) != name:
-                continue
+        for entry, path in scan.entries(mad_dir, name, (b"umad", b"issm")):
+            kind = "umad" if entry.startswith(b"umad") else "issm"
             dev = _dev_of(path)
             port = _int(read_text(path + b"/port", 32))
             out.append(CharDevice(kind, os.fsdecode(entry), port, dev, None,
@@ -372,15 +416,19 @@ def device_topology(
     *,
     sysfs_path: Optional[PathArg] = None,
     dev_dir: Optional[PathArg] = None,
+    scan: Optional[TopologyScan] = None,
 ) -> Topology:
     """The topology of a device (a :class:`~sysverbs.Device`, an IB device name looked
     up in ``<sysfs_path>/class/infiniband``, or an IB device directory).
 
     ``dev_dir`` is where the char device nodes are (default: the device's, else
-    ``/dev/infiniband``).
+    ``/dev/infiniband``).  ``scan``: a :class:`TopologyScan` to share the char-device
+    directories' reads with other calls (default: the one entered, if any).
     """
     from ..engine.device import Device
 
+    if scan is not None and not isinstance(scan, TopologyScan):
+        raise WrongTypeError(f"scan is a TopologyScan, not {type(scan).__name__}")
     ibdev_path, name = resolve_ibdev(device, sysfs_path)
     if dev_dir is None and isinstance(device, Device):
         ddir = os.fsencode(device.dev_dir)
@@ -446,5 +494,6 @@ def device_topology(
         pf_rdma_devices=pf_devs,
         vf_rdma_devices=tuple(vf_devs),
         netdevs=tuple(netdevs),
-        char_devices=tuple(_char_devices(root, ibdev_path, name, ddir)),
+        char_devices=tuple(_char_devices(root, ibdev_path, name, ddir,
+                                        scan or _SCAN.get() or TopologyScan())),
     )

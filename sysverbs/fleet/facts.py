@@ -418,6 +418,7 @@ class _Discovery:
 def _discover(out: _Discovery, opts: Options, options: Mapping[str, object],
               recorded: bool, probe_open: bool) -> None:
     from ..devices.diagnosis import diagnose
+    from ..devices.topology import TopologyScan
 
     diagnosis: Optional[DiagnosisList] = None
     failure: Optional[Exception] = None
@@ -429,7 +430,8 @@ def _discover(out: _Discovery, opts: Options, options: Mapping[str, object],
     by_name = {d.name: d for d in diagnosis} if diagnosis is not None else {}
     names = list(by_name) + [n for n in _kernel_names(opts.sysfs_path) if n not in by_name]
     devices = os.path.realpath(os.path.join(opts.sysfs_path, "devices"))
-    out.devices = tuple(_device(n, opts, devices, by_name.get(n)) for n in names)
+    with TopologyScan():  # the char-device directories read once, not once per device
+        out.devices = tuple(_device(n, opts, devices, by_name.get(n)) for n in names)
     if diagnosis is not None:
         out.host_reasons = tuple(dict.fromkeys(r.code for r in diagnosis.host))
         out.rdma_cm = _rdma_cm(opts, out.host_reasons, recorded)

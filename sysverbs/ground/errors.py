@@ -52,6 +52,7 @@ __all__ = [
     "DriverLoadWarning",
     "MemlockWarning",
     "ForkWarning",
+    "RecordingWarning",
 ]
 
 
@@ -203,6 +204,11 @@ class MemlockWarning(SysverbsWarning):
 
 class ForkWarning(SysverbsWarning):
     """``fork()-safety requested but init failed``."""
+
+
+class RecordingWarning(SysverbsWarning):
+    """A recording's link that :func:`sysverbs.testing.materialize` left out: its target
+    is absolute or would lead out of the root (see :mod:`sysverbs.testing.umockdev`)."""
 
 
 # ------------------------------------------------- out of scope; pyverbs' exceptions

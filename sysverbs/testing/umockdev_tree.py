@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 import stat
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ground.errors import RecordingError
+from ..ground.errors import RecordingError, RecordingWarning
 from .umockdev_model import Record, Recording, line_error
 
 __all__ = ["TreeEntry", "write_tree"]
@@ -155,8 +156,45 @@ class _Tree:
         finally:
             os.close(fd)
 
-    def symlink(self, path: str, target: str, area: str, lineno: int, *, exist_ok: bool = False
-                ) -> None:
+    def leads_out(self, real_dir: str, target: str) -> str | None:
+        """Why a link in the real directory ``real_dir`` to ``target`` would (or, once
+        more links are made, could) lead out of the root; None if it cannot.
+
+        The target is followed as the kernel would, from ``real_dir``: an existing link
+        on the way is resolved, ``..`` climbs from a real path.  Out: an absolute target,
+        a step outside the root, or ``..`` after a name that does not exist yet (a link
+        made there later could send it anywhere; every link made is checked here, so
+        one whose steps all stay inside stays inside)."""
+        if target.startswith("/"):
+            return "its target is absolute"
+        cur = real_dir
+        missing = False
+        for part in target.split("/"):
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if missing:
+                    return "its target climbs out of a directory that does not exist"
+                cur = os.path.dirname(cur)
+            else:
+                cur = cur + "/" + part
+                if not missing:
+                    try:
+                        mode = os.lstat(cur).st_mode
+                    except OSError:
+                        missing = True
+                    else:
+                        if stat.S_ISLNK(mode):
+                            cur = os.path.realpath(cur)
+            if not self._inside(cur, self.real_root):
+                return "its target leads out of the root"
+        return None
+
+    def symlink(self, path: str, target: str, area: str, lineno: int, *, exist_ok: bool = False,
+                checked: bool = True) -> None:
+        """Make the link ``path`` -> ``target`` (verbatim).  ``checked`` (anything from a
+        recording): a target that :meth:`leads_out` is left out with a
+        :class:`~sysverbs.errors.RecordingWarning` naming the line and the link."""
         base = os.path.basename(path)
         if base in ("", ".", ".."):
             raise line_error(lineno, f"invalid link name {path!r}")
@@ -166,6 +204,12 @@ class _Tree:
             if exist_ok:
                 return
             raise line_error(lineno, f"cannot create symlink {path}: it exists")
+        why = self.leads_out(real_dir, target) if checked else None
+        if why is not None:
+            name = os.path.relpath(path, self.real_root)
+            warnings.warn(RecordingWarning(f"line {lineno}: link {name} -> {target!r} left "
+                                           f"out: {why}"), stacklevel=4)
+            return
         os.symlink(target, where)
 
 
@@ -277,7 +321,7 @@ def _write_entry(tree: _Tree, entry: TreeEntry) -> str:
         if entry.link is not None:
             if entry.mode is not None:
                 raise RecordingError("a link has no mode of its own")
-            tree.symlink(path, entry.link, area, 0)
+            tree.symlink(path, entry.link, area, 0, checked=False)  # the caller's own
         elif entry.directory:
             tree.mkdirs(path, area, 0)
         else:
