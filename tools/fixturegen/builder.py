@@ -20,6 +20,8 @@ from sysverbs.testing.layout import (
 )
 from sysverbs.testing.layout import guid_text as guid_fmt
 
+from .counters import with_counters
+
 # Per-driver uverbs ABI (drivers' ``.uverbs_abi_ver``, include/uapi/rdma/*-abi.h).
 ABI = {
     "mlx5": 1,  # MLX5_IB_UVERBS_ABI_VERSION
@@ -229,7 +231,8 @@ class Fixture:
 
     def recording(self) -> Recording:
         lo = loopback(verbs_abi=6, mad_abi=5 if self.umad else None, full=True)
-        return Recording((lo, *self.host.build(loopback=False).records))
+        # counters/ and hw_counters/ of the drivers that have them (fixturegen/counters.py)
+        return with_counters(Recording((lo, *self.host.build(loopback=False).records)))
 
 
 HOSTNAMES = {
