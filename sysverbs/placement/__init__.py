@@ -27,6 +27,7 @@ from ._bind import CPU_MODES, MEM_MODES, cpu_node, cpu_set, mem_node, socket_nod
 from ._cpus import CpuTopology, read_cpus
 from ._distance import Distance
 from ._host import Anchor, Gpu, Host, Nic, Port
+from ._links import DegradedLink, degraded_links
 from ._pci import PciDevice
 from ._read import GPU_CLASSES, read_host
 from ._smi import FORMATS, host_json, render_matrix
@@ -58,6 +59,7 @@ __all__ = [
     "MEM_MODES",
     "Anchor",
     "Assignment",
+    "DegradedLink",
     "Distance",
     "Filtered",
     "GPU_CLASSES",
@@ -73,6 +75,7 @@ __all__ = [
     "cpu_node",
     "cpu_set",
     "cpulist_text",
+    "degraded_links",
     "find_anchor",
     "gpu_anchor",
     "host_json",
