@@ -6,17 +6,26 @@ real capture (r-aa-fatty01's ``lspci -vvv``), and every bundled fixture (none ra
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Optional
 
 import pytest
 
+from sysverbs.fleet import metrics
+from sysverbs.fleet.facts import collect_facts
+from sysverbs.fleet.nfd import feature_file
 from sysverbs.placement import degraded_links, read_host
 from sysverbs.placement._links import parse_speed, parse_width
 from sysverbs.testing import HostBuilder
 from sysverbs.testing.cache import fixture_tree
 from sysverbs.testing.host import fixture_names
+from tests import prom
+from tests.conftest import require
 
 GEN = {3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe"}
 HB = "/devices/pci0000:00"
@@ -94,7 +103,7 @@ def test_gen3_on_a_gen5_link_for_a_nic(tmp_path: Path) -> None:
 
 
 def test_idle_gpu_speed_down_training_is_no_finding(tmp_path: Path) -> None:
-    # nvidia-smi: "PCIe Generation Current ... may be reduced when the GPU is not in use"
+    # nvidia-smi -q: the current PCIe generation is reduced when the GPU is not in use
     assert _found(tmp_path, gpu=("2.5 GT/s PCIe", "16", GEN[5], "16"),
                   dsp=("2.5 GT/s PCIe", "16", GEN[5], "16")) == []
 
@@ -146,3 +155,117 @@ def test_parsers_take_the_kernels_texts() -> None:
 def test_no_bundled_fixture_raises_it(name: str) -> None:
     tree = fixture_tree(name)
     assert degraded_links(read_host(tree.sysfs, recorded=True)) == ()
+
+
+# -- a real capture --------------------------------------------------------------------
+#: r-aa-fatty01 (Ubuntu 20.04, kernel 5.4.0-125), `lspci -vvvDnnd 15b3:` as recorded by
+#: lshca 3.9 (MrBr-github/lshca_regression_data, commit 8f547b82, file
+#: r-aa-fatty01--LLDP--Mofed5.7--1663230747.258801--v3.9): each function's LnkCap and
+#: LnkSta lines, as they are there.
+FATTY01 = {
+    "0000:03:00.0": ("LnkCap:\tPort #0, Speed 16GT/s, Width x8, ASPM not supported",
+                     "LnkSta:\tSpeed 8GT/s (downgraded), Width x8 (ok)"),
+    "0000:03:00.1": ("LnkCap:\tPort #0, Speed 16GT/s, Width x8, ASPM not supported",
+                     "LnkSta:\tSpeed 8GT/s (downgraded), Width x8 (ok)"),
+    "0000:07:00.0": ("LnkCap:\tPort #0, Speed 8GT/s, Width x8, ASPM not supported",
+                     "LnkSta:\tSpeed 5GT/s (downgraded), Width x4 (downgraded)"),
+    "0000:07:00.1": ("LnkCap:\tPort #0, Speed 8GT/s, Width x8, ASPM not supported",
+                     "LnkSta:\tSpeed 5GT/s (downgraded), Width x4 (downgraded)"),
+}
+_LSPCI = re.compile(r"Speed (\d+(?:\.\d+)?)GT/s[^,]*, Width x(\d+)( \(downgraded\))?")
+
+
+def _lspci(line: str) -> tuple[str, str, bool]:
+    """"Speed 8GT/s, Width x16" -> sysfs's texts ("8.0 GT/s PCIe", "16"), and whether
+    lspci marks the width downgraded."""
+    m = _LSPCI.search(line)
+    assert m is not None, line
+    return f"{float(m.group(1)):.1f} GT/s PCIe", m.group(2), m.group(3) is not None
+
+
+def _fatty01(tmp_path: Path, port: Optional[Link]) -> str:
+    """The two cards, each on a root port (``port``: its link files; None: none, all the
+    capture knows)."""
+    hb = HostBuilder()
+    root = hb.host_bridge("pci0000:00", numa_node=0)
+    links: dict[str, Link] = {}
+    for n, (bus, model) in enumerate(((3, "cx6dx"), (7, "cx5"))):
+        rp = hb.pci_bridge(f"{root}/0000:00:0{n + 1}.0", port="root")
+        links[rp] = port or (None, None, None, None)
+        for fn in (0, 1):
+            bdf = f"0000:{bus:02x}:00.{fn}"
+            hb.mlx5(path=f"{rp}/{bdf}", model=model, link_layer="Ethernet")
+            cap, sta = FATTY01[bdf]
+            speed, width, _ = _lspci(sta)
+            links[f"{rp}/{bdf}"] = (speed, width, *_lspci(cap)[:2])
+    host = hb.materialize(tmp_path)
+    for path, values in links.items():
+        for name, value in zip(FILES, values):
+            if value is not None:
+                (host.sysfs / path.lstrip("/") / name).write_text(value + "\n")
+    return str(host.sysfs)
+
+
+def test_a_real_capture_alone_decides_nothing(tmp_path: Path) -> None:
+    # lspci says "(downgraded)" for all four: against each card's own LnkCap only.  The
+    # capture has no root port's LnkCap, so neither has sysverbs: no finding.
+    assert degraded_links(read_host(_fatty01(tmp_path, None))) == ()
+
+
+def test_a_real_capture_with_its_slots(tmp_path: Path) -> None:
+    # With Gen3 x8 root ports (assumed: the capture does not show them; 03:00.0's LnkCtl2
+    # "Target Link Speed: 8GT/s" fits), the ConnectX-6 Dx (Gen4 card) at 8 GT/s is the
+    # normal Gen4-card-in-Gen3-slot case, and the ConnectX-5 at 5 GT/s x4 is degraded in
+    # both: the width lspci marks "(downgraded)", and the speed.
+    found = degraded_links(read_host(_fatty01(tmp_path, (GEN[3], "8", GEN[3], "8"))))
+    marked = {bdf for bdf, (_, sta) in FATTY01.items() if _lspci(sta)[2]}
+    assert marked == {"0000:07:00.0", "0000:07:00.1"}
+    assert [(d.device, d.port, d.what, d.speed, d.width, d.capable_speed, d.capable_width,
+             d.names) for d in found] == [
+        ("0000:07:00.0", "0000:00:02.0", "width,speed", 5.0, 4, 8.0, 8, ("mlx5_2", "mlx5_3"))]
+
+
+# -- the surfaces: doctor, topo --json, metrics (promtool), nfd --------------------------
+def _sv(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    return subprocess.run([sys.executable, "-m", "sysverbs", *argv], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_every_surface_reports_it(tmp_path: Path) -> None:
+    sysfs = _tree(tmp_path, {**_healthy(), NIC: _gen(5, 8, (5, 16)),
+                             GPU: ("2.5 GT/s PCIe", "16", GEN[5], "16")})
+    tree = ("--sysfs-path", sysfs, "--dev-dir", str(Path(sysfs).parent / "dev/infiniband"))
+    doctor = _sv("doctor", "--json", "--no-open", "--providers", "builtin", *tree)
+    doc = json.loads(doctor.stdout)
+    (link,) = doc["pcie_links"]
+    assert (link["device"], link["port"], link["what"], link["width"], link["capable_width"],
+            link["names"]) == ("0000:04:00.0", "0000:00:02.0", "width", 8, 16, ["mlx5_0"])
+    (reason,) = [r for r in doc["host"] if r["code"] == "pcie_link_degraded"]
+    assert reason["severity"] == "warning" and reason["message"] == link["message"]
+    text = _sv("doctor", "--no-open", "--providers", "builtin", *tree).stdout
+    assert f"host: warning: {link['message']} [pcie_link_degraded]\n" in text
+    topo = json.loads(_sv("topo", "--json", *tree).stdout)
+    assert [p for p in topo["problems"] if p.startswith("pcie_link_degraded: ")] == [
+        f"pcie_link_degraded: {link['message']}"]
+
+    facts = collect_facts(sysfs_path=sysfs, dev_dir=tree[3], providers="builtin",
+                          source="sysfs", environ={})
+    page = metrics.render(facts)
+    require(prom.unavailable(prom.PROMTOOL), "promtool (Debian's prometheus package)")
+    assert prom.promtool_check_metrics(page) == (0, "")
+    series = [line for line in page.decode().splitlines()
+              if line.startswith("sysverbs_pcie_link_degraded{")]
+    assert series == ['sysverbs_pcie_link_degraded{capable="32 GT/s x16",current="32 GT/s x8",'
+                      'device="0000:04:00.0",port="0000:00:02.0",role="nic",what="width"} 1.0']
+    labels = feature_file(facts, expires_in=60).labels()
+    assert ("sysverbs.feature.node.kubernetes.io/pcie.degraded", "true") in labels
+
+
+def test_a_healthy_host_has_no_series_and_no_label(tmp_path: Path) -> None:
+    facts = collect_facts(sysfs_path=_tree(tmp_path, _healthy()), providers="builtin",
+                          source="sysfs", environ={})
+    assert facts.pcie_links == ()
+    assert b"sysverbs_pcie_link_degraded{" not in metrics.render(facts)
+    assert not any(k.endswith("/pcie.degraded") for k, _ in
+                   feature_file(facts, expires_in=60).labels())

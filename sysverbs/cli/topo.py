@@ -112,7 +112,9 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         import json
     if not args.assign:
         if args.json:
-            sys.stdout.write(json.dumps(host_json(host), indent=2) + "\n")
+            doc = host_json(host)
+            doc["problems"] = [*doc["problems"], *_link_problems(host)]
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             sys.stdout.write(render_matrix(host, args.smi_format, args.underline, args.legend))
         sys.stdout.flush()
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     if args.json:
         doc = {"schema": "sysverbs.assign/1", "nvlink": "not visible in sysfs",
                "assignments": [a.as_dict() for a in plan],
-               "problems": list(host.problems)}
+               "problems": [*host.problems, *_link_problems(host)]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         sys.stdout.write(_human(host, plan))
@@ -150,6 +152,13 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     else:
         error("topo", "no GPU got a NIC: " + (plan[0].reason if plan else "no assignment"))
     return 1
+
+
+def _link_problems(host: Any) -> list[str]:
+    """``pcie_link_degraded`` findings as problem lines (docs/diagnose.md)."""
+    from ..placement import degraded_links
+
+    return [f"pcie_link_degraded: {d.message()}" for d in degraded_links(host)]
 
 
 def _human(host: Any, plan: Sequence[Any]) -> str:

@@ -206,6 +206,8 @@ def _host_features(facts: HostFacts) -> list[Feature]:
         worst = facts.worst_assigned_link()
         if worst is not None:
             label("gpu-nic.worst-link", worst)
+    if "topology" not in failed and facts.pcie_links:
+        label("pcie.degraded", "true")
     if "nccl" in failed:
         label("nccl.failed", "true")
     elif facts.nccl_transport:

@@ -12,8 +12,8 @@ are absent, ``Unknown`` or garbage leaves the link undecided (no finding).
 Checked: the link of every GPU, RDMA NIC (a VF's through its PF) and NVMe controller,
 and every link above them up to the root port (the bridges on their GPU<->NIC and
 GPU<->CPU paths).  A GPU's own link counts only by width: GPUs lower their link speed
-when idle to save power (nvidia-smi's "PCIe Generation Current" "may be reduced when
-the GPU is not in use"; AMD's by PCIe DPM), so its speed alone decides nothing; a
+when idle to save power (nvidia-smi documents its current PCIe generation as reduced
+when the GPU is not in use; AMD's by PCIe DPM), so its speed alone decides nothing; a
 narrower GPU link is a finding (docs/diagnose.md).
 """
 
@@ -101,10 +101,14 @@ class DegradedLink:
     down: LinkEnd
     up: LinkEnd
 
+    def rates(self) -> tuple[str, str]:
+        """The link's current and capable speed and width (``"8 GT/s x8"``)."""
+        return (f"{_gts(self.speed)} x{self.width or '?'}",
+                f"{_gts(self.capable_speed)} x{self.capable_width or '?'}")
+
     def message(self) -> str:
         names = f" ({', '.join(self.names)})" if self.names else ""
-        got = f"{_gts(self.speed)} x{self.width or '?'}"
-        cap = f"{_gts(self.capable_speed)} x{self.capable_width or '?'}"
+        got, cap = self.rates()
         return (f"PCIe link of {self.role} {self.device}{names} to {self.port} runs at {got}, "
                 f"below the {cap} both ends support ({self.what}): {FIX}. Evidence: "
                 f"{self.down.text()}; {self.up.text()}.")
