@@ -27,7 +27,6 @@ from ._bind import CPU_MODES, MEM_MODES, cpu_node, cpu_set, mem_node, socket_nod
 from ._cpus import CpuTopology, read_cpus
 from ._distance import Distance
 from ._host import Anchor, Gpu, Host, Nic, Port
-from ._links import DegradedLink, degraded_links
 from ._pci import PciDevice
 from ._read import GPU_CLASSES, read_host
 from ._smi import FORMATS, host_json, render_matrix
@@ -36,6 +35,8 @@ from ._smi import FORMATS, host_json, render_matrix
 #: ``--assign`` does not need them).
 _ASSIGN = ("RANK_VARIABLES", "Assignment", "Filtered", "NicChoice", "assign", "assign_rank",
            "local_rank", "visible_gpus")
+#: The names of ``_links``, imported on first use (the matrix does not need them).
+_LINKS = ("DegradedLink", "degraded_links")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
         local_rank,
         visible_gpus,
     )
+    from ._links import DegradedLink, degraded_links
 
 __all__ = [
     "CPU_MODES",
@@ -90,6 +92,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LINKS:
+        from . import _links
+
+        value = globals()[name] = getattr(_links, name)
+        return value
     if name not in _ASSIGN:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from . import _assign
