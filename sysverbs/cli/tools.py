@@ -74,27 +74,42 @@ def _line(d: Any) -> str:
     return f"{head}: {first.severity}: {first.message} [{first.code}]{tail}"
 
 
+def _pcie_links(opts: dict[str, Any], recorded: bool) -> list[Any]:
+    """The degraded PCIe links of the host (``pcie_link_degraded``, placement's finding
+    beside diagnose()'s host reasons)."""
+    from ..placement import degraded_links, read_host
+    from .contract import sysfs_root
+
+    return list(degraded_links(read_host(sysfs_root(opts), recorded=recorded)))
+
+
 def doctor(args: Any, opts: dict[str, Any]) -> int:
     from dataclasses import asdict
 
-    from ..devices.diagnosis import diagnose
+    from ..devices.diagnosis import Reason, diagnose
 
     # --fixture: the tree is a recording, its /dev nodes are stand-ins (a --dev-dir the
     # user gives is not: a plain file there is the error it is).
     recorded = getattr(args, "fixture", None) is not None
     found = diagnose(probe_open=not args.no_open, recorded=recorded, **opts)
+    links = _pcie_links(opts, recorded)
+    host = [*found.host, *(Reason("pcie_link_degraded", d.message(), "warning")
+                           for d in links)]
     # an SMI device is no verbs device: neither usable nor a problem
     verbs = [d for d in found if not d.management]
     ok = bool(verbs) and all(d.usable for d in verbs)
     if args.json:
         doc = {"schema": "sysverbs.doctor/1", "usable": ok,
-               "host": [asdict(r) for r in found.host],
+               "host": [asdict(r) for r in host],
+               "pcie_links": [d.as_dict() for d in links],
                "devices": [asdict(d) for d in found]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif args.verbose:
         sys.stdout.write(found.report() + "\n")
+        for r in host[len(found.host):]:
+            sys.stdout.write(f"host: {r}\n")
     else:
-        for r in found.host:
+        for r in host:
             sys.stdout.write(f"host: {r}\n")
         for d in found:
             sys.stdout.write(_line(d) + "\n")

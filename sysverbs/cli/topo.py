@@ -114,6 +114,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
             from ..placement import read_layout
 
             doc = host_json(host)
+            doc["problems"] = [*doc["problems"], *_link_problems(host)]
             doc["layout"] = read_layout(host).as_dict()  # rdma_topo's layout names
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     if args.json:
         doc = {"schema": "sysverbs.assign/1", "nvlink": "not visible in sysfs",
                "assignments": [_assignment_json(host, a) for a in plan],
-               "problems": list(host.problems)}
+               "problems": [*host.problems, *_link_problems(host)]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         sys.stdout.write(_human(host, plan))
@@ -170,6 +171,13 @@ def _assignment_json(host: Any, a: Any) -> dict[str, Any]:
         node, source = host.numa_affinity(a.gpu)
         doc["gpu"].update(numa_affinity=node, numa_affinity_source=source)
     return doc
+
+
+def _link_problems(host: Any) -> list[str]:
+    """``pcie_link_degraded`` findings as problem lines (docs/diagnose.md)."""
+    from ..placement import degraded_links
+
+    return [f"pcie_link_degraded: {d.message()}" for d in degraded_links(host)]
 
 
 def _human(host: Any, plan: Sequence[Any]) -> str:

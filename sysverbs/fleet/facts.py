@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
     from ..devices.diagnosis import DiagnosisList
     from ..engine.api import ListOptions, Options
-    from ..placement import Host
+    from ..placement import DegradedLink, Host
 
     T = TypeVar("T")
 
@@ -208,6 +208,8 @@ class HostFacts:
     nccl_devices: tuple[tuple[str, int], ...]
     nccl_transport: str
     collectors: tuple[CollectorResult, ...]
+    #: the PCIe links below what both ends support (``pcie_link_degraded``)
+    pcie_links: tuple[DegradedLink, ...] = ()
 
     def device(self, name: str) -> Optional[DeviceFacts]:
         for d in self.devices:
@@ -452,12 +454,14 @@ class _Topology:
         self.gpus: tuple[GpuFacts, ...] = ()
         self.links: tuple[GpuLink, ...] = ()
         self.assigned: tuple[GpuAssigned, ...] = ()
+        self.pcie_links: tuple[DegradedLink, ...] = ()
 
 
 def _topology(out: _Topology, root: HostRoot, gpu_links: bool) -> None:
-    from ..placement import assign, read_host
+    from ..placement import assign, degraded_links, read_host
 
     host: Host = read_host(root.sysfs, root.proc, root.dev, recorded=root.recorded)
+    out.pcie_links = degraded_links(host)
     out.gpus = tuple(GpuFacts(g.index, g.address, nvml_bus_id(g.address), g.vendor)
                      for g in host.gpus)
     bus = {g.index: nvml_bus_id(g.address) for g in host.gpus}
@@ -532,4 +536,4 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
         gpus=topo.gpus, gpu_links=topo.links, assigned=topo.assigned,
         nccl_devices=nccl[0] if nccl is not None else (),
         nccl_transport=nccl[1] if nccl is not None else "",
-        collectors=tuple(results))
+        collectors=tuple(results), pcie_links=topo.pcie_links)

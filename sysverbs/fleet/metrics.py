@@ -112,6 +112,11 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "plugin (another net plugin NCCL_NET_PLUGIN names); all 0 when NCCL would fail to "
         "initialise (NCCL_NET names no network it has) or the nccl collector failed",
         ("transport",)),
+    "sysverbs_pcie_link_degraded": (
+        "gauge", "1 for each PCIe link of a GPU, RDMA NIC, NVMe or bridge on their paths "
+        "that runs below the speed or width both its ends support (reseat the card; "
+        "sysverbs doctor has the evidence); no series while none is", (
+            "device", "role", "port", "what", "current", "capable")),
     "sysverbs_collector_success": (
         "gauge", "1 if the collector (discovery, topology, nccl) ran, 0 if it failed (the "
         "other collectors still report)", ("collector",)),
@@ -179,6 +184,9 @@ def _samples(facts: HostFacts) -> dict[str, list[tuple[tuple[str, ...], float]]]
     for transport in TRANSPORTS:
         out["sysverbs_nccl_transport"].append(((transport,),
                                                _flag(facts.nccl_transport == transport)))
+    for pl in facts.pcie_links:
+        out["sysverbs_pcie_link_degraded"].append(((pl.device, pl.role, pl.port, pl.what,
+                                                    *pl.rates()), 1.0))
     by_name = {c.name: c for c in facts.collectors}
     for name in COLLECTORS:
         c = by_name.get(name)

@@ -213,6 +213,8 @@ def _host_features(facts: HostFacts) -> list[Feature]:
         worst = facts.worst_assigned_link()
         if worst is not None:
             label("gpu-nic.worst-link", worst)
+    if "topology" not in failed and facts.pcie_links:
+        label("pcie.degraded", "true")
     if "nccl" in failed:
         label("nccl.failed", "true")
     else:  # none: NCCL would fail to initialise (NCCL_NET names no network it has)

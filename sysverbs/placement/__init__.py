@@ -36,6 +36,8 @@ from ._smi import FORMATS, host_json, render_matrix
 #: ``--assign`` does not need them).
 _ASSIGN = ("RANK_VARIABLES", "Assignment", "Filtered", "NicChoice", "assign", "assign_rank",
            "host_link_layer", "local_rank", "visible_gpus")
+#: The names of ``_links``, imported on first use (the matrix does not need them).
+_LINKS = ("DegradedLink", "degraded_links")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
         local_rank,
         visible_gpus,
     )
+    from ._links import DegradedLink, degraded_links
 
 __all__ = [
     "CPU_MODES",
@@ -60,6 +63,7 @@ __all__ = [
     "MEM_MODES",
     "Anchor",
     "Assignment",
+    "DegradedLink",
     "Distance",
     "Filtered",
     "GPU_CLASSES",
@@ -76,6 +80,7 @@ __all__ = [
     "cpu_node",
     "cpu_set",
     "cpulist_text",
+    "degraded_links",
     "find_anchor",
     "gpu_anchor",
     "host_json",
@@ -96,6 +101,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LINKS:
+        from . import _links
+
+        value = globals()[name] = getattr(_links, name)
+        return value
     if name not in _ASSIGN:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from . import _assign

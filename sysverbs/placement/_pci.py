@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     _Place = tuple[tuple[str, ...], tuple[str, ...], Optional[str], Optional[str],
                    Optional[str]]
 
-__all__ = ["BRIDGE_CLASS", "PciDevice", "PciReader", "is_dir", "read_text", "resolve_link",
-           "to_int"]
+__all__ = ["BRIDGE_CLASS", "LINK_FILES", "PciDevice", "PciReader", "is_dir", "read_text",
+           "resolve_link", "to_int"]
 
 _HEX = re.compile(r"0x([0-9a-fA-F]{1,8})")
 _INT = re.compile(r"-?[0-9]{1,10}")
@@ -40,6 +40,9 @@ _MAX_LINK_HOPS = 8
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 BRIDGE_CLASS = 0x0604
+#: The link files of :attr:`PciDevice.link`, in its order.
+LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+_LINK_FILES = tuple(os.fsencode(n) for n in LINK_FILES)
 _TOP: _Place = ((), (), None, None, None)  # devices/ itself
 
 
@@ -202,6 +205,8 @@ class PciDevice:
             elif key == "physfn":
                 physfn = self._fs.readlink(path + b"/physfn")
                 more[key] = os.fsdecode(os.path.basename(physfn)) if physfn else None
+            elif key == "link":
+                more[key] = tuple(read_text(path + b"/" + name, 64) for name in _LINK_FILES)
             else:
                 raw = read_text(path + b"/numa_node")
                 numa = to_int(raw)
@@ -260,6 +265,12 @@ class PciDevice:
     def physfn(self) -> Optional[str]:
         """The PF's address, for an SR-IOV VF."""
         return self._extra("physfn")  # type: ignore[return-value]
+
+    @property
+    def link(self) -> tuple[Optional[str], ...]:
+        """The texts of ``current_link_speed``, ``current_link_width``,
+        ``max_link_speed``, ``max_link_width`` (None: absent or unreadable)."""
+        return self._extra("link")  # type: ignore[return-value]
 
     @property
     def is_bridge(self) -> bool:
