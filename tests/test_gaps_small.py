@@ -1,0 +1,144 @@
+"""Small gaps a mutation audit found (issue 41): each value below could change with no
+test failing.  Hosts are generated (tests/test_launch.py's two-node host); pyverbs'
+names come from the real pyverbs (Debian's python3-pyverbs) where it is installed."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysverbs import errors
+from sysverbs.compat.pyverbs import enums, fork
+from sysverbs.launch import plan
+from sysverbs.placement import read_cpus
+from sysverbs.providers.static import static_link, static_names, unmodeled
+from tests.conftest import require
+from tests.test_launch import NODE0, NODE1, cpus, two_node_host
+
+# ------------------------------------------------------------------ rank/launch.py
+
+
+def test_a_local_size_of_zero_is_skipped(tmp_path: Path) -> None:
+    """LOCAL_WORLD_SIZE=0 is no size: the search goes on to Open MPI's variable (2 ranks:
+    rank 1 gets the second half of node 1's cores)."""
+    _, h = two_node_host(tmp_path)
+    env = {"LOCAL_WORLD_SIZE": "0", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
+    got = plan("nvme0n1", sysfs_path=str(h.sysfs), environ=env, cpu="exclusive", nics=False)
+    assert got.rank == 1 and got.cpus == cpus((12, 15), (28, 31))
+
+
+# ----------------------------------------------------------- placement/_cpus.py
+
+
+def _node(sysfs: Path) -> Path:
+    return sysfs / "devices" / "system" / "node"
+
+
+def _memory(sysfs: Path, has_memory: str | None, meminfo1: str | None) -> None:
+    node = _node(sysfs)
+    if has_memory is None:
+        (node / "has_memory").unlink(missing_ok=True)
+    else:
+        (node / "has_memory").write_text(has_memory + "\n")
+    if meminfo1 is None:
+        (node / "node1" / "meminfo").unlink(missing_ok=True)
+    else:
+        (node / "node1" / "meminfo").write_text(meminfo1 + "\n")
+
+
+@pytest.mark.parametrize(("has_memory", "meminfo1", "memory"), [
+    ("0", "Node 1 MemTotal:       65536000 kB", {0}),  # has_memory wins
+    (None, "Node 1 MemTotal:              0 kB", {0}),  # no has_memory: MemTotal decides
+    (None, "Node 1 MemTotal:       65536000 kB", {0, 1}),
+    (None, None, {0, 1}),  # neither: every node
+])
+def test_nodes_with_memory(tmp_path: Path, has_memory: str | None, meminfo1: str | None,
+                           memory: set[int]) -> None:
+    """A memory-less node is in no plan's memory nodes: not in ``memory``, not in the
+    allowed memory nodes of a recorded host's plan, never the node bound to."""
+    _, h = two_node_host(tmp_path)
+    _memory(h.sysfs, has_memory, meminfo1)
+    node0 = _node(h.sysfs) / "node0" / "meminfo"
+    if not node0.exists():
+        node0.write_text("Node 0 MemTotal:       65536000 kB\n")
+    assert read_cpus(os.fsencode(h.sysfs)).memory == memory
+    got = plan("nvme0n1", sysfs_path=str(h.sysfs), environ={}, nics=False)
+    assert got.allowed_mems == memory
+    assert got.node == 1 and got.cpus == NODE1 and got.mems == {1 if 1 in memory else 0}
+
+
+def test_a_node_whose_cpus_are_all_offline(tmp_path: Path) -> None:
+    """Node 1's CPUs offline: it has no CPU left, and its device runs on node 0."""
+    _, h = two_node_host(tmp_path)
+    (h.sysfs / "devices" / "system" / "cpu" / "online").write_text("0-7,16-23\n")
+    topo = read_cpus(os.fsencode(h.sysfs))
+    assert topo.online == NODE0
+    assert dict(topo.nodes) == {0: NODE0, 1: frozenset()}
+    got = plan("nvme0n1", sysfs_path=str(h.sysfs), environ={}, nics=False)
+    assert got.node == 0 and got.cpus == NODE0
+
+
+# ----------------------------------------------------------- providers/static.py
+
+
+def test_providers_rdma_core_dropped() -> None:
+    """rdma-core 27 dropped cxgb3 and nes, 37 replaced i40iw by irdma (static.json, read
+    from rdma-core's CMakeLists.txt by tools/check_static_providers.py)."""
+    have = {r: {n for n in ("cxgb3", "nes", "i40iw", "irdma") if n in static_names(r)}
+            for r in (26, 27, 36, 37)}
+    assert have == {26: {"cxgb3", "nes", "i40iw"}, 27: {"i40iw"}, 36: {"i40iw"},
+                    37: {"irdma"}}
+    assert static_link("cxgb3,mlx5", 26).linked == ("cxgb3", "mlx5")
+    with pytest.raises(errors.UsageError, match="'cxgb3' is not a provider of rdma-core 27"):
+        static_link("cxgb3,mlx5", 27)
+    assert unmodeled(26, static_link("all", 26).linked) == ("cxgb3", "i40iw", "nes")
+    assert unmodeled(37, static_link("all", 37).linked) == ()
+
+
+# ----------------------------------------------------------- compat/pyverbs
+
+
+@pytest.mark.parametrize(("raised", "code"), [(OSError(errno.ENOSYS, "x"), errno.ENOSYS),
+                                              (OSError(errno.ENOMEM, "x"), errno.ENOMEM),
+                                              (OSError("no errno"), -1)])
+def test_fork_init_error_code(monkeypatch: pytest.MonkeyPatch, raised: OSError,
+                              code: int) -> None:
+    """pyverbs raises PyverbsRDMAError with ibv_fork_init()'s return value, the errno."""
+    def fail() -> Any:
+        raise raised
+
+    monkeypatch.setattr(fork, "ibv_fork_init", fail)
+    with pytest.raises(errors.PyverbsRDMAError) as e:
+        fork.fork_init()
+    assert e.value.error_code == code
+    assert e.value.errno == (None if code == -1 else code)
+
+
+def _real_private_enums() -> list[str]:
+    python = shutil.which("python3", path="/usr/bin")
+    p = subprocess.run([python or "/usr/bin/python3", "-c", "import pyverbs.enums as e; "
+                        "print(' '.join(n for n in dir(e) if n.startswith('_IBV_')))"],
+                       capture_output=True, text=True)
+    require(None if p.returncode == 0 else p.stderr.strip()[-200:],
+            "rdma-core's pyverbs (python3-pyverbs)")
+    return p.stdout.split()
+
+
+def test_private_ibv_names_are_out_of_scope() -> None:
+    """pyverbs.enums' ``_IBV_*`` names (the real module's, where installed) are out of
+    scope, as its IBV_ names are: OutOfScopeError, not a plain AttributeError."""
+    names = _real_private_enums()
+    assert names
+    for name in names:
+        with pytest.raises(errors.OutOfScopeError, match=name):
+            getattr(enums, name)
+    with pytest.raises(AttributeError) as e:
+        enums.no_such_name  # noqa: B018
+    assert not isinstance(e.value, errors.OutOfScopeError)
