@@ -7,13 +7,13 @@ Run by the Python of the mutation virtualenv (cosmic-ray), not the project's:
         [--module sysverbs/fleet/facts.py ...] [--report]
 
 How a mutant is tried: cosmic-ray's ``mutate_and_test`` writes the mutated module into a
-*copy* of the checkout (``build/mutation/copy<N>``, one per worker, refreshed from the
-checkout at each start), runs the test command there (``env -C COPY PYTHONPATH=COPY
-python -m pytest -x ...``) and writes the original back.  The mutant is a file on disk,
-so every process the tests start (``python -m sysverbs ...``) imports it too.  No
-bytecode is written during a run (cosmic-ray sets PYTHONDONTWRITEBYTECODE); the copies'
-sources are dated 2001 and compiled once, so a rewritten module (dated now) is never
-read from a stale cache.
+*copy* of the checkout (``build/mutation/run<PID>/copy<N>``, one per worker, made from
+the checkout at each start, removed at the end), runs the test command there (``env -C
+COPY PYTHONPATH=COPY python -m pytest -x ...``) and writes the original back.  The mutant
+is a file on disk, so every process the tests start (``python -m sysverbs ...``) imports
+it too.  No bytecode is written during a run (cosmic-ray sets PYTHONDONTWRITEBYTECODE);
+the copies' sources are dated 2001 and compiled once, so a rewritten module (dated now)
+is never read from a stale cache.
 
 Resumable: each module's session is cosmic-ray's SQLite file
 ``build/mutation/<module>.sqlite``, kept while the module and its test files are
@@ -41,6 +41,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / "build" / "mutation"
@@ -143,8 +144,6 @@ def baseline(python: str, copy: Path, tests: list[str]) -> float:
 
 
 def run(modules: dict[str, list[str]], python: str, jobs: int, exclude: list[str]) -> None:
-    import attr
-    from cosmic_ray.mutating import mutate_and_test
     from cosmic_ray.work_db import WorkDB, use_db
 
     sessions = {m: init_session(m, t) for m, t in modules.items()}
@@ -158,13 +157,28 @@ def run(modules: dict[str, list[str]], python: str, jobs: int, exclude: list[str
           f"{jobs} worker(s)", flush=True)
     if not pending:
         return
+    # The copies of this run (another run, on other modules, has its own).
+    work = STATE / f"run{os.getpid()}"
     copies: queue.Queue[Path] = queue.Queue()
     for n in range(jobs):
-        make_copy(STATE / f"copy{n}")
-        copies.put(STATE / f"copy{n}")
+        make_copy(work / f"copy{n}")
+        copies.put(work / f"copy{n}")
+    try:
+        tried = _try_all(modules, python, pending, sessions, copies, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"mutation: {tried} mutants tried", flush=True)
+
+
+def _try_all(modules: dict[str, list[str]], python: str, pending: list[tuple[str, Any]],
+             sessions: dict[str, Path], copies: queue.Queue[Path], work: Path) -> int:
+    import attr
+    from cosmic_ray.mutating import mutate_and_test
+    from cosmic_ray.work_db import WorkDB, use_db
+
     limits = {}
-    for m in {m for m, _ in pending}:
-        took = baseline(python, STATE / "copy0", modules[m])
+    for m in dict.fromkeys(m for m, _ in pending):
+        took = baseline(python, work / "copy0", modules[m])
         limits[m] = max(60.0, 3 * took)
         print(f"mutation: {m}: the unmutated tests pass in {took:.0f} s "
               f"(a mutant gets {limits[m]:.0f} s)", flush=True)
@@ -190,9 +204,10 @@ def run(modules: dict[str, list[str]], python: str, jobs: int, exclude: list[str
                   f"line {item.mutations[0].start_pos[0]}: "  # type: ignore[attr-defined]
                   f"{result.test_outcome or result.worker_outcome}", flush=True)
 
-    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+    with concurrent.futures.ThreadPoolExecutor(copies.qsize()) as pool:
         for f in [pool.submit(one, m, item) for m, item in pending]:
             f.result()
+    return done
 
 
 def changed_lines(diff: str) -> tuple[str, str]:
@@ -285,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
             if not (ROOT / name).is_file():
                 sys.exit(f"{TARGETS.name}: {name} does not exist")
     STATE.mkdir(parents=True, exist_ok=True)
-    if not args.report:
-        run(chosen, args.python, max(1, args.jobs), table.get("exclude_operators", []))
+    if not args.report:  # the tests run in the copies: an absolute path (not resolved)
+        run(chosen, os.path.abspath(args.python), max(1, args.jobs),
+            table.get("exclude_operators", []))
     return report(chosen)
 
 
