@@ -38,6 +38,7 @@ from sysverbs.fleet.facts import (
     CollectorResult,
     GpuAssigned,
     HostFacts,
+    PortFacts,
     collect_facts,
     nvml_bus_id,
 )
@@ -66,7 +67,7 @@ VMBUS = ("/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/"
 
 def build(root: Path) -> recording.Host:
     hb = HostBuilder()
-    hb.mlx5(link_layer="Ethernet", node_guid=GUID, ib_attrs=ROCE_GIDS)
+    hb.mlx5(link_layer="Ethernet", node_guid=GUID, ib_attrs=ROCE_GIDS, netdev="enp3s0np0")
     hb.mlx5(ib_attrs={"ports/1/gid_attrs/types/0": "IB/RoCE v1"})
     vf_root = hb.host_bridge("pci7870:00", numa_node=-1, parent=VMBUS)
     hb.mlx5(path=f"{vf_root}/7870:00:00.0")
@@ -126,9 +127,14 @@ def test_device_info_labels(series: dict[Any, float]) -> None:
     info = {dict(labels)["device"]: dict(labels) for (name, labels), v in series.items()
             if name == "sysverbs_rdma_device_info" and v == 1.0}
     assert info["mlx5_0"]["node_guid"] == "0007434a8b500000"
-    assert {d: (i["pci_address"], i["pcie_root"]) for d, i in info.items()} == {
-        "mlx5_0": ("0000:03:00.0", "pci0000:00"), "mlx5_1": ("0000:04:00.0", "pci0000:00"),
-        "mlx5_2": ("7870:00:00.0", "")}
+    assert {d: (i["pci_address"], i["pcie_root"], i["numa_node"]) for d, i in info.items()} == {
+        "mlx5_0": ("0000:03:00.0", "pci0000:00", "0"),
+        "mlx5_1": ("0000:04:00.0", "pci0000:00", "0"),
+        "mlx5_2": ("7870:00:00.0", "", "-1")}
+    ports = {dict(la)["device"]: (dict(la)["link_layer"], dict(la)["netdev"])
+             for (name, la), v in series.items() if name == "sysverbs_rdma_port_info"}
+    assert ports == {"mlx5_0": ("Ethernet", "enp3s0np0"), "mlx5_1": ("InfiniBand", ""),
+                     "mlx5_2": ("InfiniBand", "")}
 
 
 def test_ibv_devices_agrees(tree: recording.Host, tmp_path: Path) -> None:
@@ -262,6 +268,11 @@ def test_records_are_frozen_and_hashable() -> None:
         field = dataclasses.fields(record)[0].name
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(record, field, None)
+
+
+def test_a_port_without_gid_counts_has_none() -> None:
+    port = PortFacts(1, "InfiniBand", "ACTIVE", "", ())
+    assert [port.gid_count(t) for t in ("ib", "roce_v1", "roce_v2")] == [0, 0, 0]
 
 
 def test_worst_assigned_link() -> None:

@@ -22,7 +22,7 @@ Parallel: ``-j N`` workers (copies) take mutants from every module asked for.
 
 The score of a module: killed / (mutants - equivalent), where the equivalent mutants are
 the survivors listed in tools/mutation_equivalent.txt (one line each:
-``path | operator | original line -> mutated line | why``).  Survivors not listed are
+``path | operator | function | original line -> mutated line | why``).  Survivors not listed are
 printed with their diff; ``build/mutation/scores.json`` has the numbers.
 """
 
@@ -219,15 +219,15 @@ def changed_lines(diff: str) -> tuple[str, str]:
     return (old[0] if old else ""), (new[0] if new else "")
 
 
-def equivalents() -> set[tuple[str, str, str, str]]:
+def equivalents() -> set[tuple[str, str, str, str, str]]:
     out = set()
     if EQUIVALENT.exists():
         for line in EQUIVALENT.read_text().splitlines():
             if not line.strip() or line.startswith("#"):
                 continue
-            path, op, change, _why = (x.strip() for x in line.split(" | ", 3))
+            path, op, function, change, _why = (x.strip() for x in line.split(" | ", 4))
             before, after = change.split(" -> ", 1)
-            out.add((path, op, before.strip(), after.strip()))
+            out.add((path, op, function, before.strip(), after.strip()))
     return out
 
 
@@ -258,7 +258,8 @@ def report(modules: dict[str, list[str]]) -> int:
                 skipped += 1
             elif r.test_outcome == TestOutcome.SURVIVED:
                 spec = item.mutations[0]
-                key = (module, spec.operator_name, *changed_lines(r.diff))
+                key = (module, spec.operator_name, spec.definition_name or "",
+                       *changed_lines(r.diff))
                 if key in known:
                     equivalent += 1
                 else:
@@ -274,7 +275,8 @@ def report(modules: dict[str, list[str]]) -> int:
               f"{equivalent} equivalent, {pending} not tried yet, {skipped} left out")
         for spec, diff in unlisted:
             old, new = changed_lines(diff)
-            print(f"  survived: {module} | {spec.operator_name} | {old} -> {new}")
+            print(f"  survived: {module} | {spec.operator_name} | "
+                  f"{spec.definition_name or ''} | {old} -> {new}")
         if unlisted or score < 0.9 or pending:
             status = 1
     STATE.mkdir(parents=True, exist_ok=True)
