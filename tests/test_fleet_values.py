@@ -137,6 +137,7 @@ def test_device_info_labels(series: dict[Any, float]) -> None:
                      "mlx5_2": ("InfiniBand", "")}
 
 
+@pytest.mark.oracle
 def test_ibv_devices_agrees(tree: recording.Host, tmp_path: Path) -> None:
     """The real libibverbs lists the device sysverbs calls listed but not usable, and
     prints the GUID with its leading zeros, as the info series does."""

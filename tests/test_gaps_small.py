@@ -131,6 +131,7 @@ def _real_private_enums() -> list[str]:
     return p.stdout.split()
 
 
+@pytest.mark.oracle
 def test_private_ibv_names_are_out_of_scope() -> None:
     """pyverbs.enums' ``_IBV_*`` names (the real module's, where installed) are out of
     scope, as its IBV_ names are: OutOfScopeError, not a plain AttributeError."""
