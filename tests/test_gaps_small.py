@@ -5,6 +5,7 @@ names come from the real pyverbs (Debian's python3-pyverbs) where it is installe
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -121,21 +122,34 @@ def test_fork_init_error_code(monkeypatch: pytest.MonkeyPatch, raised: OSError,
     assert e.value.errno == (None if code == -1 else code)
 
 
-def _real_private_enums() -> list[str]:
-    python = shutil.which("python3", path="/usr/bin")
-    p = subprocess.run([python or "/usr/bin/python3", "-c", "import pyverbs.enums as e; "
-                        "print(' '.join(n for n in dir(e) if n.startswith('_IBV_')))"],
+def _real_pyverbs(code: str) -> Any:
+    """What ``code`` prints as JSON under the system Python, with rdma-core's pyverbs."""
+    p = subprocess.run([shutil.which("python3", path="/usr/bin") or "/usr/bin/python3", "-c",
+                        "import json, pyverbs.enums as e; print(json.dumps(" + code + "))"],
                        capture_output=True, text=True)
     require(None if p.returncode == 0 else p.stderr.strip()[-200:],
             "rdma-core's pyverbs (python3-pyverbs)")
-    return p.stdout.split()
+    return json.loads(p.stdout)
+
+
+@pytest.mark.oracle
+def test_enum_values_are_pyverbs() -> None:
+    """Every member of the three enum classes, and each as a module constant, has the
+    real pyverbs' name and value."""
+    classes = ("ibv_node_type", "ibv_transport_type", "ibv_fork_status")
+    real = _real_pyverbs("{c: {m.name: int(m) for m in getattr(e, c)} for c in "
+                         f"{classes!r}}}")
+    ours = {c: {m.name: int(m) for m in getattr(enums, c)} for c in classes}
+    assert ours == real
+    assert {n: int(getattr(enums, n)) for c in real.values() for n in c} == \
+        {n: v for c in real.values() for n, v in c.items()}
 
 
 @pytest.mark.oracle
 def test_private_ibv_names_are_out_of_scope() -> None:
     """pyverbs.enums' ``_IBV_*`` names (the real module's, where installed) are out of
     scope, as its IBV_ names are: OutOfScopeError, not a plain AttributeError."""
-    names = _real_private_enums()
+    names = _real_pyverbs("[n for n in dir(e) if n.startswith('_IBV_')]")
     assert names
     for name in names:
         with pytest.raises(errors.OutOfScopeError, match=name):
