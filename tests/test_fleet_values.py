@@ -127,6 +127,7 @@ def test_device_info_labels(series: dict[Any, float]) -> None:
     info = {dict(labels)["device"]: dict(labels) for (name, labels), v in series.items()
             if name == "sysverbs_rdma_device_info" and v == 1.0}
     assert info["mlx5_0"]["node_guid"] == "0007434a8b500000"
+    assert {i["kernel_driver"] for i in info.values()} == {"mlx5_core"}
     assert {d: (i["pci_address"], i["pcie_root"], i["numa_node"]) for d, i in info.items()} == {
         "mlx5_0": ("0000:03:00.0", "pci0000:00", "0"),
         "mlx5_1": ("0000:04:00.0", "pci0000:00", "0"),
@@ -341,6 +342,8 @@ def test_a_live_tree_opens_the_nodes(tmp_path: Path) -> None:
     assert [(d.listed, d.usable, d.reasons) for d in opened.devices] == [
         (True, False, ("dev_node_open_failed",))]
     assert opened.rdma_cm_available is False
+    assert [(c.name, c.success) for c in opened.collectors] == [
+        ("discovery", True), ("topology", True), ("nccl", True)]
     assert [d.usable for d in live(probe_open=False).devices] == [True]
     (Path(host.dev) / "rdma_cm").rmdir()
     (Path(host.dev) / "rdma_cm").write_bytes(b"")
