@@ -42,7 +42,7 @@ from sysverbs.fleet.facts import (
     collect_facts,
     nvml_bus_id,
 )
-from sysverbs.fleet.nfd import feature_file
+from sysverbs.fleet.nfd import MAX_FILE_SIZE, feature_file
 from sysverbs.testing import HostBuilder
 from sysverbs.testing.cache import fixture_tree
 from tests import prom
@@ -348,3 +348,19 @@ def test_a_live_tree_opens_the_nodes(tmp_path: Path) -> None:
     (Path(host.dev) / "rdma_cm").rmdir()
     (Path(host.dev) / "rdma_cm").write_bytes(b"")
     assert live().rdma_cm_available is True
+
+
+def test_a_file_of_exactly_64_kib_is_whole(tree: recording.Host) -> None:
+    """NFD reads a file of up to 64 KiB: one of exactly 65,536 bytes keeps every line,
+    one byte more and its last line is left out (said why)."""
+    facts = facts_of(tree)
+    base = feature_file(facts, expires_in=60, now=0)
+    pad = MAX_FILE_SIZE - len(base.text().encode()) - len("# \n")
+    full = feature_file(facts, expires_in=60, now=0, header="x" * pad)
+    assert len(full.text().encode()) == MAX_FILE_SIZE
+    assert full.features == base.features and full.dropped == ()
+    over = feature_file(facts, expires_in=60, now=0, header="x" * (pad + 1))
+    last = base.features[-1]
+    assert over.features == base.features[:-1]
+    assert over.dropped == ((f"{last.key}={last.value}",
+                             f"the file would pass NFD's limit of {MAX_FILE_SIZE} bytes"),)
