@@ -17,7 +17,7 @@ import pytest
 from sysverbs import errors
 from sysverbs.compat.pyverbs import enums, fork
 from sysverbs.launch import plan
-from sysverbs.placement import read_cpus
+from sysverbs.placement import CpuTopology, cpu_set, read_cpus
 from sysverbs.providers.static import static_link, static_names, unmodeled
 from tests.conftest import require
 from tests.test_launch import NODE0, NODE1, cpus, two_node_host
@@ -84,6 +84,38 @@ def test_a_node_whose_cpus_are_all_offline(tmp_path: Path) -> None:
     assert dict(topo.nodes) == {0: NODE0, 1: frozenset()}
     got = plan("nvme0n1", sysfs_path=str(h.sysfs), environ={}, nics=False)
     assert got.node == 0 and got.cpus == NODE0
+
+
+# ----------------------------------------------------------- placement/_bind.py
+
+
+def _topology(llc: dict[int, int]) -> CpuTopology:
+    """One node of 4 CPUs, each its own core, with the last-level caches given."""
+    cpus = frozenset(range(4))
+    return CpuTopology(cpus, dict.fromkeys(cpus, 0), {c: c for c in cpus}, llc, 3,
+                       {0: cpus}, frozenset({0}), {(0, 0): 10})
+
+
+def test_more_ranks_than_twice_the_cores() -> None:
+    """10 ranks on 4 cores: rank index i shares core i % 4 (rank 10 of 10 gets core 1)."""
+    topo = _topology({c: 0 for c in range(4)})
+    got = [cpu_set(topo, "exclusive", 0, topo.online, i, 10)[0] for i in range(10)]
+    assert got == [frozenset({i % 4}) for i in range(10)]
+    assert "core 1 for rank 10 of 10 there" in cpu_set(topo, "exclusive", 0, topo.online,
+                                                        9, 10)[1]
+
+
+def test_a_split_says_which_rank() -> None:
+    topo = _topology({c: 0 for c in range(4)})
+    cpus_, why = cpu_set(topo, "exclusive", 0, topo.online, 1, 2)
+    assert cpus_ == {2, 3} and "rank 2 of 2 there" in why
+
+
+def test_core_complex_takes_the_largest_cache_group_first() -> None:
+    """Cache groups {0} and {1, 2, 3}: rank 0 gets the group of three, rank 1 the one."""
+    topo = _topology({0: 0, 1: 1, 2: 1, 3: 1})
+    got = [cpu_set(topo, "core-complex", 0, topo.online, i, 2)[0] for i in range(3)]
+    assert got == [frozenset({1, 2, 3}), frozenset({0}), frozenset({1, 2, 3})]
 
 
 # ----------------------------------------------------------- providers/static.py

@@ -225,8 +225,9 @@ def equivalents() -> set[tuple[str, str, str, str, str]]:
         for line in EQUIVALENT.read_text().splitlines():
             if not line.strip() or line.startswith("#"):
                 continue
-            path, op, function, change, _why = (x.strip() for x in line.split(" | ", 4))
-            before, after = change.split(" -> ", 1)
+            parts = line.split(" | ")  # the code may hold " | ", the reason may not
+            path, op, function = (x.strip() for x in parts[:3])
+            before, after = " | ".join(parts[3:-1]).split(" -> ", 1)
             out.add((path, op, function, before.strip(), after.strip()))
     return out
 
