@@ -60,6 +60,8 @@ ROCE_GIDS = {
     "ports/1/gids/2": _V4.format(5), "ports/1/gid_attrs/types/2": "IB/RoCE v1",
     "ports/1/gids/3": _V4.format(5), "ports/1/gid_attrs/types/3": "RoCE v2",
     "ports/1/gids/4": _V4.format(6), "ports/1/gid_attrs/types/4": "RoCE v2",
+    **{f"ports/1/gid_attrs/ndevs/{i}": "enp3s0np0" for i in range(4)},
+    "ports/1/gid_attrs/ndevs/4": "vlan100",  # a second netdev: the label names the first
 }
 VMBUS = ("/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/"
          "7870a1b2-0000-4000-8000-000000000001")
