@@ -381,3 +381,12 @@ def test_a_failed_diagnosis_says_nothing_of_rdma_cm(tree: recording.Host,
     assert (facts.rdma_cm_available, facts.host_reasons) == (False, None)
     assert [d.name for d in facts.devices] == ["mlx5_0", "mlx5_1", "mlx5_2"]
     assert {(d.listed, d.usable) for d in facts.devices} == {(None, None)}
+
+
+def test_nccl_devices_series() -> None:
+    """One info series per device port NCCL's IB transport would use: the B200's 16
+    mlx5 ports and its irdma one."""
+    page = metrics.render(facts_of(fixture_tree("gpu-dgx-b200"), gpu_links=False)).decode()
+    got = {(dict(la)["device"], dict(la)["port"])
+           for _, la, _ in prom.samples(page, "sysverbs_nccl_net_device_info")}
+    assert got == {(f"mlx5_{i}", "1") for i in range(16)} | {("irdma0", "1")}

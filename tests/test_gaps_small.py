@@ -114,8 +114,24 @@ def test_a_split_says_which_rank() -> None:
 def test_core_complex_takes_the_largest_cache_group_first() -> None:
     """Cache groups {0} and {1, 2, 3}: rank 0 gets the group of three, rank 1 the one."""
     topo = _topology({0: 0, 1: 1, 2: 1, 3: 1})
-    got = [cpu_set(topo, "core-complex", 0, topo.online, i, 2)[0] for i in range(3)]
-    assert got == [frozenset({1, 2, 3}), frozenset({0}), frozenset({1, 2, 3})]
+    got = [cpu_set(topo, "core-complex", 0, topo.online, i, 2)[0] for i in range(5)]
+    assert got == [frozenset({1, 2, 3}), frozenset({0})] * 2 + [frozenset({1, 2, 3})]
+    assert "for rank 2 of 2 there" in cpu_set(topo, "core-complex", 0, topo.online, 1, 2)[1]
+
+
+def test_socket_takes_the_package_beyond_the_node() -> None:
+    """A package of two nodes: socket mode gives all four CPUs; a CPU without
+    physical_package_id gives the node's own."""
+    cpus = frozenset(range(4))
+
+    def socket(package: dict[int, int]) -> frozenset[int]:
+        topo = CpuTopology(cpus, package, {c: c for c in cpus}, {c: c for c in cpus}, 3,
+                           {0: frozenset({0, 1}), 1: frozenset({2, 3})}, frozenset({0, 1}),
+                           {(0, 0): 10, (0, 1): 20, (1, 0): 20, (1, 1): 10})
+        return cpu_set(topo, "socket", 0, cpus, 0, 1)[0]
+
+    assert socket(dict.fromkeys(cpus, 0)) == cpus
+    assert socket({}) == {0, 1}
 
 
 # ----------------------------------------------------------- providers/static.py
