@@ -232,7 +232,7 @@ def equivalents() -> set[tuple[str, str, str, str, str]]:
     return out
 
 
-def report(modules: dict[str, list[str]]) -> int:
+def report(modules: dict[str, list[str]], markdown: bool = False) -> int:
     """Print each module's score and its unlisted survivors; 1 if any survivor is unlisted
     or a module is below 90%."""
     from cosmic_ray.work_db import WorkDB, use_db
@@ -282,6 +282,17 @@ def report(modules: dict[str, list[str]]) -> int:
             status = 1
     STATE.mkdir(parents=True, exist_ok=True)
     (STATE / "scores.json").write_text(json.dumps(scores, indent=1) + "\n")
+    if markdown:  # the table of docs/reliability.md
+        print("\n| module | killed / tried | score | equivalent | left out | not tried |")
+        print("|---|---|---|---|---|---|")
+        for module in modules:
+            x = scores.get(module)
+            if x is None:
+                print(f"| `{module}` | not run | | | | |")
+                continue
+            tried = x["killed"] + x["survived"]
+            print(f"| `{module}` | {x['killed']} / {tried} | {x['score']:.0%} | "
+                  f"{x['equivalent']} | {x['left_out']} | {x['pending']} |")
     return status
 
 
@@ -293,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="only this module (repeatable; default: every module of the table)")
     p.add_argument("-j", "--jobs", type=int, default=2, help="workers (copies of the tree)")
     p.add_argument("--report", action="store_true", help="only print the scores")
+    p.add_argument("--markdown", action="store_true", help="and a table of them")
     args = p.parse_args(argv)
     table = json.loads(TARGETS.read_text())
     modules = table["modules"]
@@ -306,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report:  # the tests run in the copies: an absolute path (not resolved)
         run(chosen, os.path.abspath(args.python), max(1, args.jobs),
             table.get("exclude_operators", []))
-    return report(chosen)
+    return report(chosen, args.markdown)
 
 
 if __name__ == "__main__":
