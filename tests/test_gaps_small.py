@@ -109,6 +109,8 @@ def test_a_split_says_which_rank() -> None:
     topo = _topology({c: 0 for c in range(4)})
     cpus_, why = cpu_set(topo, "exclusive", 0, topo.online, 1, 2)
     assert cpus_ == {2, 3} and "rank 2 of 2 there" in why
+    cpus_, why = cpu_set(topo, "exclusive", 0, topo.online, 3, 4)  # as many cores as ranks
+    assert cpus_ == {3} and "4 physical cores of node 0 split among the 4 ranks" in why
 
 
 def test_core_complex_takes_the_largest_cache_group_first() -> None:
