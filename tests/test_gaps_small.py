@@ -17,7 +17,7 @@ import pytest
 from sysverbs import errors
 from sysverbs.compat.pyverbs import enums, fork
 from sysverbs.launch import plan
-from sysverbs.placement import CpuTopology, cpu_set, read_cpus
+from sysverbs.placement import CpuTopology, cpu_set, mem_node, read_cpus
 from sysverbs.providers.static import static_link, static_names, unmodeled
 from tests.conftest import require
 from tests.test_launch import NODE0, NODE1, cpus, two_node_host
@@ -119,6 +119,32 @@ def test_core_complex_takes_the_largest_cache_group_first() -> None:
     got = [cpu_set(topo, "core-complex", 0, topo.online, i, 2)[0] for i in range(5)]
     assert got == [frozenset({1, 2, 3}), frozenset({0})] * 2 + [frozenset({1, 2, 3})]
     assert "for rank 2 of 2 there" in cpu_set(topo, "core-complex", 0, topo.online, 1, 2)[1]
+
+
+def test_core_complex_without_cache_files_takes_the_node() -> None:
+    cpus = frozenset(range(4))
+    topo = CpuTopology(cpus, dict.fromkeys(cpus, 0), {c: c for c in cpus}, {}, 0,
+                       {0: cpus}, frozenset({0}), {(0, 0): 10})
+    assert cpu_set(topo, "core-complex", 0, cpus, 1, 2)[0] == cpus
+
+
+def test_an_uneven_split_says_who_gets_one_more() -> None:
+    topo = _topology({c: 0 for c in range(4)})
+    got = [cpu_set(topo, "exclusive", 0, topo.online, i, 3) for i in range(3)]
+    assert [c for c, _ in got] == [{0, 1}, {2}, {3}]
+    assert all("(1 each, the first 1 one more)" in why for _, why in got)
+    assert "(2 each)" in cpu_set(topo, "exclusive", 0, topo.online, 0, 2)[1]
+
+
+def test_memory_of_a_memory_less_node_allowed() -> None:
+    """A memory-less node among the allowed ones still takes the nearest node's memory."""
+    cpus = frozenset(range(4))
+    topo = CpuTopology(cpus, dict.fromkeys(cpus, 0), {c: c for c in cpus}, {}, 0,
+                       {0: frozenset({0, 1}), 1: frozenset({2, 3})}, frozenset({0}),
+                       {(0, 0): 10, (0, 1): 20, (1, 0): 20, (1, 1): 10})
+    assert mem_node(topo, 1, frozenset({0, 1}))[0] == 0
+    assert mem_node(topo, 0, frozenset({0, 1}))[0] == 0
+    assert mem_node(topo, 0, frozenset({1}))[0] is None
 
 
 def test_socket_takes_the_package_beyond_the_node() -> None:
