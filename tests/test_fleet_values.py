@@ -263,11 +263,13 @@ def test_listen_warns_when_a_part_fails() -> None:
 
 
 def test_records_are_frozen_and_hashable() -> None:
-    """Every record of a snapshot is a frozen dataclass: writers share it across scrapes
-    and threads, and may key on it."""
+    """Every record of a snapshot and of its feature file is a frozen dataclass: writers
+    share them across scrapes and threads, and may key on them."""
     facts = facts_of(fixture_tree("gpu-dgx-b200"))
+    features = feature_file(facts, expires_in=60, now=0)
     records = [facts, facts.devices[0], facts.devices[0].ports[0], facts.gpus[0],
-               facts.gpu_links[0], facts.assigned[0], facts.collectors[0]]
+               facts.gpu_links[0], facts.assigned[0], facts.collectors[0], features,
+               features.features[0]]
     for record in records:
         hash(record)
         field = dataclasses.fields(record)[0].name
