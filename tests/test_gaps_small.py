@@ -82,8 +82,31 @@ def test_a_node_whose_cpus_are_all_offline(tmp_path: Path) -> None:
     topo = read_cpus(os.fsencode(h.sysfs))
     assert topo.online == NODE0
     assert dict(topo.nodes) == {0: NODE0, 1: frozenset()}
+    # the online CPUs after the offline ones (16-23) are read too
+    assert dict(topo.core) == {c: c % 16 for c in NODE0}
+    assert dict(topo.package) == dict.fromkeys(NODE0, 0)
+    assert dict(topo.llc) == {c: (c % 16) // 4 * 4 for c in NODE0} and topo.llc_level == 3
     got = plan("nvme0n1", sysfs_path=str(h.sysfs), environ={}, nics=False)
     assert got.node == 0 and got.cpus == NODE0
+
+
+def test_cpus_online_after_offline_ones_are_read(tmp_path: Path) -> None:
+    """CPUs 8-15 offline: their SMT siblings 24-31 (node 1) are read all the same, each
+    keyed by the lowest CPU of its thread_siblings_list, as the docstring says."""
+    _, h = two_node_host(tmp_path)
+    (h.sysfs / "devices" / "system" / "cpu" / "online").write_text("0-7,16-31\n")
+    topo = read_cpus(os.fsencode(h.sysfs))
+    assert dict(topo.nodes) == {0: NODE0, 1: cpus((24, 31))}
+    assert {c: topo.package.get(c) for c in cpus((24, 31))} == dict.fromkeys(cpus((24, 31)), 1)
+    assert {c: topo.core.get(c) for c in cpus((24, 31))} == {c: c - 16 for c in cpus((24, 31))}
+
+
+def test_an_unreadable_distance_is_a_problem(tmp_path: Path) -> None:
+    _, h = two_node_host(tmp_path)
+    (_node(h.sysfs) / "node1" / "distance").unlink()
+    topo = read_cpus(os.fsencode(h.sysfs))
+    assert topo.problems == ("node1/distance unreadable or not one entry per node",)
+    assert dict(topo.distance) == {(0, 0): 10, (0, 1): 32}  # node 0's row only
 
 
 # ----------------------------------------------------------- placement/_bind.py
