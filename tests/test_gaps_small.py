@@ -19,6 +19,7 @@ from sysverbs.compat.pyverbs import enums, fork
 from sysverbs.launch import plan
 from sysverbs.placement import CpuTopology, cpu_set, mem_node, read_cpus
 from sysverbs.providers.static import static_link, static_names, unmodeled
+from sysverbs.testing import HostBuilder
 from tests.conftest import require
 from tests.test_launch import NODE0, NODE1, cpus, two_node_host
 
@@ -99,6 +100,21 @@ def test_cpus_online_after_offline_ones_are_read(tmp_path: Path) -> None:
     assert dict(topo.nodes) == {0: NODE0, 1: cpus((24, 31))}
     assert {c: topo.package.get(c) for c in cpus((24, 31))} == dict.fromkeys(cpus((24, 31)), 1)
     assert {c: topo.core.get(c) for c in cpus((24, 31))} == {c: c - 16 for c in cpus((24, 31))}
+
+
+@pytest.mark.parametrize("all_caches", [True, False])
+def test_the_last_level_cache(tmp_path: Path, all_caches: bool) -> None:
+    """x86 Linux's index0-3 (L1d, L1i, L2, L3) or the L3 alone: the L3 groups of 4 cores;
+    without any cache directory, level 0 and each CPU its own group."""
+    hb = HostBuilder().cpu_topology(sockets=1, cores_per_socket=8, cores_per_l3=4,
+                                    all_caches=all_caches)
+    host = hb.materialize(tmp_path / "host")
+    topo = read_cpus(os.fsencode(host.sysfs))
+    assert (topo.llc_level, dict(topo.llc)) == (3, {c: c // 4 * 4 for c in range(8)})
+    for cache in (host.sysfs / "devices" / "system" / "cpu").glob("cpu*/cache"):
+        shutil.rmtree(cache)
+    topo = read_cpus(os.fsencode(host.sysfs))
+    assert (topo.llc_level, dict(topo.llc)) == (0, {c: c for c in range(8)})
 
 
 def test_an_unreadable_distance_is_a_problem(tmp_path: Path) -> None:

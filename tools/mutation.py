@@ -22,7 +22,8 @@ Parallel: ``-j N`` workers (copies) take mutants from every module asked for.
 
 The score of a module: killed / (mutants - equivalent), where the equivalent mutants are
 the survivors listed in tools/mutation_equivalent.txt (one line each:
-``path | operator | function | original line -> mutated line | why``).  Survivors not listed are
+``path | operator | function | original line -> mutated line | why``; ``*`` for the
+operator and the mutated line: every mutant of that line).  Survivors not listed are
 printed with their diff; ``build/mutation/scores.json`` has the numbers.
 """
 
@@ -261,7 +262,7 @@ def report(modules: dict[str, list[str]], markdown: bool = False) -> int:
                 spec = item.mutations[0]
                 key = (module, spec.operator_name, spec.definition_name or "",
                        *changed_lines(r.diff))
-                if key in known:
+                if key in known or (module, "*", key[2], key[3], "*") in known:
                     equivalent += 1
                 else:
                     survived += 1
