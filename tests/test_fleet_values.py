@@ -369,6 +369,9 @@ def test_a_file_of_exactly_64_kib_is_whole(tree: recording.Host) -> None:
     assert over.features == base.features[:-1]
     assert over.dropped == ((f"{last.key}={last.value}",
                              f"the file would pass NFD's limit of {MAX_FILE_SIZE} bytes"),)
+    short = feature_file(facts, expires_in=60, now=0, header="x" * (pad + 300))
+    assert len(short.dropped) > 1  # every line that did not fit is said
+    assert len(short.features) + len(short.dropped) == len(base.features)
 
 
 def test_a_failed_diagnosis_says_nothing_of_rdma_cm(tree: recording.Host,
@@ -392,3 +395,14 @@ def test_nccl_devices_series() -> None:
     got = {(dict(la)["device"], dict(la)["port"])
            for _, la, _ in prom.samples(page, "sysverbs_nccl_net_device_info")}
     assert got == {(f"mlx5_{i}", "1") for i in range(16)} | {("irdma0", "1")}
+
+
+def test_gpu_series_are_ones() -> None:
+    facts = facts_of(fixture_tree("gpu-dgx-b200"))
+    s = prom.samples(metrics.render(facts).decode(), "sysverbs_gpu_nic_")
+    values = {}
+    for name, _, v in s:
+        values.setdefault(name, set()).add(v)
+    assert values == {"sysverbs_gpu_nic_link": {1.0}, "sysverbs_gpu_nic_assigned": {1.0}}
+    assert sum(1 for name, _, _ in s if name == "sysverbs_gpu_nic_link") == \
+        len(facts.gpu_links) == 144

@@ -113,8 +113,11 @@ def test_the_last_level_cache(tmp_path: Path, all_caches: bool) -> None:
     assert (topo.llc_level, dict(topo.llc)) == (3, {c: c // 4 * 4 for c in range(8)})
     for cache in (host.sysfs / "devices" / "system" / "cpu").glob("cpu*/cache"):
         shutil.rmtree(cache)
+    (host.sysfs / "devices" / "system" / "node" / "node0" / "distance").unlink()
     topo = read_cpus(os.fsencode(host.sysfs))
     assert (topo.llc_level, dict(topo.llc)) == (0, {c: c for c in range(8)})
+    assert topo.problems == ()  # one node: no distance needed
+    assert (topo.node_of_cpu(7), topo.node_of_cpu(8)) == (0, None)
 
 
 def test_an_unreadable_distance_is_a_problem(tmp_path: Path) -> None:
