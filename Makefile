@@ -245,5 +245,24 @@ device-check:
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -p no:cacheprovider -v \
 	  tests/device/device_nccl_ib.py
 
+# Mutation testing (issue 41), not part of make test: cosmic-ray's mutants of each module
+# that gives verdicts, each tried against the test files that should catch it (the table
+# tools/mutation_targets.json), MUTATION_JOBS at a time in copies of the checkout (a
+# mutant is a file there, so the sysverbs processes the tests start import it too);
+# resumable: the sessions stay in build/mutation/ while a module and its tests are
+# unchanged.  One module: make mutation MODULE=sysverbs/fleet/facts.py; the scores
+# alone: MUTATION_ARGS=--report.  cosmic-ray gets a virtualenv of its own, so make test
+# never sees it.  docs/development.md says how to read the result.
+MUTATION_VENV := build/mutation/venv
+COSMIC_RAY := cosmic-ray==8.7.0
+MUTATION_JOBS ?= 2
+.PHONY: mutation
+mutation: $(VENV)/.installed
+	@test -x $(MUTATION_VENV)/bin/cosmic-ray || { $(PYTHON) -m venv $(MUTATION_VENV) && \
+	  { $(UV) pip install -q --python $(MUTATION_VENV)/bin/python $(COSMIC_RAY) || \
+	    $(MUTATION_VENV)/bin/pip install -q $(COSMIC_RAY); }; }
+	$(MUTATION_VENV)/bin/python tools/mutation.py --python $(PY) -j $(MUTATION_JOBS) \
+	  $(addprefix --module ,$(MODULE)) $(MUTATION_ARGS)
+
 clean:
 	rm -rf $(VENV) $(VENV_PYPY) build *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis
