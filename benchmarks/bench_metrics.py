@@ -2,37 +2,55 @@
 """Benchmark one scrape of ``sysverbs metrics`` in-process: the snapshot
 (:func:`sysverbs.fleet.facts.collect_facts`) and the text exposition
 (:func:`sysverbs.fleet.metrics.render`), which is what the ``--listen`` server does at
-every scrape, on the 8-GPU/18-NIC host (gpu-dgx-b200), and the number of series a node
-exports.
+every scrape, on the 8-GPU/18-NIC host (gpu-dgx-b200), beside node_exporter's infiniband
+collector on the same tree and the floor (the reads alone); and the number of series a
+node exports, for every bundled fixture.
 
     .venv/bin/python benchmarks/bench_metrics.py [--samples 51] [--fixture gpu-dgx-b200]
+    .venv/bin/python benchmarks/bench_metrics.py --table    # the series table only
 
 The fixture is materialized once into a temporary directory and read as ``--fixture``
 reads it (a recording: no device node is opened); one scrape is made first and not
 counted (imports, the process-wide device list).  Each round: collect, then render;
 the table gives the medians of both, of their sum and of each collector.  Target: a
 scrape under 50 ms.  Nothing asserts wall-clock time; the table says ``met`` or ``NOT
-MET``.  The series counts are those of each bundled GPU fixture, with and without
-``--no-gpu-links``.  Writes ``benchmarks/metrics-results.json`` (``--json``).
+MET``.  In the same run, on the same tree: node_exporter's infiniband collector alone
+(``--collector.disable-defaults --collector.infiniband --path.sysfs``), its own
+``node_scrape_collector_duration_seconds`` and the whole HTTP scrape, and the floor:
+every file one sysverbs snapshot opens (seen by an audit hook), read again with nothing
+else.  Issue 45's target: a sysverbs scrape at most 2x node_exporter's collector.  The
+series counts are those of every bundled fixture, by default and with ``--detail``
+(``--table`` prints them as docs/fleet.md's table).  Writes
+``benchmarks/metrics-results.json`` (``--json``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import re
+import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 TARGET_MS = 50.0
-COUNTED = ("gpu-dgx-b200", "gpu-dgx-a100", "gpu-hgx-h100", "dgx-demo", "mlx5-sriov", "rxe")
+#: Issue 45: a scrape at most this many times node_exporter's infiniband collector.
+NODE_RATIO = 2.0
+NODE_EXPORTER = ("prometheus-node-exporter", "node_exporter")
+_DURATION = re.compile(rb'^node_scrape_collector_duration_seconds\{collector="infiniband"\} '
+                       rb'(\S+)$', re.M)
 
 
 def _collect(host: Any, **kw: Any) -> Any:
@@ -54,22 +72,157 @@ def series(text: bytes) -> int:
     return sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
 
 
+def series_table() -> list[tuple[str, int, int, int]]:
+    """(fixture, RDMA devices, series with --detail, series by default) for every bundled
+    fixture: what docs/fleet.md's table shows (tests/test_metrics.py checks it)."""
+    from sysverbs.fleet.metrics import families
+    from sysverbs.testing import fixture_names, materialize
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, name in enumerate(fixture_names()):
+            facts = _collect(materialize(name, Path(tmp) / str(i)))
+            rows.append((name, len(facts.devices),
+                         *(sum(len(f.samples) for f in families(facts, detail))
+                           for detail in (True, False))))
+    return rows
+
+
+def markdown(rows: list[tuple[str, int, int, int]]) -> str:
+    out = ["| fixture | RDMA devices | before (`--detail`) | after (default) |",
+           "|---|---:|---:|---:|"]
+    out += [f"| {n} | {d} | {before} | {after} |" for n, d, before, after in rows]
+    return "\n".join(out) + "\n"
+
+
+def opened_files(host: Any) -> list[str]:
+    """Every file one snapshot opens (``open`` audit events), in order, repeats kept."""
+    seen: list[str] = []
+    active = [True]
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if active[0] and event == "open" and isinstance(args[0], (str, bytes)):
+            seen.append(os.fsdecode(args[0]))
+
+    sys.addaudithook(hook)
+    try:
+        _collect(host)
+    finally:
+        active[0] = False  # an audit hook cannot be removed
+    return [p for p in seen if os.path.isfile(p)]
+
+
+def read_all(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            with open(path, "rb", buffering=0) as fh:
+                fh.read()
+        except OSError:
+            pass
+
+
+#: The counters of an InfiniBand port (the kernel's ib_core ``counters/`` directory) that
+#: node_exporter's infiniband collector reads: a port without that directory makes it
+#: report nothing ("infiniband statistics not found").
+IB_COUNTERS = (
+    "VL15_dropped", "excessive_buffer_overrun_errors", "link_downed", "link_error_recovery",
+    "local_link_integrity_errors", "multicast_rcv_packets", "multicast_xmit_packets",
+    "port_rcv_constraint_errors", "port_rcv_data", "port_rcv_errors", "port_rcv_packets",
+    "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors",
+    "port_xmit_constraint_errors", "port_xmit_data", "port_xmit_discards",
+    "port_xmit_packets", "port_xmit_wait", "symbol_error", "unicast_rcv_packets",
+    "unicast_xmit_packets")
+
+
+def add_counters(sysfs: str) -> int:
+    """Give each port of the tree that has no ``counters/`` directory one (every counter
+    0), and each device with no ``board_id`` an empty one (irdma has none, and
+    node_exporter 1.5 then reports no device at all), so that node_exporter's collector
+    does its whole work; a sysverbs scrape reads neither.  Returns how many ports got
+    counters (0 once the fixtures have their own)."""
+    added = 0
+    for device in Path(sysfs, "class", "infiniband").glob("*"):
+        if not (device / "board_id").exists():
+            (device.resolve() / "board_id").write_text("\n")
+    for ports in Path(sysfs, "class", "infiniband").glob("*/ports/*"):
+        counters = ports.resolve() / "counters"
+        if counters.exists():
+            continue
+        counters.mkdir()
+        for name in IB_COUNTERS:
+            (counters / name).write_text("0\n")
+        added += 1
+    return added
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def node_exporter(sysfs: str, samples: int) -> Optional[dict[str, list[float]]]:
+    """node_exporter's infiniband collector alone on ``sysfs``: its own duration and the
+    whole HTTP scrape, in ms, ``samples`` times after one not counted; None without it."""
+    binary = next(filter(None, map(shutil.which, NODE_EXPORTER)), None)
+    if binary is None:
+        return None
+    port = _free_port()
+    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}",
+                             "--collector.disable-defaults", "--collector.infiniband",
+                             f"--path.sysfs={sysfs}", "--log.level=warn"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/metrics"
+    out: dict[str, list[float]] = {"collector_ms": [], "http_ms": []}
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=5).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        for _ in range(samples):
+            t0 = time.perf_counter()
+            page = urllib.request.urlopen(url, timeout=10).read()
+            out["http_ms"].append((time.perf_counter() - t0) * 1000)
+            found = _DURATION.search(page)
+            assert found is not None and b"node_infiniband_info" in page, "no infiniband"
+            out["collector_ms"].append(float(found.group(1)) * 1000)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--samples", type=int, default=51)
     ap.add_argument("--fixture", default="gpu-dgx-b200")
     ap.add_argument("--json", default=str(REPO / "benchmarks" / "metrics-results.json"))
+    ap.add_argument("--table", action="store_true",
+                    help="print docs/fleet.md's series table (every fixture) and stop")
     args = ap.parse_args()
+    if args.table:
+        sys.stdout.write(markdown(series_table()))
+        return 0
     from sysverbs.fleet.metrics import render
     from sysverbs.testing import materialize
 
     collect_ms: list[float] = []
     render_ms: list[float] = []
     parts: dict[str, list[float]] = {}
-    counts: dict[str, dict[str, int]] = {}
+    floor_ms: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         host = materialize(args.fixture, Path(tmp) / "host")
         render(_collect(host))  # warm: imports, the device list
+        files = opened_files(host)
+        for _ in range(args.samples):
+            t0 = time.perf_counter()
+            read_all(files)
+            floor_ms.append((time.perf_counter() - t0) * 1000)
         for _ in range(args.samples):
             t0 = time.perf_counter()
             facts = _collect(host)
@@ -80,11 +233,8 @@ def main() -> int:
             render_ms.append((t2 - t1) * 1000)
             for c in facts.collectors:
                 parts.setdefault(c.name, []).append(c.duration_seconds * 1000)
-        for i, name in enumerate(COUNTED):
-            other = materialize(name, Path(tmp) / f"count{i}")
-            counts[name] = {"series": series(render(_collect(other))),
-                            "no_gpu_links": series(render(_collect(other, gpu_links=False))),
-                            "devices": len(_collect(other).devices)}
+        added = add_counters(str(host.sysfs))  # after sysverbs' rounds: a tree of its own
+        node = node_exporter(str(host.sysfs), args.samples)
     scrape = [a + b for a, b in zip(collect_ms, render_ms)]
     median = statistics.median(scrape)
     verdict = "met" if median < TARGET_MS else "NOT MET"
@@ -96,14 +246,34 @@ def main() -> int:
     print(f"  scrape  {median:7.2f}  (min {min(scrape):.2f}, max {max(scrape):.2f}; "
           f"target < {TARGET_MS:g} ms: {verdict})")
     print(f"  series  {series(text)} ({len(text)} bytes of text)")
-    print("series per node (samples on the page; with --no-gpu-links):")
-    for name, c in counts.items():
-        print(f"  {name:14} {c['devices']:3} devices  {c['series']:5}  {c['no_gpu_links']:5}")
+    floor = statistics.median(floor_ms)
+    print(f"  floor   {floor:7.2f}  (the {len(files)} files one snapshot opens, "
+          f"{len(set(files))} distinct, read again alone)")
+    ratio = None
+    if node is None:
+        print("  node_exporter: not installed (Debian's prometheus-node-exporter): no "
+              "comparison")
+    else:
+        ne = statistics.median(node["collector_ms"])
+        ratio = median / ne
+        print(f"  node_exporter infiniband collector {ne:7.2f}  (HTTP scrape "
+              f"{statistics.median(node['http_ms']):.2f}; counters/ added to {added} "
+              "ports that had none, every counter 0)")
+        print(f"  scrape / node_exporter's collector: {ratio:.1f}x (target <= "
+              f"{NODE_RATIO:g}x: {'met' if ratio <= NODE_RATIO else 'NOT MET'}); "
+              f"floor / collector {floor / ne:.1f}x")
+    rows = series_table()
+    print("series per node (samples on the page), every fixture:")
+    sys.stdout.write(markdown(rows))
     Path(args.json).write_text(json.dumps({
         "fixture": args.fixture, "python": platform.python_version(),
         "machine": platform.machine(), "collect_ms": collect_ms, "render_ms": render_ms,
         "collectors_ms": parts, "median_scrape_ms": median, "target_ms": TARGET_MS,
-        "met": median < TARGET_MS, "series": counts, "load": load}, indent=2) + "\n")
+        "met": median < TARGET_MS, "floor_ms": floor_ms, "files_opened": len(files),
+        "node_exporter": node, "node_ratio": ratio,
+        "counters_added": added,
+        "series": {n: {"devices": d, "detail": b, "default": a} for n, d, b, a in rows},
+        "load": load}, indent=2) + "\n")
     return 0
 
 

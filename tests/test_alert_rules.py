@@ -85,7 +85,8 @@ def test_rules_are_package_data() -> None:
 #: Rules a little wrong, each caught by a case of the test file: no per-host count (one
 #: alert per vanished device), no discovery guard, no 5 minutes, any textfile, sockets
 #: on hosts without RDMA devices, a finite memlock without the host problem (the exporter
-#: has CAP_IPC_LOCK), 5 minutes for memlock, one collector only.
+#: has CAP_IPC_LOCK), 5 minutes for memlock, one collector only, a host problem that outlives
+#: its series, the reasons listed with their 0s.
 MUTATIONS = [
     ("count by (instance) (", "sum by (instance, device) ("),
     ('collector="discovery"} == 1)', 'collector="discovery"} >= 0)'),
@@ -98,6 +99,12 @@ MUTATIONS = [
     ("        for: 15m\n", "        for: 5m\n"),
     ("expr: sysverbs_collector_success == 0",
      'expr: sysverbs_collector_success{collector="discovery"} == 0'),
+    # a problem that stays an hour after its series went (it must clear with the series)
+    ('max by (instance) (sysverbs_rdma_host_problem{reason=~"memlock|memlock_low"})',
+     'max by (instance) (max_over_time(sysverbs_rdma_host_problem'
+     '{reason=~"memlock|memlock_low"}[1h]))'),
+    # the reasons listed whatever their value (--detail's 0s too)
+    ('== 1" $labels.instance $labels.device', '>= 0" $labels.instance $labels.device'),
 ]
 
 

@@ -63,7 +63,7 @@ def test_the_scrape_is_a_real_one() -> None:
 
 def test_the_gpu_lines_are_real() -> None:
     shown = _block("text", "sysverbs_gpu_nic_link{")
-    real = _sv("metrics", "--fixture", "gpu-hgx-h100").splitlines()
+    real = _sv("metrics", "--detail", "--fixture", "gpu-hgx-h100").splitlines()
     assert shown.splitlines() and set(shown.splitlines()) <= set(real)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -87,8 +88,8 @@ def tree_facts(host: recording.Host, **kw: Any) -> HostFacts:
                          source="sysfs", recorded=True, environ={}, **kw)
 
 
-def page(facts: HostFacts) -> str:
-    return metrics.render(facts).decode()
+def page(facts: HostFacts, detail: bool = False) -> str:
+    return metrics.render(facts, detail).decode()
 
 
 def by_device(samples: set[Sample]) -> dict[str, set[Sample]]:
@@ -143,7 +144,9 @@ def test_names_and_labels_are_the_specs() -> None:
 def test_gpu_series_of_the_b200() -> None:
     """Every GPU x placed RDMA device once; each GPU's NIC on its PCIe switch (PXB), as
     the matrix of sysverbs topo has it; NVML's bus id form."""
-    s = prom.samples(page(fixture_facts("gpu-dgx-b200")))
+    facts = fixture_facts("gpu-dgx-b200")
+    assert "sysverbs_gpu_nic_link" not in {x[0] for x in prom.samples(page(facts))}
+    s = prom.samples(page(facts, detail=True))
     links = [dict(labels) for name, labels, _ in s if name == "sysverbs_gpu_nic_link"]
     assert len(links) == 8 * 18 and len({(x["gpu"], x["device"]) for x in links}) == 144
     assert {"gpu": "0", "pci_bus_id": "00000000:1B:00.0", "device": "mlx5_4",
@@ -152,10 +155,19 @@ def test_gpu_series_of_the_b200() -> None:
     assigned = {(dict(la)["gpu"], dict(la)["device"]) for name, la, _ in s
                 if name == "sysverbs_gpu_nic_assigned"}
     assert ("0", "mlx5_4") in assigned and len(assigned) == 8
-    off = prom.samples(page(fixture_facts("gpu-dgx-b200", gpu_links=False)))
+    off = prom.samples(page(fixture_facts("gpu-dgx-b200", gpu_links=False), detail=True))
     assert not any(name == "sysverbs_gpu_nic_link" for name, _, _ in off)
     assert {x for x in off if x[0] == "sysverbs_gpu_nic_assigned"} == {
         x for x in s if x[0] == "sysverbs_gpu_nic_assigned"}
+
+
+def test_the_b200_node_has_at_most_150_series() -> None:
+    """Issue 45: at most 150 series per node on gpu-dgx-b200 by default (623 with
+    --detail, the old page), none of them a problem that is 0."""
+    s = prom.samples(page(fixture_facts("gpu-dgx-b200")))
+    assert 100 < len(s) <= 150
+    assert {(dict(la)["device"], dict(la)["reason"], v) for name, la, v in s
+            if name == "sysverbs_rdma_device_problem"} == {("irdma1", "port_down", 1.0)}
 
 
 def test_reason_codes_are_split_between_device_and_host() -> None:
@@ -168,14 +180,36 @@ def test_reason_codes_are_split_between_device_and_host() -> None:
 
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_every_reason_series_is_there(fixture: str) -> None:
-    """Every device of class/infiniband has its info and a 0/1 series for every device
-    reason (1 exactly for diagnose()'s codes), every port its GID types, the host every
-    host reason; the codes diagnose() gives are those the split expects."""
+    """With --detail every device of class/infiniband has its info and a 0/1 series for
+    every device reason (1 exactly for diagnose()'s codes), every port its GID types, the
+    host every host reason; the codes diagnose() gives are those the split expects.  By
+    default the same page less its constant series: a problem only while 1, a port's GID
+    counts of its link layer's types (and of any other type that has GIDs)."""
     host = fixture_tree(fixture)
     found = diagnose(sysfs_path=host.sysfs, dev_dir=host.dev, providers="builtin",
                      source="sysfs", recorded=True)
     assert {r.code for r in found.host} <= set(HOST_REASONS)
-    s = prom.samples(page(fixture_facts(fixture)))
+    facts = fixture_facts(fixture)
+    s = prom.samples(page(facts, detail=True))
+    compact = prom.samples(page(facts))
+    own = {"InfiniBand": {"ib"}, "Ethernet": {"roce_v1", "roce_v2"}}
+    layer = {(dict(la)["device"], dict(la)["port"]): dict(la)["link_layer"]
+             for name, la, _ in s if name == "sysverbs_rdma_port_info"}
+
+    def kept(name: str, labels: dict[str, str], value: float) -> bool:
+        if name.endswith("_problem"):
+            return value == 1
+        if name == "sysverbs_rdma_port_gids":
+            where = (labels["device"], labels["port"])
+            return labels["gid_type"] in own.get(layer[where], set()) or value != 0
+        return name != "sysverbs_gpu_nic_link"
+
+    assert compact == {x for x in s if kept(x[0], dict(x[1]), x[2])}
+    # docs/fleet.md's series table (benchmarks/bench_metrics.py --table) is these counts
+    row = re.search(rf"^\| {re.escape(fixture)} \| (\d+) \| (\d+) \| (\d+) \|$",
+                    (ROOT / "docs" / "fleet.md").read_text(), re.M)
+    assert row and tuple(map(int, row.groups())) == (len(facts.devices), len(s), len(compact))
+    assert not {x for x in compact if x[0].endswith("_problem") and x[2] != 1}
     names = {name for name, _, _ in s}
     ib = Path(host.sysfs) / "class/infiniband"
     kernel = sorted(os.listdir(ib)) if ib.is_dir() else []
@@ -365,7 +399,7 @@ def test_a_part_that_raises_leaves_the_others(part: str,
     success = {c.name: c.success for c in facts.collectors}
     failed = {"discovery": "discovery", "topology": "topology", "nccl": "nccl"}.get(part)
     assert success == {n: n != failed for n in ("discovery", "topology", "nccl")}
-    s = prom.samples(page(facts))
+    s = prom.samples(page(facts, detail=True))  # every series that could be there
     kinds = {name for name, _, _ in s}
     devices = {dict(la)["device"] for name, la, _ in s if name == "sysverbs_rdma_device_info"}
     assert len(devices) == 10

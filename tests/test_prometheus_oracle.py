@@ -1,8 +1,9 @@
 """A real Prometheus (Debian's 2.42) scrapes ``sysverbs metrics --listen`` on the
-gpu-dgx-b200 fixture, and a real node_exporter (1.5) serves the file ``sysverbs metrics
---textfile`` wrote: what Prometheus stores, answers through its query API and evaluates
-the shipped alert rules on, and what node_exporter accepts and serves again, are the
-samples sysverbs wrote (tests/prom.py starts both on 127.0.0.1).
+gpu-dgx-b200 fixture (and ``--listen --detail``, as the job ``detail``), and a real
+node_exporter (1.5) serves the file ``sysverbs metrics --textfile`` wrote: what
+Prometheus stores, answers through its query API and evaluates the shipped alert rules
+on, and what node_exporter accepts and serves again, are the samples sysverbs wrote
+(tests/prom.py starts both on 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Stack(NamedTuple):
     node: prom.NodeExporter
     textfile: Path
     json_doc: dict[str, Any]
+    detail_doc: dict[str, Any]  # sysverbs metrics --json --detail
 
 
 def _env() -> dict[str, str]:
@@ -64,23 +66,27 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     os.chmod(textdir, 0o755)
     _sv("metrics", "--fixture", FIXTURE, "--textfile", str(textdir))
     doc = json.loads(_sv("metrics", "--json", "--fixture", FIXTURE).stdout)
-    port = prom.free_port()
-    listen = subprocess.Popen([sys.executable, "-m", "sysverbs", "metrics", "--listen",
-                               f"127.0.0.1:{port}", "--fixture", FIXTURE],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
+    detail = json.loads(_sv("metrics", "--json", "--detail", "--fixture", FIXTURE).stdout)
+    port, port2 = prom.free_port(), prom.free_port()
+    listen, listen2 = (subprocess.Popen(
+        [sys.executable, "-m", "sysverbs", "metrics", "--listen", f"127.0.0.1:{n}",
+         "--fixture", FIXTURE, *more], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env=_env()) for n, more in ((port, ()), (port2, ("--detail",))))
     url = f"http://127.0.0.1:{port}"
     try:
         prom.wait_http(url + "/metrics", proc=listen)
+        prom.wait_http(f"http://127.0.0.1:{port2}/metrics", proc=listen2)
         rules = [rules_path()] if os.path.exists(rules_path()) else []
         with prom.NodeExporter(textdir) as node, prom.Prometheus(
-                [f"127.0.0.1:{port}", f"127.0.0.1:{node.port}"], jobs=["sysverbs", "node"],
-                rule_files=rules) as p:
+                [f"127.0.0.1:{port}", f"127.0.0.1:{node.port}", f"127.0.0.1:{port2}"],
+                jobs=["sysverbs", "node", "detail"], rule_files=rules) as p:
             p.wait_for('count(sysverbs_rdma_device_info{job="sysverbs"}) and '
-                       'count(sysverbs_rdma_device_info{job="node"})', bool, timeout=60)
-            yield Stack(p, url, node, textdir / "sysverbs.prom", doc)
+                       'count(sysverbs_rdma_device_info{job="node"}) and '
+                       'count(sysverbs_rdma_device_info{job="detail"})', bool, timeout=60)
+            yield Stack(p, url, node, textdir / "sysverbs.prom", doc, detail)
     finally:
-        rc = prom.stop(listen)
-    assert rc == 0, "sysverbs metrics --listen did not stop with 0 on SIGTERM"
+        rc, rc2 = prom.stop(listen), prom.stop(listen2)
+    assert rc == rc2 == 0, "sysverbs metrics --listen did not stop with 0 on SIGTERM"
 
 
 def _value(v: Any) -> float:
@@ -113,8 +119,24 @@ def test_prometheus_stores_every_sample_written(stack: Stack) -> None:
     value of the page is what Prometheus stores, and nothing else."""
     stored = _stored(stack, "sysverbs")
     assert stored == _documented(stack.json_doc)
-    assert len(stored) > 500
-    assert stack.prometheus.targets_health() == {"sysverbs": "up", "node": "up"}
+    assert 100 < len(stored) <= 150  # issue 45: at most 150 series per node by default
+    assert _stored(stack, "detail") == _documented(stack.detail_doc)
+    assert len(_stored(stack, "detail")) > 600
+    assert stack.prometheus.targets_health() == {"sysverbs": "up", "node": "up",
+                                                 "detail": "up"}
+
+
+def test_the_default_page_is_the_detail_less_its_constants(stack: Stack) -> None:
+    """What Prometheus holds of the default exporter is what it holds of the --detail one
+    less the problems that are 0, the GID counts of types the port's link layer cannot
+    have (all 0 here) and the GPU/NIC pairs; the two agree on every series both have."""
+    default, detail = _stored(stack, "sysverbs"), _stored(stack, "detail")
+    left = detail - default
+    assert default < detail
+    assert {x[0] for x in left} == {"sysverbs_rdma_device_problem", "sysverbs_rdma_host_problem",
+                                    "sysverbs_rdma_port_gids", "sysverbs_gpu_nic_link"}
+    assert all(x[2] == 0 for x in left if x[0] != "sysverbs_gpu_nic_link")
+    assert [x for x in default if x[0].endswith("_problem") and x[2] != 1] == []
 
 
 def test_the_query_api_answers(stack: Stack) -> None:
@@ -126,14 +148,20 @@ def test_the_query_api_answers(stack: Stack) -> None:
 
     assert one('count(sysverbs_rdma_device_usable{job="sysverbs"})') == 18
     assert one('sum(sysverbs_rdma_device_usable{job="sysverbs"})') == 18
-    assert one('count(sysverbs_gpu_nic_link{job="sysverbs"})') == 144
-    assert one('sysverbs_gpu_nic_link{job="sysverbs",gpu="0",device="mlx5_4"}') == 1
-    (link,) = p.query('sysverbs_gpu_nic_link{job="sysverbs",gpu="0",device="mlx5_4"}')
+    assert p.query('sysverbs_gpu_nic_link{job="sysverbs"}') == []  # --detail only
+    assert one('count(sysverbs_gpu_nic_link{job="detail"})') == 144
+    assert one('sysverbs_gpu_nic_link{job="detail",gpu="0",device="mlx5_4"}') == 1
+    (link,) = p.query('sysverbs_gpu_nic_link{job="detail",gpu="0",device="mlx5_4"}')
     assert link["metric"]["link"] == "PXB" and link["metric"]["pci_bus_id"] == \
         "00000000:1B:00.0"
-    assert one('count(sysverbs_gpu_nic_link{job="sysverbs",link="PXB"})') == 8
-    assert one('count(sysverbs_rdma_device_problem{job="sysverbs"})') == 18 * len(DEVICE_REASONS)
-    assert one('count(sysverbs_rdma_host_problem{job="sysverbs"})') == len(HOST_REASONS)
+    assert one('count(sysverbs_gpu_nic_link{job="detail",link="PXB"})') == 8
+    assert one('count(sysverbs_rdma_device_problem{job="detail"})') == 18 * len(DEVICE_REASONS)
+    assert one('count(sysverbs_rdma_host_problem{job="detail"})') == len(HOST_REASONS)
+    # by default a problem is a series only while found, with the same answer to == 1
+    (problem,) = p.query('sysverbs_rdma_device_problem{job="sysverbs"}')
+    assert (problem["metric"]["device"], problem["metric"]["reason"]) == ("irdma1", "port_down")
+    assert {(r["metric"]["device"], r["metric"]["reason"]) for r in p.query(
+        'sysverbs_rdma_device_problem{job="detail"} == 1')} == {("irdma1", "port_down")}
     (build,) = p.query('sysverbs_build_info{job="sysverbs"}')
     want = sysverbs.effective_options(providers="builtin", source="sysfs").rdma_core
     assert (build["metric"]["version"], build["metric"]["rdma_core"]) == (
@@ -144,10 +172,16 @@ def test_the_query_api_answers(stack: Stack) -> None:
     joined = p.query('sysverbs_gpu_nic_assigned{job="sysverbs"} * on(instance, device) '
                      'group_left(numa_node, pcie_root) sysverbs_rdma_device_info')
     assert len(joined) == 8 and {r["metric"]["numa_node"] for r in joined} == {"0", "1"}
-    ports = p.query('sysverbs_rdma_port_gids{job="sysverbs",gid_type="ib"} * on(instance, '
+    ports = p.query('sysverbs_rdma_port_gids{job="detail",gid_type="ib"} * on(instance, '
                     'device, port) group_left(link_layer) sysverbs_rdma_port_info')
     assert len(ports) == 18
     assert {r["metric"]["link_layer"] for r in ports} == {"InfiniBand", "Ethernet"}
+    # by default a port has its link layer's GID types: 14 IB ports, 4 RoCE ones
+    ports = p.query('sysverbs_rdma_port_gids{job="sysverbs"} * on(instance, device, port) '
+                    'group_left(link_layer) sysverbs_rdma_port_info')
+    assert len(ports) == 14 + 2 * 4
+    assert {(r["metric"]["gid_type"], r["metric"]["link_layer"]) for r in ports} == {
+        ("ib", "InfiniBand"), ("roce_v1", "Ethernet"), ("roce_v2", "Ethernet")}
 
 
 def test_node_exporter_serves_the_textfile(stack: Stack) -> None:

@@ -109,7 +109,12 @@ def register(subparsers: argparse._SubParsersAction[Any],
                    help="do not open the device nodes (as doctor --no-open): in a pod that "
                    "was not given the devices, the device cgroup refuses every open")
     p.add_argument("--no-gpu-links", action="store_true",
-                   help="leave out sysverbs_gpu_nic_link (GPUs x RDMA devices series)")
+                   help="do not compute the GPU/NIC PCIe classes (sysverbs_gpu_nic_link, "
+                   "GPUs x RDMA devices series, written only with --detail)")
+    p.add_argument("--detail", action="store_true",
+                   help="write every series, constant ones included: each device and host "
+                   "reason 0 or 1 (by default a problem is a series only while found), each "
+                   "GID type of each port, sysverbs_gpu_nic_link for each GPU and device")
     p.add_argument("--rules", action=_RulesAction, nargs=0,
                    help="print the Prometheus alert rules shipped with sysverbs and exit")
     p.set_defaults(func=run)
@@ -135,14 +140,14 @@ def _json_value(value: float) -> Any:
     return int(value) if value.is_integer() and abs(value) < 2 ** 53 else value
 
 
-def _document(facts: HostFacts) -> dict[str, Any]:
+def _document(facts: HostFacts, detail: bool) -> dict[str, Any]:
     from ..fleet.metrics import families
 
     return {"schema": "sysverbs.metrics/1", "families": [
         {"name": f.name, "type": f.kind, "help": f.help,
          "samples": [{"labels": dict(pairs), "value": _json_value(value)}
                      for pairs, value in f.samples]}
-        for f in families(facts)]}
+        for f in families(facts, detail)]}
 
 
 def _until_stopped(loop: Callable[[], None]) -> int:
@@ -198,11 +203,11 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     for text in problems:
         warning("metrics", text)
     if args.json:
-        emit(_document(facts))
+        emit(_document(facts, args.detail))
     else:
         from ..fleet.metrics import render
 
-        data = render(facts)
+        data = render(facts, args.detail)
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
@@ -235,7 +240,7 @@ def _serve(args: argparse.Namespace, collect: Callable[[], HostFacts]) -> int:
     age = MAX_AGE if args.max_age is None else args.max_age
     try:
         server = serve(addr, port, collect, _Reporter(), max_age=age,
-                       on_error=lambda text: warning("metrics", text))
+                       on_error=lambda text: warning("metrics", text), detail=args.detail)
     except OSError as e:
         return fail(args, "os-error", f"cannot listen on {addr}:{port}: {describe_os_error(e)}")
     status = _until_stopped(server.wait)
@@ -260,7 +265,7 @@ def _textfile(args: argparse.Namespace, collect: Callable[[], HostFacts]) -> int
     def once() -> int:
         facts = collect()
         report(facts)
-        write_textfile(directory, facts)
+        write_textfile(directory, facts, detail=args.detail)
         return 1 if report.last else 0
 
     if args.interval is None:

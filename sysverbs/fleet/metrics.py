@@ -75,19 +75,22 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "drops it", ("device",)),
     "sysverbs_rdma_device_usable": ("gauge", _USABLE_HELP, ("device",)),
     "sysverbs_rdma_device_problem": (
-        "gauge", "1 if sysverbs doctor finds this reason for the device, else 0; every "
-        "device-level reason code is present (codes: docs/diagnose.md); judged with this "
-        "exporter's credentials", ("device", "reason")),
+        "gauge", "1 while sysverbs doctor finds this reason for the device; present only "
+        "while found (no series: no such problem; --detail writes every device-level "
+        "reason code, 0 or 1; codes: docs/diagnose.md); judged with this exporter's "
+        "credentials", ("device", "reason")),
     "sysverbs_rdma_host_problem": (
-        "gauge", "1 if sysverbs doctor finds this host-level reason, else 0; every "
-        "host-level reason code is present (memlock: this exporter's RLIMIT_MEMLOCK)",
-        ("reason",)),
+        "gauge", "1 while sysverbs doctor finds this host-level reason; present only while "
+        "found (no series: no such problem; --detail writes every host-level reason code, "
+        "0 or 1; memlock: this exporter's RLIMIT_MEMLOCK)", ("reason",)),
     "sysverbs_rdma_port_info": (
         "info", "One per RDMA device port: its link layer and first network interface "
         "(empty when none), for joins with node_infiniband_* on device and port",
         ("device", "port", "link_layer", "netdev")),
     "sysverbs_rdma_port_gids": (
-        "gauge", "Valid GIDs of the port by type (ib, roce_v1, roce_v2; all three present)",
+        "gauge", "Valid GIDs of the port by type: ib on an InfiniBand port, roce_v1 and "
+        "roce_v2 on an Ethernet one (0 included), any other type only while it has some "
+        "(--detail: all three on every port)",
         ("device", "port", "gid_type")),
     "sysverbs_rdma_cm_available": (
         "gauge", "1 if librdmacm's rdma_cm char device exists with a usable ABI and opens "
@@ -98,7 +101,8 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "sysverbs_gpu_nic_link": (
         "gauge", "1 per GPU and RDMA device: their PCIe class as nvidia-smi topo -m and "
         "sysverbs topo name it (PIX, PXB, PHB, NODE, SYS; N/A undecidable); gpu is the "
-        "nvidia-smi index, pci_bus_id as NVML and DCGM write it",
+        "nvidia-smi index, pci_bus_id as NVML and DCGM write it; fixed for a host (GPUs x "
+        "devices series), so written only with --detail",
         ("gpu", "pci_bus_id", "device", "link")),
     "sysverbs_gpu_nic_assigned": (
         "gauge", "1 for each NIC port sysverbs' placement (sysverbs topo --assign) gives "
@@ -145,7 +149,18 @@ def _flag(value: bool) -> float:
     return 1.0 if value else 0.0
 
 
-def _samples(facts: HostFacts) -> dict[str, list[tuple[tuple[str, ...], float]]]:
+#: The GID types a port of each link layer can have: their counts are written, 0 included
+#: (another type's only while it has GIDs: its 0 is constant by construction).
+_LAYER_GIDS = {"InfiniBand": ("ib",), "Ethernet": ("roce_v1", "roce_v2")}
+
+
+def _gid_types(link_layer: str, counts: dict[str, int], detail: bool) -> tuple[str, ...]:
+    own = _LAYER_GIDS.get(link_layer, ())
+    return tuple(t for t in GID_TYPES if detail or t in own or counts.get(t, 0))
+
+
+def _samples(facts: HostFacts, detail: bool
+             ) -> dict[str, list[tuple[tuple[str, ...], float]]]:
     out: dict[str, list[tuple[tuple[str, ...], float]]] = {n: [] for n in _FAMILIES}
     out["sysverbs_build_info"].append(((facts.version, facts.rdma_core), 1.0))
     for d in facts.devices:
@@ -157,23 +172,25 @@ def _samples(facts: HostFacts) -> dict[str, list[tuple[tuple[str, ...], float]]]
             if d.usable is not None:  # none for SMI devices and unknown states
                 out["sysverbs_rdma_device_usable"].append(((d.name,), _flag(d.usable)))
             for code in DEVICE_REASONS:
-                out["sysverbs_rdma_device_problem"].append(((d.name, code),
-                                                            _flag(code in d.reasons)))
+                if detail or code in d.reasons:
+                    out["sysverbs_rdma_device_problem"].append(((d.name, code),
+                                                                _flag(code in d.reasons)))
         for p in d.ports:
             port = str(p.port)
             out["sysverbs_rdma_port_info"].append(((d.name, port, p.link_layer, p.netdev),
                                                    1.0))
-            for gid_type in GID_TYPES:
+            for gid_type in _gid_types(p.link_layer, dict(p.gids), detail):
                 out["sysverbs_rdma_port_gids"].append(((d.name, port, gid_type),
                                                        float(p.gid_count(gid_type))))
     if facts.host_reasons is not None:
         for code in HOST_REASONS:
-            out["sysverbs_rdma_host_problem"].append(((code,),
-                                                      _flag(code in facts.host_reasons)))
+            if detail or code in facts.host_reasons:
+                out["sysverbs_rdma_host_problem"].append(((code,),
+                                                          _flag(code in facts.host_reasons)))
         out["sysverbs_rdma_cm_available"].append(((), _flag(facts.rdma_cm_available)))
     if not math.isnan(facts.memlock_limit_bytes):  # a recording's is not this process's
         out["sysverbs_memlock_limit_bytes"].append(((), facts.memlock_limit_bytes))
-    for link in facts.gpu_links:
+    for link in facts.gpu_links if detail else ():
         out["sysverbs_gpu_nic_link"].append(((str(link.gpu), link.pci_bus_id, link.device,
                                               link.link), 1.0))
     for a in facts.assigned:
@@ -208,11 +225,14 @@ def label_value(text: str) -> str:
     return text
 
 
-def families(facts: HostFacts) -> list[Family]:
+def families(facts: HostFacts, detail: bool = False) -> list[Family]:
     """The metric families of ``facts``, in :data:`FAMILY_NAMES` order (a family with no
     sample is still there: its HELP and TYPE are written).  Label values are
-    :func:`label_value`'s."""
-    found = _samples(facts)
+    :func:`label_value`'s.  By default a problem is a series only while it is found, a
+    port's GID counts are those of the types its link layer can have, and
+    ``sysverbs_gpu_nic_link`` (fixed for a host) is left out; ``detail`` writes them all:
+    every reason 0 or 1, every GID type, every GPU/device pair."""
+    found = _samples(facts, detail)
     return [Family(name, kind, text, labels,
                    tuple((tuple(zip(labels, map(label_value, values))), value)
                          for values, value in found[name]))
@@ -235,9 +255,11 @@ class FactsCollector:
     snapshot (the command prints the failures)."""
 
     def __init__(self, collect_facts: Callable[[], HostFacts],
-                 on_facts: Optional[Callable[[HostFacts], None]] = None) -> None:
+                 on_facts: Optional[Callable[[HostFacts], None]] = None,
+                 detail: bool = False) -> None:
         self._collect = collect_facts
         self._on_facts = on_facts
+        self._detail = detail
         self._lock = threading.Lock()
 
     def describe(self) -> list[object]:
@@ -251,7 +273,7 @@ class FactsCollector:
             facts = self._collect()
         if self._on_facts is not None:
             self._on_facts(facts)
-        for fam in families(facts):
+        for fam in families(facts, self._detail):
             if fam.kind == "info":  # written name_info{labels...} 1
                 info = InfoMetricFamily(fam.name[: -len("_info")], fam.help, labels=())
                 for pairs, _ in fam.samples:
@@ -265,46 +287,50 @@ class FactsCollector:
 
 
 def registry(collect_facts: Callable[[], HostFacts],
-             on_facts: Optional[Callable[[HostFacts], None]] = None) -> CollectorRegistry:
+             on_facts: Optional[Callable[[HostFacts], None]] = None,
+             detail: bool = False) -> CollectorRegistry:
     """A registry of its own (no process or platform collectors) holding a
-    :class:`FactsCollector`."""
+    :class:`FactsCollector` (``detail``: :func:`families`')."""
     from prometheus_client import CollectorRegistry
 
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(FactsCollector(collect_facts, on_facts))  # type: ignore[arg-type]
+    reg.register(FactsCollector(collect_facts, on_facts, detail))  # type: ignore[arg-type]
     return reg
 
 
-def render(facts: HostFacts) -> bytes:
-    """The text exposition (format 0.0.4, :data:`CONTENT_TYPE`) of ``facts``."""
+def render(facts: HostFacts, detail: bool = False) -> bytes:
+    """The text exposition (format 0.0.4, :data:`CONTENT_TYPE`) of ``facts``
+    (``detail``: :func:`families`')."""
     from prometheus_client import generate_latest
 
-    return generate_latest(registry(lambda: facts))
+    return generate_latest(registry(lambda: facts, detail=detail))
 
 
-def write_textfile(directory: str, facts: HostFacts, name: str = TEXTFILE_NAME) -> str:
+def write_textfile(directory: str, facts: HostFacts, name: str = TEXTFILE_NAME,
+                   detail: bool = False) -> str:
     """Write ``render(facts)`` to ``directory/name`` (default ``sysverbs.prom``) for
     node_exporter's textfile collector, atomically and readable by its user
     (:func:`sysverbs.fleet.files.replace_file`).  Returns the path."""
     if not name.endswith(".prom"):
         raise ValueError(f"the textfile collector reads *.prom files only, not {name!r}")
-    return replace_file(directory, name, render(facts))
+    return replace_file(directory, name, render(facts, detail))
 
 
-def exposition(accept: str) -> tuple[str, Callable[[HostFacts], bytes]]:
+def exposition(accept: str, detail: bool = False
+               ) -> tuple[str, Callable[[HostFacts], bytes]]:
     """The format a client's ``Accept`` header asks for, as prometheus_client chooses it
     (OpenMetrics for Prometheus, else text 0.0.4): its content type and the page of a
     snapshot in it."""
     from prometheus_client.exposition import choose_encoder
 
     encoder, content_type = choose_encoder(accept)
-    return content_type, lambda facts: encoder(registry(lambda: facts))
+    return content_type, lambda facts: encoder(registry(lambda: facts, detail=detail))
 
 
 def serve(addr: str, port: int, collect_facts: Callable[[], HostFacts],
           on_facts: Optional[Callable[[HostFacts], None]] = None, *,
-          max_age: float = MAX_AGE, on_error: Optional[Callable[[str], None]] = None
-          ) -> Server[HostFacts]:
+          max_age: float = MAX_AGE, on_error: Optional[Callable[[str], None]] = None,
+          detail: bool = False) -> Server[HostFacts]:
     """Serve ``/metrics`` on ``addr:port`` (exactly there: pass ``0.0.0.0`` yourself to
     listen on every interface) from a daemon thread, with the bounded server of
     :mod:`sysverbs.fleet.serve`: concurrent scrapes share one snapshot, and a scrape
@@ -320,7 +346,10 @@ def serve(addr: str, port: int, collect_facts: Callable[[], HostFacts],
             on_facts(facts)
         return facts
 
-    return Server(addr, port, collect, exposition, max_age=max_age,
+    def page(accept: str) -> tuple[str, Callable[[HostFacts], bytes]]:
+        return exposition(accept, detail)
+
+    return Server(addr, port, collect, page, max_age=max_age,
                   on_error=on_error).start()
 
 
