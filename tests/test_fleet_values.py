@@ -97,13 +97,21 @@ def series(tree: recording.Host) -> dict[tuple[str, frozenset[tuple[str, str]]],
     return {(name, labels): value for name, labels, value in prom.samples(page)}
 
 
+@pytest.fixture(scope="module")
+def detail(tree: recording.Host) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """``--detail``'s page: every reason and GID type, 0 or not."""
+    page = metrics.render(facts_of(tree), detail=True).decode()
+    return {(name, labels): value for name, labels, value in prom.samples(page)}
+
+
 def value(series: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
           **labels: str) -> float:
     return series[(name, frozenset(labels.items()))]
 
 
-def test_listed_but_not_usable(series: dict[Any, float]) -> None:
-    """The usable gauge (the unusable-device alert's input) is not the listed flag."""
+def test_listed_but_not_usable(series: dict[Any, float], detail: dict[Any, float]) -> None:
+    """The usable gauge (the unusable-device alert's input) is not the listed flag; a
+    problem is a series only while found (``--detail``: also the 0s)."""
     listed = {d: value(series, "sysverbs_rdma_device_listed", device=d)
               for d in ("mlx5_0", "mlx5_1", "mlx5_2")}
     usable = {d: value(series, "sysverbs_rdma_device_usable", device=d)
@@ -112,16 +120,24 @@ def test_listed_but_not_usable(series: dict[Any, float]) -> None:
     assert usable == {"mlx5_0": 1.0, "mlx5_1": 0.0, "mlx5_2": 1.0}
     assert value(series, "sysverbs_rdma_device_problem", device="mlx5_1",
                  reason="dev_node_wrong") == 1.0
-    assert value(series, "sysverbs_rdma_device_problem", device="mlx5_0",
-                 reason="dev_node_wrong") == 0.0
+    absent = ("sysverbs_rdma_device_problem",
+              frozenset({"device": "mlx5_0", "reason": "dev_node_wrong"}.items()))
+    assert absent not in series and detail[absent] == 0.0
+    assert value(detail, "sysverbs_rdma_device_problem", device="mlx5_1",
+                 reason="dev_node_wrong") == 1.0
 
 
-def test_gid_counts_by_type(series: dict[Any, float]) -> None:
-    counts = {(d, t): value(series, "sysverbs_rdma_port_gids", device=d, port="1", gid_type=t)
+def test_gid_counts_by_type(series: dict[Any, float], detail: dict[Any, float]) -> None:
+    counts = {(d, t): value(detail, "sysverbs_rdma_port_gids", device=d, port="1", gid_type=t)
               for d in ("mlx5_0", "mlx5_1") for t in ("ib", "roce_v1", "roce_v2")}
     assert counts == {("mlx5_0", "ib"): 0.0, ("mlx5_0", "roce_v1"): 2.0,
                       ("mlx5_0", "roce_v2"): 3.0, ("mlx5_1", "ib"): 1.0,
                       ("mlx5_1", "roce_v1"): 0.0, ("mlx5_1", "roce_v2"): 0.0}
+    # by default only the types the port's link layer can have (Ethernet: RoCE; IB: ib)
+    default = {(dict(la)["device"], dict(la)["gid_type"]): v for (n, la), v in series.items()
+               if n == "sysverbs_rdma_port_gids" and dict(la)["device"] in ("mlx5_0", "mlx5_1")}
+    assert default == {("mlx5_0", "roce_v1"): 2.0, ("mlx5_0", "roce_v2"): 3.0,
+                       ("mlx5_1", "ib"): 1.0}
 
 
 def test_device_info_labels(series: dict[Any, float]) -> None:
@@ -399,7 +415,9 @@ def test_nccl_devices_series() -> None:
 
 def test_gpu_series_are_ones() -> None:
     facts = facts_of(fixture_tree("gpu-dgx-b200"))
-    s = prom.samples(metrics.render(facts).decode(), "sysverbs_gpu_nic_")
+    default = prom.samples(metrics.render(facts).decode(), "sysverbs_gpu_nic_")
+    assert {name for name, _, _ in default} == {"sysverbs_gpu_nic_assigned"}  # link: --detail
+    s = prom.samples(metrics.render(facts, detail=True).decode(), "sysverbs_gpu_nic_")
     values = {}
     for name, _, v in s:
         values.setdefault(name, set()).add(v)

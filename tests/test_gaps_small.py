@@ -139,20 +139,22 @@ def _topology(llc: dict[int, int]) -> CpuTopology:
 
 
 def test_more_ranks_than_twice_the_cores() -> None:
-    """10 ranks on 4 cores: rank index i shares core i % 4 (rank 10 of 10 gets core 1)."""
+    """10 ranks on 4 cores: exclusive cannot give each a core, so none gets a set (run
+    then fails, or runs unbound with --fallback), and the reason says why."""
     topo = _topology({c: 0 for c in range(4)})
-    got = [cpu_set(topo, "exclusive", 0, topo.online, i, 10)[0] for i in range(10)]
-    assert got == [frozenset({i % 4}) for i in range(10)]
-    assert "core 1 for rank 10 of 10 there" in cpu_set(topo, "exclusive", 0, topo.online,
-                                                        9, 10)[1]
+    got = [cpu_set(topo, "exclusive", 0, topo.online, i, 10) for i in range(10)]
+    assert [c for c, _ in got] == [frozenset()] * 10
+    assert got[9][1] == ("only 4 physical cores on node 0 for the 10 ranks placed there: "
+                         "exclusive needs a core each at least")
 
 
 def test_a_split_says_which_rank() -> None:
     topo = _topology({c: 0 for c in range(4)})
     cpus_, why = cpu_set(topo, "exclusive", 0, topo.online, 1, 2)
-    assert cpus_ == {2, 3} and "rank 2 of 2 there" in why
+    assert cpus_ == {2, 3} and "share 1 (of 0 to 1)" in why
     cpus_, why = cpu_set(topo, "exclusive", 0, topo.online, 3, 4)  # as many cores as ranks
     assert cpus_ == {3} and "4 physical cores of node 0 split among the 4 ranks" in why
+    assert "share 3 (of 0 to 3)" in why
 
 
 def test_core_complex_takes_the_largest_cache_group_first() -> None:
@@ -160,7 +162,8 @@ def test_core_complex_takes_the_largest_cache_group_first() -> None:
     topo = _topology({0: 0, 1: 1, 2: 1, 3: 1})
     got = [cpu_set(topo, "core-complex", 0, topo.online, i, 2)[0] for i in range(5)]
     assert got == [frozenset({1, 2, 3}), frozenset({0})] * 2 + [frozenset({1, 2, 3})]
-    assert "for rank 2 of 2 there" in cpu_set(topo, "core-complex", 0, topo.online, 1, 2)[1]
+    assert cpu_set(topo, "core-complex", 0, topo.online, 1, 2)[1] == (
+        "L3 cache group 1 of the 2 on node 0 (largest first): share 1 (of 0 to 1)")
 
 
 def test_core_complex_without_cache_files_takes_the_node() -> None:
