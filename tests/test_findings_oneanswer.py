@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,16 @@ def test_11_device_lists_port_overflow_and_set_e(tmp_path: Path, conf: list[str]
     p = subprocess.run([str(bash), "-c", f'set -e; eval "$(cat {script})"; echo went on'],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "went on" not in p.stdout
+
+
+def test_10_doctor_says_no_rdma_once_on_stdout(tmp_path: Path) -> None:
+    """A sysfs tree without RDMA devices: doctor's stdout says it once (the host reason,
+    with the fix), the contract's warning once on stderr; not a third time."""
+    root = tmp_path / "sys"
+    (root / "devices").mkdir(parents=True)
+    p = subprocess.run([sys.executable, "-m", "sysverbs", "doctor", "--sysfs-path", str(root)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1
+    assert p.stdout.count("no RDMA device") == 1, p.stdout
+    assert p.stdout.startswith("host: error: The kernel shows no RDMA devices"), p.stdout
+    assert p.stderr.count("\n") == 1 and "warning: no RDMA device" in p.stderr, p.stderr

@@ -113,7 +113,7 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
             sys.stdout.write(f"host: {r}\n")
         for d in found:
             sys.stdout.write(_line(d) + "\n")
-        if not found:
+        if not found and not found.host:  # a host reason already says why, with the fix
             sys.stdout.write("no RDMA device\n")
     return 0 if ok else 1
 
