@@ -79,6 +79,14 @@ def stage_into(dest: Path) -> Path:
             for name in filenames:
                 if not only_py or name.endswith(".py"):
                     shutil.copyfile(Path(dirpath) / name, dest / rel / name)
+    try:  # sysverbs metrics' optional dependency (pure Python), for `metrics` as nobody
+        import prometheus_client
+    except ImportError:
+        pass
+    else:
+        src = Path(prometheus_client.__file__).parent
+        shutil.copytree(src, dest / src.name, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     compileall.compile_dir(str(dest), quiet=1)
     for dirpath, dirnames, filenames in os.walk(dest):
         for name in dirnames:

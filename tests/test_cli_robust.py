@@ -174,7 +174,9 @@ def test_global_options_before_the_command(before: list[str], after: list[str]) 
     same output and status."""
     a, b = sv(*before), sv(*after)
     assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
-    assert a.returncode == 0 and a.stdout, a.stderr
+    # nccl check on rxe warns of its link-local GID (exit 1): the status is the
+    # command's own, the same in both orders
+    assert a.returncode in (0, 1) and a.stdout and "usage" not in a.stderr, a.stderr
 
 
 @pytest.mark.parametrize("argv,what", [
