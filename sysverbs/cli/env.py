@@ -75,7 +75,6 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     from ..ground.errors import NotFoundError
     from ..rank.environment import rank_environment
     from .contract import fail, sysfs_root, warning, where
-    from .topo import proc_root
 
     fmt = "json" if args.json else args.format
     devices = None if args.device is None else [n for d in args.device
@@ -85,7 +84,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         sysfs = opts["sysfs_path"]
         env = rank_environment(devices, local_rank=args.local_rank, environ=os.environ,
                                sysfs_path=sysfs, dev_dir=opts["dev_dir"],
-                               proc_path=proc_root(args.proc_path, sysfs_root(opts)),
+                               proc_path=args.host_root.proc_path,
                                conf_root=args.conf_root, list_options=listing,
                                keep_set=True, where=where(args, sysfs_root(opts)))
     except NotFoundError as e:

@@ -172,8 +172,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     from ..fleet.facts import collect_facts
     from ..fleet.metrics import missing_client
     from ..ground.errors import UsageError
-    from .contract import emit, error, sysfs_root, warning
-    from .topo import proc_root
+    from .contract import emit, error, warning
 
     if args.interval is not None and args.textfile is None:
         raise UsageError("--interval needs --textfile (--listen takes a snapshot per scrape)")
@@ -185,8 +184,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     if missing is not None:
         error("metrics", missing)
         return 1
-    sysfs = sysfs_root(opts)
-    proc = proc_root(args.proc_path, sysfs)
+    proc = args.host_root.proc_path
 
     def collect() -> HostFacts:
         return collect_facts(gpu_links=not args.no_gpu_links, proc_path=proc,

@@ -71,17 +71,13 @@ def _snapshot(args: argparse.Namespace, opts: dict[str, Any], expires_in: float)
     from ..fleet.facts import collect_facts
     from ..fleet.nfd import feature_file
     from ..ground import __version__
-    from .contract import sysfs_root
-    from .topo import proc_root
-
-    root = sysfs_root(opts)
-    proc = proc_root(args.proc_path, root)
+    proc = args.host_root.proc_path
     facts = collect_facts(recorded=args.fixture is not None, probe_open=not args.no_open,
                           proc_path=proc,
                           conf_root=args.conf_root, **opts)
     ff = feature_file(facts, expires_in=expires_in,
                       header=f"written by sysverbs {__version__} (sysverbs nfd) for "
-                      f"{where(args, root)}")
+                      f"{where(args, args.host_root.sysfs_path)}")
     failed = [(c.name, c.error) for c in facts.collectors if not c.success]
     return ff, failed
 

@@ -87,7 +87,6 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     from ..ground.errors import BindingError, NotFoundError
     from ..rank.launch import plan
     from .contract import emit, fail, sysfs_root, warning, where
-    from .topo import proc_root
 
     words = _command(args)
     if not words and not args.dry_run:
@@ -120,7 +119,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     try:
         p = plan(args.near, local_rank=args.local_rank, cpu=args.cpu, mem=args.mem,
                  sysfs_path=sysfs, dev_dir=opts["dev_dir"],
-                 proc_path=proc_root(args.proc_path, sysfs),
+                 proc_path=args.host_root.proc_path,
                  allowed_cpus=args.allowed_cpus, local_size=args.local_size,
                  nics=not args.no_nics, list_options=listing)
     except NotFoundError as e:

@@ -10,7 +10,6 @@ placement package is imported only when the command runs.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from ..ground.errors import UsageError
@@ -20,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
-    from typing import Any, Optional, Union
+    from typing import Any
 
 __all__ = ["register", "run"]
 
@@ -68,15 +67,6 @@ def _rank_arg(value: Any) -> Any:
     if str(value).isdigit():
         return int(value)
     raise UsageError(f"--rank must be a number or 'env', not {value!r}")
-
-
-def proc_root(proc_path: Optional[str], sysfs: Union[str, bytes]) -> str:
-    """``--proc-path``, else the ``proc`` beside the sysfs root (``/proc`` for ``/sys``,
-    ``<root>/proc`` for a fixture or a tree of the testing kit), so that under an
-    alternate root nothing outside it is read."""
-    from ..ground.hostroot import HostRoot
-
-    return os.fsdecode(HostRoot.resolve(sysfs, proc_path=proc_path).proc)
 
 
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
