@@ -28,6 +28,7 @@ from sysverbs.cli.contract import POLICY
 from sysverbs.launch import SIZE_VARIABLES
 from sysverbs.placement import RANK_VARIABLES
 from sysverbs.testing import fixture_names
+from tests.inprocess import Run, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "sysverbs" / "cli" / "schemas"
@@ -67,20 +68,29 @@ TABLE: dict[str, Command] = {
 }
 
 
-class Run(NamedTuple):
-    rc: int
-    out: str
-    err: str
-
-
-def sv(*argv: str) -> Run:
+def _env() -> dict[str, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), LC_ALL="C.UTF-8")
     env.pop("SYSFS_PATH", None)
     for name in (*RANK_VARIABLES, *SIZE_VARIABLES, "NCCL_IB_HCA", "CUDA_VISIBLE_DEVICES"):
         env.pop(name, None)
+    return env
+
+
+def sv(*argv: str) -> Run:
+    """``python -m sysverbs ARGV``: the real entry point, in a child."""
     p = subprocess.run([sys.executable, "-m", "sysverbs", *argv], capture_output=True,
-                       text=True, timeout=120, env=env)
+                       text=True, timeout=120, env=_env())
     return Run(p.returncode, p.stdout, p.stderr)
+
+
+def sv_here(*argv: str) -> Run:
+    """The same command in this process (tests/inprocess.py): what a child prints."""
+    return run_main(list(argv), _env())
+
+
+#: The fixtures whose every command also runs through the real entry point, in a child:
+#: a plain host, a GPU host, an unusable device.
+CHILD_FIXTURES = ("rxe", "gpu-dgx-a100", "smi")
 
 
 @memo
@@ -163,10 +173,30 @@ def test_json_of_every_command_on_every_fixture(fixture: str) -> None:
     the exit status is one the contract allows."""
     for cmd, spec in TABLE.items():
         argv = [*spec.argv, "--json"] + ([] if cmd == "fixtures" else ["--fixture", fixture])
-        run = sv(*argv)
+        run = sv_here(*argv)
         assert run.rc in spec.statuses, (cmd, run.rc, run.err)
         check_documents(cmd, run)
         check_stderr(cmd, run.err)
+        if fixture in CHILD_FIXTURES:
+            child = sv(*argv)
+            assert (child.rc, _stable(cmd, child.out), child.err) == \
+                (run.rc, _stable(cmd, run.out), run.err), (cmd, fixture)
+
+
+def _stable(cmd: str, out: str) -> Any:
+    """A command's documents without what changes from one run to the next: times
+    and durations (the numbers that are not whole, the ISO 8601 times)."""
+    def walk(x: Any) -> Any:
+        if isinstance(x, float) and not x.is_integer():
+            return "a fraction"
+        if isinstance(x, str):
+            return re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+Z?", "a time", x)
+        if isinstance(x, dict):
+            return {k: walk(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        return x
+    return [walk(d) for d in documents(cmd, out)]
 
 
 def _tree(tmp_path: Path, *, infiniband: bool) -> Path:
@@ -214,9 +244,9 @@ def test_one_answer_for_no_sysfs_and_no_rdma(case: str, tmp_path: Path) -> None:
         if spec.policy in ("rdma-core", "none"):
             continue
         argv = [*spec.argv, "--sysfs-path", str(root), "--dev-dir", str(tmp_path / "dev")]
-        run = sv(*argv)
+        run = sv_here(*argv)
         _expect_root_answer(cmd, spec, run, message)
-        js = sv(*argv, "--json")
+        js = sv_here(*argv, "--json")
         assert js.rc == run.rc and js.err.splitlines()[:1] == run.err.splitlines()[:1], cmd
         docs = check_documents(cmd, js)
         if spec.policy == "fails" or "not a sysfs" in message or spec.policy == "gpus":
@@ -258,8 +288,10 @@ def test_usage_errors_exit_2_with_the_prefix(extra: tuple[str, ...]) -> None:
         if cmd == "fixtures" and extra[0] != "--bogus-option":
             continue
         name = cmd.split(" -")[0]
-        run = sv(*spec.argv, *extra, "--json")
+        run = sv_here(*spec.argv, *extra, "--json")
         assert run.rc == 2 and run.out == "", (cmd, extra, run)
+        if extra == USAGE_ERRORS[0]:  # argparse's own exit, through the real entry point
+            assert sv(*spec.argv, *extra, "--json") == run, cmd
         assert run.err.splitlines()[-1].startswith(f"sysverbs {name}: error: "), (cmd, run.err)
 
 
