@@ -251,3 +251,26 @@ def fast_fixture_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
     """``--fixture`` run in-process materializes its host in :mod:`tempfile`'s
     directory: make that :func:`fast_tmp` for the test."""
     monkeypatch.setattr(tempfile, "tempdir", fast_tmp())
+
+
+# The CPU each test costs, this process's and its waited-for children's (user +
+# system), one line per test appended to $SYSVERBS_TEST_CPU: what the suite's time on
+# a 2-core CI machine is made of, whatever the load of the machine that measures it
+# (a wall-clock --durations on a loaded machine ranks tests by their waiting).
+_CPU_LOG = os.environ.get("SYSVERBS_TEST_CPU")
+
+
+if _CPU_LOG:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Generator[None, None, None]:
+        import resource
+
+        def cpu() -> float:
+            own = resource.getrusage(resource.RUSAGE_SELF)
+            kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+        start = cpu()
+        yield
+        with open(str(_CPU_LOG), "a", encoding="utf-8") as log:
+            log.write(f"{cpu() - start:.3f} {item.nodeid}\n")

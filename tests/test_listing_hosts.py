@@ -9,11 +9,14 @@ listing, topology and diagnosis, give the same answers on both forms.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Union
 
 import pytest
 
 import sysverbs
 from sysverbs import recording
+from sysverbs.testing import FakeHost
+from sysverbs.testing.cache import cached_fixture
 from sysverbs.topology import device_topology
 from tests import listing_hosts
 from tests.oracle import harness
@@ -33,7 +36,7 @@ def test_only_the_cpus_and_numa_nodes_are_left_out() -> None:
         assert listing_hosts.listing_file(name).read_text() == recording.dumps(part)
 
 
-def _answers(host: recording.Host) -> list[object]:
+def _answers(host: Union[recording.Host, FakeHost]) -> list[object]:
     opts = {"sysfs_path": str(host.sysfs), "dev_dir": str(host.dev), "source": "sysfs"}
     out: list[object] = []
     devices = sysverbs.get_device_list(**opts)  # type: ignore[arg-type]
@@ -51,13 +54,13 @@ def _answers(host: recording.Host) -> list[object]:
 
 @pytest.mark.parametrize("name", GPU_FIXTURES)
 def test_sysverbs_lists_the_same(name: str, tmp_path: Path) -> None:
-    whole = recording.materialize(recording.fixture_path(name), tmp_path / "a" / "x")
-    part = listing_hosts.materialize(name, tmp_path / "b" / "x")
+    whole = cached_fixture(name)  # the fixture's tree, as --fixture reads it
+    part = listing_hosts.materialize(name, tmp_path / "x")
     assert (whole.sysfs / "devices/system/cpu").is_dir()
     assert not (part.sysfs / "devices/system").exists()
     a, b = _answers(whole), _answers(part)
-    assert [str(x).replace(str(tmp_path / "a"), "T") for x in a] == \
-        [str(x).replace(str(tmp_path / "b"), "T") for x in b]
+    assert [str(x).replace(str(whole.root), "T") for x in a] == \
+        [str(x).replace(str(part.root), "T") for x in b]
     assert len(a) > 2
 
 
