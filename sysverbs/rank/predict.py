@@ -168,7 +168,10 @@ def predict(devices: Sequence[DeviceView], host: Collection[str], *, nccl: NcclV
             addr: Sequence[AddressGidFinding] = ()) -> tuple[Prediction, ...]:
     """One :class:`Prediction` per library of :data:`LIBRARIES` (pure).  ``host``: the
     host findings' codes."""
-    return (_verbs(devices, host), _rdmacm(devices, host, addr), _nccl(nccl, gdr, pairs),
+    verbs = _verbs(devices, host)
+    if nccl.transport == "socket" and not any(d.usable for d in devices) and nccl.why:
+        nccl = nccl._replace(why=f"{nccl.why}: {verbs.reason}")  # the one reason behind
+    return (verbs, _rdmacm(devices, host, addr), _nccl(nccl, gdr, pairs),
             _ucx(devices),
             Prediction("libfabric-verbs", "not predicted", "libfabric's verbs provider "
                        "rules are not modelled; it connects through rdma_cm, see librdmacm"))
