@@ -108,7 +108,7 @@ def _pair(enabled: object) -> GdrPair:
      ("IB transport on 1 port(s), no GDR on 1 of 2 GPU-NIC pairs",
       "gdr_disabled_by_distance")),
     (NcclView("ib", ("mlx5_0:1",), ""), GdrSupport("n/a", "no NVIDIA GPU"), (),
-     ("IB transport on 1 port(s), no GPU driver", "no NVIDIA GPU")),
+     ("IB transport on 1 port(s), GDR n/a", "no NVIDIA GPU")),
 ])
 def test_nccl(nccl: NcclView, gdr: GdrSupport, pairs: tuple[GdrPair, ...],
               want: tuple[str, str]) -> None:
@@ -178,7 +178,7 @@ def test_doctor_predict_on_the_rxe_fixture(monkeypatch: pytest.MonkeyPatch) -> N
         {"library": "librdmacm", "outcome": "connects through 2 device(s)",
          "reason": "devices open; a recording: rdma_cm not checked",
          "details": ["rxe0", "rxe1"]},
-        {"library": "nccl", "outcome": "IB transport on 2 port(s), no GPU driver",
+        {"library": "nccl", "outcome": "IB transport on 2 port(s), GDR n/a",
          "reason": "no NVIDIA GPU", "details": ["rxe0:1", "rxe1:1"]},
         {"library": "ucx", "outcome": "2 IB device port(s)",
          "reason": "ACTIVE ports with a GID on open devices",

@@ -134,7 +134,7 @@ def _nccl(nccl: NcclView, gdr: GdrSupport, pairs: Sequence[GdrPair]) -> Predicti
         return Prediction("nccl", names[nccl.transport], nccl.why or nccl.transport)
     off = [p for p in pairs if p.enabled is False]
     if gdr.state == "n/a":
-        how, why = "no GPU driver", gdr.reason
+        how, why = "GDR n/a", gdr.reason
     elif gdr.state == "none":
         how, why = "no GDR", "gdr_unavailable"
     elif off:
