@@ -188,3 +188,54 @@ def test_doctor_predict_on_the_rxe_fixture(monkeypatch: pytest.MonkeyPatch) -> N
                    "rdma_cm, see librdmacm", "details": []}]
     assert doc["gdr"] == {"state": "n/a", "reason": "no NVIDIA GPU", "pairs": []}
     assert doc["address_gids"] == []  # a recording: not this namespace's
+
+
+# --------------------------------------------------- a real network namespace (a pod)
+
+_POD = """
+import json, subprocess, sys
+from sysverbs.placement import read_host
+from sysverbs.rank.rtnetlink import interface_addresses
+from sysverbs.rank.whynot import read_findings
+got = interface_addresses()
+ip = subprocess.run(["ip", "-o", "addr", "show"], capture_output=True, text=True).stdout
+found = read_findings(read_host(sys.argv[1]), {}, live=True)
+print(json.dumps({"got": got, "ip": ip, "addr": [f.as_dict() for f in found.addr]}))
+"""
+
+
+def test_a_pods_namespace_from_the_real_kernel(tmp_path: Path) -> None:
+    """A new network namespace (as a pod has) with a veth ``eth0`` 10.244.3.17 and an IPv6
+    address on its peer: rtnetlink names and addresses them as ``ip -o addr`` does (the
+    names from the kernel's RTM_GETLINK: ``/sys/class/net`` is the host's here, and once
+    named them wrongly), and the rxe fixture's RoCE ports, whose GIDs carry neither, give
+    the namespace's ``no_rdma_gid_for_address``."""
+    import shutil
+    import subprocess
+
+    from tests.conftest import require
+
+    missing = [t for t in ("unshare", "ip") if shutil.which(t) is None]
+    require(f"{', '.join(missing)} not installed" if missing else
+            None if os.geteuid() == 0 else "needs root (a network namespace)",
+            "unshare and ip in a new network namespace")
+    sysfs = str(testing.materialize("rxe", tmp_path).sysfs)
+    script = ("ip link add eth0 type veth peer name eth1 && "
+              "ip addr add 10.244.3.17/24 dev eth0 && ip -6 addr add 2001:db8::5/64 "
+              "dev eth1 nodad && ip link set lo up && "
+              'exec "$0" -c "$1" "$2"')
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    p = subprocess.run(["unshare", "-n", "sh", "-c", script, sys.executable, _POD, sysfs],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    want: dict[str, list[str]] = {}
+    for line in doc["ip"].splitlines():
+        name, _, rest = line.split(None, 1)[1].partition(" ")
+        addr = rest.split()[1].split("/")[0]
+        want.setdefault(name.split("@")[0], []).append(addr)
+    assert {k: sorted(v) for k, v in doc["got"].items()} == {k: sorted(v) for k, v in
+                                                              want.items()}
+    assert doc["got"]["eth0"] == ["10.244.3.17"] and doc["got"]["eth1"] == ["2001:db8::5"]
+    assert [(f["device"], f["port"], f["addresses"]) for f in doc["addr"]] == [
+        (None, None, ["10.244.3.17", "2001:db8::5"])]
