@@ -199,6 +199,9 @@ def test_every_surface_reports_gdr_unavailable(tmp_path: Path) -> None:
     assert reason["code"] == "gdr_unavailable" and reason["severity"] == "warning"
     assert "the proprietary NVIDIA kernel module gives no DMA-BUF" in reason["message"]
     assert doc["gdr"]["state"] == "none"
+    topo = json.loads(_sv("topo", "--json", *tree).stdout)
+    assert [p for p in topo["problems"] if p.startswith("gdr_")] == [
+        f"gdr_unavailable: {reason['message']}"]
     nccl = [p for p in doc["predict"] if p["library"] == "nccl"]
     assert nccl == [{"library": "nccl", "outcome": "IB transport on 2 port(s), no GDR",
                      "reason": "gdr_unavailable", "details": ["mlx5_0:1", "mlx5_1:1"]}]
