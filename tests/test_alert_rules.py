@@ -29,7 +29,8 @@ RULES = ROOT / "sysverbs" / "fleet" / "rules.yml"
 TESTS = ROOT / "tests" / "data" / "alert_rules_test.yml"
 ALERTS = ("SysverbsRdmaDeviceUnusable", "SysverbsRdmaDevicesDisappeared",
           "SysverbsNcclWouldUseSockets", "SysverbsMemlockLimited", "SysverbsCollectorFailed",
-          "SysverbsTextfileStale")
+          "SysverbsTextfileStale", "SysverbsPcieLinkDegraded", "SysverbsGpuDirectRdmaOff",
+          "SysverbsRdmaConfinement")
 
 pytestmark = pytest.mark.oracle
 

@@ -52,7 +52,7 @@ TABLE: dict[str, Command] = {
     "devinfo -l": Command(("devinfo", "-l"), "rdma-core", ("sysverbs.devinfo-list/1",),
                           frozenset({0, 255})),
     "netdev": Command(("netdev",), "fails", ("sysverbs.netdev/1",)),
-    "doctor": Command(("doctor",), "reports", ("sysverbs.doctor/1",)),
+    "doctor": Command(("doctor", "--predict"), "reports", ("sysverbs.doctor/1",)),
     "watch": Command(("watch", "--existing", "--timeout", "0.2", "--interval", "0.05"),
                      "waits", ("sysverbs.event/1",), frozenset({0})),
     "snapshot": Command(("snapshot",), "reports", ("sysverbs.snapshot/1",)),

@@ -52,6 +52,10 @@ SPEC: dict[str, tuple[str, ...]] = {
     "sysverbs_nccl_net_device_info": ("device", "port"),
     "sysverbs_nccl_transport": ("transport",),
     "sysverbs_pcie_link_degraded": ("device", "role", "port", "what", "current", "capable"),
+    "sysverbs_gdr_unavailable": (),
+    "sysverbs_gdr_disabled_by_distance": ("gpu", "pci_bus_id", "device", "port", "path",
+                                          "level"),
+    "sysverbs_no_rdma_gid_for_address": ("device", "port"),
     "sysverbs_collector_success": ("collector",),
     "sysverbs_collector_duration_seconds": ("collector",),
 }

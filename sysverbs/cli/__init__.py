@@ -356,6 +356,9 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         dr.add_argument("-v", "--verbose", action="store_true", help="list every reason")
         dr.add_argument("--no-open", action="store_true",
                         help="do not try to open the device nodes")
+        dr.add_argument("--predict", action="store_true",
+                        help="also say what libibverbs, librdmacm, NCCL, UCX and "
+                        "libfabric would do here, and why (docs/diagnose.md)")
         dr.set_defaults(func=_run_tool("doctor"))
     if want("watch"):
         w = sub.add_parser("watch", parents=[common, js],

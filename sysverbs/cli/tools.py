@@ -74,27 +74,65 @@ def _line(d: Any) -> str:
     return f"{head}: {first.severity}: {first.message} [{first.code}]{tail}"
 
 
-def _pcie_links(opts: dict[str, Any], recorded: bool) -> list[Any]:
-    """The degraded PCIe links of the host (``pcie_link_degraded``, placement's finding
-    beside diagnose()'s host reasons)."""
-    from ..placement import degraded_links, read_host
+def _host_checks(args: Any, opts: dict[str, Any], recorded: bool) -> tuple[Any, list[Any]]:
+    """The host as placement reads it, and its degraded PCIe links (``pcie_link_degraded``,
+    placement's finding beside diagnose()'s host reasons)."""
+    from ..ground.hostroot import HostRoot
+    from ..placement import degraded_links, read_host_at
     from .contract import sysfs_root
 
-    return list(degraded_links(read_host(sysfs_root(opts), recorded=recorded)))
+    root = getattr(args, "host_root", None)
+    if not isinstance(root, HostRoot):
+        root = HostRoot.resolve(sysfs_root(opts), opts.get("dev_dir"), recorded=recorded)
+    host = read_host_at(root)
+    return host, list(degraded_links(host))
+
+
+def _print_predictions(found: Any, host: Any, findings: Any, opts: dict[str, Any],
+                       as_json: bool, doc: dict[str, Any]) -> None:
+    """``doctor --predict``: each library's predicted outcome (docs/diagnose.md)."""
+    from ..rank.nccl import predict_ib
+    from ..rank.netplugin import net_transport, uses_ib
+    from ..rank.predict import NcclView, predict
+    from ..rank.whynot import device_views
+
+    sel = predict_ib(os.environ, **opts)
+    ports = tuple(dict.fromkeys(f"{d.device}:{d.port}" for d in sel.devices))
+    views = device_views(host, list(found))
+    efa = any(v.usable and v.provider == "efa" for v in views)
+    transport = net_transport(os.environ, ib_ports=uses_ib(len(ports), sel.disabled,
+                                                             sel.failure), efa_devices=efa)
+    why = ("NCCL_IB_DISABLE" if sel.disabled else sel.failure
+           or ("" if ports else "NCCL's IB transport finds no usable port"))
+    codes = [r.code for r in found.host] + [c for c, _ in findings.reasons()]
+    preds = predict(views, codes, nccl=NcclView(transport, ports, why), gdr=findings.gdr,
+                    pairs=findings.pairs, addr=findings.addr)
+    if as_json:
+        doc["predict"] = [p.as_dict() for p in preds]
+        return
+    for p in preds:
+        sys.stdout.write(f"{p.library}: {p.outcome} ({p.reason})\n")
+        lines = p.details if p.library == "ucx" else [", ".join(p.details)] * bool(p.details)
+        for line in lines:
+            sys.stdout.write(f"  {line}\n")
 
 
 def doctor(args: Any, opts: dict[str, Any]) -> int:
     from dataclasses import asdict
 
     from ..devices.diagnosis import Reason, diagnose
+    from ..rank.whynot import read_findings
 
     # --fixture: the tree is a recording, its /dev nodes are stand-ins (a --dev-dir the
     # user gives is not: a plain file there is the error it is).
     recorded = getattr(args, "fixture", None) is not None
     found = diagnose(probe_open=not args.no_open, recorded=recorded, **opts)
-    links = _pcie_links(opts, recorded)
+    placed, links = _host_checks(args, opts, recorded)
+    live = getattr(getattr(args, "host_root", None), "live", False)
+    findings = read_findings(placed, os.environ, live=live and not recorded)
     host = [*found.host, *(Reason("pcie_link_degraded", d.message(), "warning")
-                           for d in links)]
+                           for d in links),
+            *(Reason(code, message, "warning") for code, message in findings.reasons())]
     # an SMI device is no verbs device: neither usable nor a problem
     verbs = [d for d in found if not d.management]
     ok = bool(verbs) and all(d.usable for d in verbs)
@@ -102,7 +140,12 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
         doc = {"schema": "sysverbs.doctor/1", "usable": ok,
                "host": [asdict(r) for r in host],
                "pcie_links": [d.as_dict() for d in links],
-               "devices": [asdict(d) for d in found]}
+               "devices": [asdict(d) for d in found],
+               "gdr": {"state": findings.gdr.state, "reason": findings.gdr.reason,
+                       "pairs": [p.as_dict() for p in findings.pairs]},
+               "address_gids": [f.as_dict() for f in findings.addr]}
+        if args.predict:
+            _print_predictions(found, placed, findings, opts, True, doc)
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif args.verbose:
         sys.stdout.write(found.report() + "\n")
@@ -115,6 +158,9 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
             sys.stdout.write(_line(d) + "\n")
         if not found and not found.host:  # a host reason already says why, with the fix
             sys.stdout.write("no RDMA device\n")
+    if args.predict and not args.json:
+        sys.stdout.write("predicted:\n")
+        _print_predictions(found, placed, findings, opts, False, {})
     return 0 if ok else 1
 
 

@@ -164,10 +164,17 @@ def _assignment_json(host: Any, a: Any) -> dict[str, Any]:
 
 
 def _link_problems(host: Any) -> list[str]:
-    """``pcie_link_degraded`` findings as problem lines (docs/diagnose.md)."""
-    from ..placement import degraded_links
+    """``pcie_link_degraded`` findings, then ``gdr_unavailable`` and
+    ``gdr_disabled_by_distance`` with this environment's NCCL variables, as problem lines
+    (docs/diagnose.md)."""
+    import os
 
-    return [f"pcie_link_degraded: {d.message()}" for d in degraded_links(host)]
+    from ..placement import degraded_links
+    from ..rank.whynot import read_findings
+
+    gdr = read_findings(host, os.environ, live=False).reasons()
+    return [*(f"pcie_link_degraded: {d.message()}" for d in degraded_links(host)),
+            *(f"{code}: {message}" for code, message in gdr)]
 
 
 def _human(host: Any, plan: Sequence[Any]) -> str:

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from ..devices.diagnosis import DiagnosisList
     from ..engine.api import ListOptions, Options
     from ..placement import DegradedLink, Host
+    from ..rank.whynot import Findings
 
     T = TypeVar("T")
 
@@ -210,6 +211,9 @@ class HostFacts:
     collectors: tuple[CollectorResult, ...]
     #: the PCIe links below what both ends support (``pcie_link_degraded``)
     pcie_links: tuple[DegradedLink, ...] = ()
+    #: GPUDirect RDMA and the RoCE address GIDs (:mod:`sysverbs.rank.whynot`); None when
+    #: the topology part failed
+    findings: Optional[Findings] = None
 
     def device(self, name: str) -> Optional[DeviceFacts]:
         for d in self.devices:
@@ -455,13 +459,17 @@ class _Topology:
         self.links: tuple[GpuLink, ...] = ()
         self.assigned: tuple[GpuAssigned, ...] = ()
         self.pcie_links: tuple[DegradedLink, ...] = ()
+        self.findings: Optional[Findings] = None
 
 
-def _topology(out: _Topology, root: HostRoot, gpu_links: bool) -> None:
+def _topology(out: _Topology, root: HostRoot, gpu_links: bool,
+              environ: Optional[Mapping[str, str]] = None) -> None:
     from ..placement import assign, degraded_links, read_host
+    from ..rank.whynot import read_findings
 
     host: Host = read_host(root.sysfs, root.proc, root.dev, recorded=root.recorded)
     out.pcie_links = degraded_links(host)
+    out.findings = read_findings(host, environ or {}, live=root.live and not root.recorded)
     out.gpus = tuple(GpuFacts(g.index, g.address, nvml_bus_id(g.address), g.vendor)
                      for g in host.gpus)
     bus = {g.index: nvml_bus_id(g.address) for g in host.gpus}
@@ -525,7 +533,8 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     topo = _Topology()
     _timed("topology", results,
            _on_root(root, lambda: _topology(topo, HostRoot.resolve(
-               opts.sysfs_path, opts.dev_dir, proc_path, recorded=recorded), gpu_links), topo))
+               opts.sysfs_path, opts.dev_dir, proc_path, recorded=recorded), gpu_links, env),
+               topo))
     nccl = _timed("nccl", results,
                   _on_root(root, lambda: _nccl(opts, options, env, conf_root, disc.devices)))
     return HostFacts(
@@ -536,4 +545,4 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
         gpus=topo.gpus, gpu_links=topo.links, assigned=topo.assigned,
         nccl_devices=nccl[0] if nccl is not None else (),
         nccl_transport=nccl[1] if nccl is not None else "",
-        collectors=tuple(results), pcie_links=topo.pcie_links)
+        collectors=tuple(results), pcie_links=topo.pcie_links, findings=topo.findings)

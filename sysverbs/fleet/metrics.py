@@ -34,7 +34,7 @@ import threading
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from ..rank.netplugin import TRANSPORTS
-from .facts import COLLECTORS, DEVICE_REASONS, GID_TYPES, HOST_REASONS, HostFacts
+from .facts import COLLECTORS, DEVICE_REASONS, GID_TYPES, HOST_REASONS, HostFacts, nvml_bus_id
 from .files import replace_file
 from .serve import MAX_AGE, Server
 
@@ -121,6 +121,20 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "that runs below the speed or width both its ends support (reseat the card; "
         "sysverbs doctor has the evidence); no series while none is", (
             "device", "role", "port", "what", "current", "capable")),
+    "sysverbs_gdr_unavailable": (
+        "gauge", "1 while NCCL would not use GPUDirect RDMA on any NIC of this host: no "
+        "peer-memory module (nvidia_peermem) and no DMA-BUF path (sysverbs doctor has "
+        "why); no series while it would, or cannot be told (no GPU driver)", ()),
+    "sysverbs_gdr_disabled_by_distance": (
+        "gauge", "1 for each GPU and NIC port placement gives it whose NCCL path type is "
+        "beyond NCCL_NET_GDR_LEVEL (this exporter's environment): NCCL stages through host "
+        "memory; no series while none is", ("gpu", "pci_bus_id", "device", "port", "path",
+                                            "level")),
+    "sysverbs_no_rdma_gid_for_address": (
+        "gauge", "1 for each RoCE port whose netdev in the exporter's network namespace "
+        "has addresses none of its GIDs carries (device and port empty: no RoCE netdev is "
+        "in the namespace and no GID carries its addresses); rdma_cm cannot resolve them",
+        ("device", "port")),
     "sysverbs_collector_success": (
         "gauge", "1 if the collector (discovery, topology, nccl) ran, 0 if it failed (the "
         "other collectors still report)", ("collector",)),
@@ -204,6 +218,18 @@ def _samples(facts: HostFacts, detail: bool
     for pl in facts.pcie_links:
         out["sysverbs_pcie_link_degraded"].append(((pl.device, pl.role, pl.port, pl.what,
                                                     *pl.rates()), 1.0))
+    found = facts.findings
+    if found is not None:
+        if found.gdr.code is not None:
+            out["sysverbs_gdr_unavailable"].append(((), 1.0))
+        for gp in found.pairs:
+            if gp.enabled is False and found.gdr.code is None:
+                out["sysverbs_gdr_disabled_by_distance"].append(((
+                    str(gp.gpu), nvml_bus_id(gp.pci_bus_id), gp.device, str(gp.port),
+                    gp.path or "", gp.level), 1.0))
+        for af in found.addr:
+            out["sysverbs_no_rdma_gid_for_address"].append(((
+                af.device or "", "" if af.port is None else str(af.port)), 1.0))
     by_name = {c.name: c for c in facts.collectors}
     for name in COLLECTORS:
         c = by_name.get(name)

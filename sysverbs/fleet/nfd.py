@@ -215,6 +215,14 @@ def _host_features(facts: HostFacts) -> list[Feature]:
             label("gpu-nic.worst-link", worst)
     if "topology" not in failed and facts.pcie_links:
         label("pcie.degraded", "true")
+    found = facts.findings if "topology" not in failed else None
+    if found is not None and found.gdr.code is not None:
+        label("gdr.unavailable", "true")
+    if found is not None and found.gdr.code is None and \
+            any(p.enabled is False for p in found.pairs):
+        label("gdr.disabled-by-distance", "true")
+    if found is not None and found.addr:
+        label("roce.no-address-gid", "true")
     if "nccl" in failed:
         label("nccl.failed", "true")
     else:  # none: NCCL would fail to initialise (NCCL_NET names no network it has)
