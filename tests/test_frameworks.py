@@ -86,7 +86,7 @@ def test_every_variable_has_its_source() -> None:
         src = SOURCES[var]
         assert src.repo.count("/") == 1 and src.path and src.rule, var
         assert src.commit is None or len(src.commit) == 40, var
-    assert framework_names("NCCL, ucx,nccl,mooncake") == ["nccl", "ucx", "mooncake"]
+    assert framework_names("NCCL, ucx,nccl,nixl") == ["nccl", "ucx", "nixl"]
     with pytest.raises(UsageError, match="unknown framework 'horovod'"):
         framework_names("nccl,horovod")
 
@@ -226,3 +226,30 @@ def test_ucx_parses_the_value_written(capsys: pytest.CaptureFixture[str]) -> Non
     assert "'lo'(tcp)" in warn and "'lo'," not in warn.split("available")[0]
     assert _ucx_warning("lo") == ""                      # an exact name is taken
     assert "device 'l' is not available" in _ucx_warning("l")  # no prefixes
+
+
+def test_mooncake_topology_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Mooncake's Topology::parse takes an object of 'cpu:NODE'/'cuda:ORDINAL' keys, each
+    exactly [[preferred names], [other names]] (its rules, as facts; Mooncake's own
+    parser is C++ inside its wheel): every NUMA node and GPU of the tree has its key,
+    each GPU prefers the devices placement chose, and every name is a device of the
+    tree."""
+    out = tmp_path / "mc.json"
+    rc, got, text = _env(capsys, "--fixture", "gpu-pcie-2socket", "--for", "mooncake",
+                         "--map", str(out))
+    assert rc == 0 and got == {"MC_CUSTOM_TOPO_JSON": str(out)}, text
+    doc = json.loads(out.read_text())
+    tree = cache.fixture_tree("gpu-pcie-2socket")
+    nodes = sorted(n[4:] for n in os.listdir(Path(tree.sysfs) / "devices/system/node")
+                   if n.startswith("node"))
+    host = read_host(tree.sysfs)
+    plan = {a.gpu.index: [n.device for n in a.nics] for a in assign(host) if a.gpu}
+    assert set(doc) == {f"cpu:{n}" for n in nodes} | {f"cuda:{i}" for i in plan}
+    names = set(os.listdir(Path(tree.sysfs) / "class/infiniband"))
+    for key, value in doc.items():
+        assert isinstance(value, list) and len(value) == 2, key
+        assert all(isinstance(d, str) and d in names for part in value for d in part), key
+        assert not set(value[0]) & set(value[1]), key
+    assert {i: doc[f"cuda:{i}"][0] for i in plan} == plan
+    assert cli.main(["env", "--fixture", "gpu-pcie-2socket", "--for", "mooncake"]) == 1
+    assert "--map FILE writes one" in capsys.readouterr().err

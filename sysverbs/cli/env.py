@@ -47,11 +47,12 @@ def register(subparsers: argparse._SubParsersAction[Any],
                    "every usable ACTIVE port)")
     p.add_argument("--for", dest="frameworks", metavar="NAME[,NAME...]",
                    help="only these frameworks' variables, each in its own syntax: nccl, "
-                   "ucx, nvshmem, uccl, vllm (the whole host's GPU->NIC map); sglang, "
-                   "mooncake, nixl write nothing (use --map)")
+                   "ucx, nvshmem, uccl, vllm (the whole host's GPU->NIC map), mooncake "
+                   "(with --map FILE: its topology file); sglang, nixl write nothing")
     p.add_argument("--map", metavar="FILE|-",
                    help="write the whole host's GPU->NICs map as JSON (PCI addresses, "
-                   "devices, ports, GID index; schema sysverbs.nic-map/1) to FILE or stdout")
+                   "devices, ports, GID index; schema sysverbs.nic-map/1) to FILE or stdout; "
+                   "with --for mooncake, Mooncake's topology file, and MC_CUSTOM_TOPO_JSON")
     p.set_defaults(func=run)
 
 
@@ -89,13 +90,17 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         from ..rank.frameworks import framework_names
 
         names = framework_names(args.frameworks)
+    mooncake = names == ["mooncake"]
     if args.map is not None:
-        if args.device is not None or names is not None or args.local_rank is not None:
-            raise UsageError("--map writes the whole host's map: no --device, --for or "
-                             "--local-rank with it")
+        if args.device is not None or args.local_rank is not None or not (
+                names is None or mooncake):
+            raise UsageError("--map writes the whole host's map: no --device or "
+                             "--local-rank with it, and --for only as --for mooncake")
         from .env_map import write_map
 
-        return write_map(args, opts)
+        rc = write_map(args, opts, mooncake)
+        if rc != 0 or not mooncake or args.map == "-":
+            return rc
     if names is not None and not _rank_needed(names):
         from .env_map import host_only
 

@@ -30,7 +30,9 @@ def with_frameworks(args: Any, env: Any, names: Sequence[str]) -> Any:
 
         host, plan = _host(args)
         pairs, devices = host_pairs(host, plan), [n.name for n in host.nics]
-    return for_frameworks(env, names, pairs=pairs, all_devices=devices, environ=os.environ)
+    return for_frameworks(env, names, pairs=pairs, all_devices=devices, environ=os.environ,
+                          mooncake_file=None if args.map in (None, "-") else
+                          os.path.abspath(args.map))
 
 
 def host_only(args: Any, opts: dict[str, Any], names: Sequence[str]) -> Any:
@@ -40,7 +42,7 @@ def host_only(args: Any, opts: dict[str, Any], names: Sequence[str]) -> Any:
     from .contract import fail, sysfs_root, where
 
     env = with_frameworks(args, RankEnvironment((), (), notes=(
-        "the whole host: vLLM gives each worker its GPU's NIC itself",)), names)
+        "the whole host's answer, every GPU's NICs: no rank's",)), names)
     if not any(v.value is not None for v in env.variables) and not env.warnings:
         why = "; ".join(f"{v.name}: {v.reason}" for v in env.variables) or "; ".join(
             env.notes)
@@ -49,19 +51,21 @@ def host_only(args: Any, opts: dict[str, Any], names: Sequence[str]) -> Any:
     return env
 
 
-def write_map(args: Any, opts: dict[str, Any]) -> int:
-    """``--map FILE|-``: 0 when a GPU has a NIC; 1 when none has (or no GPU)."""
+def write_map(args: Any, opts: dict[str, Any], mooncake: bool = False) -> int:
+    """``--map FILE|-`` (``mooncake``: Mooncake's topology file): 0 when a GPU has a
+    NIC; 1 when none has (or no GPU)."""
     import json
 
-    from ..rank.frameworks_map import host_map
+    from ..rank.frameworks_map import host_map, mooncake_topology
     from .contract import fail, sysfs_root, where
 
     here = where(args, sysfs_root(opts))
     host, plan = _host(args)
     if not host.gpus:
         return fail(args, "nothing-found", f"no GPU on {here}: no GPU->NICs map")
-    doc = host_map(host, plan, sysfs_path=opts["sysfs_path"], environ=os.environ,
-                   where=here)
+    doc = (mooncake_topology(host, plan) if mooncake else
+           host_map(host, plan, sysfs_path=opts["sysfs_path"], environ=os.environ,
+                    where=here))
     text = json.dumps(doc, indent=2) + "\n"
     if args.map == "-":
         sys.stdout.write(text)
@@ -72,7 +76,7 @@ def write_map(args: Any, opts: dict[str, Any]) -> int:
                 f.write(text)
         except OSError as e:
             return fail(args, "unwritable", f"--map {args.map}: {e.strerror or e}")
-    if not any(g["nics"] for g in doc["gpus"]):
+    if not any(a.nics for a in plan):
         return fail(args, "nothing-chosen", f"no GPU of {here} got a NIC")
     return 0
 

@@ -55,6 +55,7 @@ NCCL_COMMIT = "5067397c2676d5aed50042fc39e5c8ee96eb0027"
 UCX_COMMIT = "9466d104a317c8ffddd9734e72055d8bbda021b3"
 NVSHMEM_COMMIT = "2d7d25f0816235e3c2b51779571ec032606ea0dd"
 UCCL_COMMIT = "da914a2054c29725464803e379bb3b98de90dfa1"
+MOONCAKE_COMMIT = "78297b7b80502fe30d01a0db0e484e402cb64fb6"
 
 #: Each variable's source (facts, not code).
 SOURCES: dict[str, Source] = {
@@ -92,6 +93,12 @@ SOURCES: dict[str, Source] = {
         "uccl-project/uccl", "include/util/net.h", UCCL_COMMIT,
         "parse_interfaces/match_if_list with a leading '^' and '=' (ep/src/rdma.cpp): "
         "NCCL_IB_HCA's syntax; UCCL reads NCCL_IB_HCA when it is unset"),
+    "MC_CUSTOM_TOPO_JSON": Source(
+        "kvcache-ai/Mooncake", "mooncake-transfer-engine/src/topology.cpp", MOONCAKE_COMMIT,
+        "the file it names, read when the transfer engine discovers its topology "
+        "(Topology::parse): a JSON object whose keys are 'cpu:NODE' and 'cuda:ORDINAL', "
+        "each [[preferred device names], [other device names]]; every name is a NIC "
+        "Mooncake opens"),
     "VLLM_GPU_NIC_PCIE_MAPPING": Source(
         "vllm-project/vllm", "vllm/v1/executor/vllm_net_devices.py", None,
         "parse_gpu_nic_mapping: ','-separated GPU_BDF=NIC_BDF pairs (one NIC per GPU); "
@@ -110,19 +117,17 @@ FRAMEWORKS: dict[str, tuple[str, ...]] = {
     "nvshmem": ("NVSHMEM_HCA_LIST", "NVSHMEM_ENABLE_NIC_PE_MAPPING"),
     "uccl": ("UCCL_P2P_RDMA_DEV", "UCCL_IB_HCA"),
     "vllm": ("VLLM_GPU_NIC_PCIE_MAPPING", "VLLM_NIC_SELECTION_VARS"),
+    "mooncake": ("MC_CUSTOM_TOPO_JSON",),
 }
 
 #: Frameworks whose NIC variable no source establishes: nothing is written for them.
 NOT_ESTABLISHED: dict[str, str] = {
     "sglang": "SGLang takes its NICs per launch argument and through Mooncake or NIXL",
-    "mooncake": "Mooncake reads no NIC list variable: its MC_CUSTOM_TOPO_JSON names a "
-                "file of {\"cuda:N\": [[preferred], [available]]} device names, not "
-                "written here",
     "nixl": "NIXL picks its NICs through UCX (--for ucx) or its own plugins' options",
 }
 
 #: Frameworks whose variables describe the whole host, not one rank.
-HOST_FRAMEWORKS = frozenset({"vllm"})
+HOST_FRAMEWORKS = frozenset({"vllm", "mooncake"})
 
 #: NVSHMEM's MAX_NUM_HCAS (entries nvshmemt_parse_hca_list reads) and its name buffer.
 NVSHMEM_MAX_ENTRIES = 48
@@ -277,11 +282,13 @@ def _host_variables(names: Sequence[str], pairs: Sequence[HostPair],
 
 def for_frameworks(env: RankEnvironment, names: Sequence[str], *,
                    pairs: Sequence[HostPair] = (), all_devices: Sequence[str] = (),
-                   environ: Optional[Mapping[str, str]] = None) -> RankEnvironment:
+                   environ: Optional[Mapping[str, str]] = None,
+                   mooncake_file: Optional[str] = None) -> RankEnvironment:
     """``env`` restricted to the variables of the frameworks ``names``, with theirs
     added (pure).  ``pairs``: the host's GPU->first-NIC pairs (for vLLM),
     ``all_devices`` its RDMA device names; ``environ``: a variable already set there
-    is kept, as :func:`~sysverbs.environment.keep_user_set` keeps it."""
+    is kept, as :func:`~sysverbs.environment.keep_user_set` keeps it;
+    ``mooncake_file``: where Mooncake's topology file was written (``env --map``)."""
     from .environment import keep_user_set
 
     entries = [(n.device, n.port) for n in env.nics]
@@ -301,6 +308,11 @@ def for_frameworks(env: RankEnvironment, names: Sequence[str], *,
         made["UCCL_IB_HCA"] = Variable(
             "UCCL_IB_HCA", nccl.value, "NCCL_IB_HCA's value: UCCL parses it with NCCL's "
             "rules" if nccl.value else nccl.reason)
+    made["MC_CUSTOM_TOPO_JSON"] = Variable(
+        "MC_CUSTOM_TOPO_JSON", mooncake_file,
+        "Mooncake's topology file, written by sysverbs env --for mooncake --map FILE: each "
+        "GPU's NICs preferred" if mooncake_file else "no topology file: sysverbs env --for "
+        "mooncake --map FILE writes one")
     taken: list[str] = []
     if "vllm" in names:
         host_vars, taken, more = _host_variables(names, pairs, all_devices)

@@ -1,6 +1,7 @@
 """The whole host's GPU->NICs map (``sysverbs env --map``, schema ``sysverbs.nic-map/1``)
 and the GPU->first-NIC pairs vLLM takes (:class:`~sysverbs.rank.frameworks.HostPair`).
 
+Mooncake's topology file (:func:`mooncake_topology`, ``env --for mooncake --map FILE``).
 For frameworks whose NIC variables no source establishes (SGLang, Mooncake, NIXL...):
 each GPU (PCI address, index, UUID, NUMA node) with its NICs in placement's order,
 each NIC with its RDMA device, port, PCI address, link layer, netdevs and the GID
@@ -16,7 +17,8 @@ from ..placement import Host
 from .frameworks import HostPair
 from .gid import gid_text, nccl_gid_index, read_gid_table
 
-__all__ = ["MAP_SCHEMA", "VLLM_KINDS", "host_pairs", "host_map", "vllm_name"]
+__all__ = ["MAP_SCHEMA", "VLLM_KINDS", "host_pairs", "host_map", "mooncake_topology",
+           "vllm_name"]
 
 MAP_SCHEMA = "sysverbs.nic-map/1"
 #: RDMA devices whose ``device`` link is their PCI function: the ones vLLM's
@@ -80,3 +82,23 @@ def host_map(host: Host, plan: Sequence[Any], *, sysfs_path: Optional[str] = Non
                      "uuid": a.gpu.uuid, "numa_node": node, "nics": nics,
                      "reason": a.reason})
     return {"schema": MAP_SCHEMA, "host": where, "gpus": gpus}
+
+
+def mooncake_topology(host: Host, plan: Sequence[Any]) -> dict[str, list[list[str]]]:
+    """Mooncake's topology file (``MC_CUSTOM_TOPO_JSON``): ``cuda:N`` for each GPU (N its
+    index in PCI bus order, CUDA's ordinal when every GPU is visible under
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``) with its assigned devices preferred, ``cpu:NODE``
+    for each NUMA node with the devices on that node preferred; the other devices of
+    the assignment, in order, are each entry's second list.  Only the devices placement
+    assigned appear (Mooncake opens every device the file names)."""
+    devices = list(dict.fromkeys(n.device for a in plan for n in a.nics))
+    out: dict[str, list[list[str]]] = {}
+    for node in sorted(host.numa_nodes):
+        near = [d for d in devices if host.numa_affinity(d)[0] == node]
+        out[f"cpu:{node}"] = [near, [d for d in devices if d not in near]]
+    for a in plan:
+        if a.gpu is None:
+            continue
+        mine = list(dict.fromkeys(n.device for n in a.nics))
+        out[f"cuda:{a.gpu.index}"] = [mine, [d for d in devices if d not in mine]]
+    return out
