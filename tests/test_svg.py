@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 
 from sysverbs import cli, recording
-from sysverbs.placement import assign, read_host_at
+from sysverbs.placement import assign, read_host, read_host_at
 from sysverbs.placement._svg import DMA_ID, Tree, host_svg, layout, walk
 from sysverbs.testing import cache
+from sysverbs.testing.builder_grace import GRACE_HOSTS
 from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,9 +80,9 @@ document.getElementById('result').textContent = JSON.stringify(out);
 """
 
 
-def _expected(name: str) -> tuple[str, dict[str, Any]]:
-    tree = cache.fixture_tree(name)
-    host = read_host_at(tree.host_root)
+def _expected(name: str, host: Any = None) -> tuple[str, dict[str, Any]]:
+    if host is None:
+        host = read_host_at(cache.fixture_tree(name).host_root)
     plan = assign(host)
     dma = [a for a, d in host.pci.items() if (d.vendor, d.device) == DMA_ID]
     placed = [a for a in [*(g.address for g in host.gpus), *(n.address for n in host.nics),
@@ -126,8 +127,12 @@ def test_every_gpu_fixture_in_a_real_browser(tmp_path: Path) -> None:
     assert browser is not None
     want: dict[str, dict[str, Any]] = {}
     parts = ["<!DOCTYPE html><html><body>"]
-    for name in GPU_FIXTURES:
-        svg, want[name] = _expected(name)
+    # and a GB300 tray of the testing kit: its ConnectX-8 Data Direct DMA functions
+    tray = GRACE_HOSTS["gb300-nvl72"]().materialize(tmp_path / "gb300")
+    hosts: dict[str, Any] = {name: None for name in GPU_FIXTURES}
+    hosts["gb300-nvl72"] = read_host(str(tray.sysfs))
+    for name, host in hosts.items():
+        svg, want[name] = _expected(name, host)
         parts.append(f'<div data-fixture="{html.escape(name)}">{svg}</div>')
     parts.append(f'<pre id="result">pending</pre><script>{CHECK}</script></body></html>')
     page = tmp_path / "all.html"
@@ -138,10 +143,10 @@ def test_every_gpu_fixture_in_a_real_browser(tmp_path: Path) -> None:
     m = re.search(r'<pre id="result">(.*?)</pre>', p.stdout, re.S)
     assert m is not None and m.group(1) != "pending", p.stderr[-2000:]
     got = json.loads(html.unescape(m.group(1)))
-    assert set(got) == set(want) and len(want) >= 7
+    assert set(got) == set(want) and len(want) >= 8 and want["gb300-nvl72"]["dma"] > 0
     for name, w in want.items():
         r = got[name]
         assert r["bad"] == [], (name, r["bad"][:5])
         assert {k: r["count"].get(k, 0) for k in ("gpu", "nic", "dma", "numa")} == {
             k: w[k] for k in ("gpu", "nic", "dma", "numa")}, name
-        assert r["links"] == w["links"] > 0, name
+        assert r["links"] == w["links"] and (w["links"] > 0 or name == "gb300-nvl72"), name

@@ -38,17 +38,19 @@ def with_frameworks(args: Any, env: Any, names: Sequence[str]) -> Any:
 def host_only(args: Any, opts: dict[str, Any], names: Sequence[str]) -> Any:
     """``--for`` frameworks that take the whole host (vLLM): no rank is needed.  The
     environment to print, or the exit status when there is nothing to write."""
+    from dataclasses import replace
+
     from ..rank.environment import RankEnvironment
     from .contract import fail, sysfs_root, where
 
-    env = with_frameworks(args, RankEnvironment((), (), notes=(
-        "the whole host's answer, every GPU's NICs: no rank's",)), names)
+    env = with_frameworks(args, RankEnvironment((), ()), names)
     if not any(v.value is not None for v in env.variables) and not env.warnings:
         why = "; ".join(f"{v.name}: {v.reason}" for v in env.variables) or "; ".join(
             env.notes)
         return fail(args, "nothing-chosen",
                     f"nothing to write on {where(args, sysfs_root(opts))}: {why}")
-    return env
+    return replace(env, notes=("the whole host's answer, every GPU's NICs: no rank's",
+                               *env.notes))
 
 
 def write_map(args: Any, opts: dict[str, Any], mooncake: bool = False) -> int:
