@@ -24,7 +24,7 @@ import jsonschema
 import pytest
 
 from sysverbs import cli
-from sysverbs.errors import UsageError
+from sysverbs.ground.errors import UsageError
 from sysverbs.placement import RANK_VARIABLES, assign, read_host
 from sysverbs.rank.environment import Nic, RankEnvironment, Variable
 from sysverbs.rank.frameworks import (

@@ -21,15 +21,16 @@ from typing import Any
 
 import pytest
 
-from sysverbs import cli, recording
+from sysverbs import cli
 from sysverbs.placement import assign, read_host, read_host_at
 from sysverbs.placement._svg import DMA_ID, Tree, host_svg, layout, walk
 from sysverbs.testing import cache
 from sysverbs.testing.builder_grace import GRACE_HOSTS
+from sysverbs.testing.host import fixture_names
 from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parent.parent
-GPU_FIXTURES = [n for n in recording.fixture_names() if n.startswith("gpu-")]
+GPU_FIXTURES = [n for n in fixture_names() if n.startswith("gpu-")]
 PICTURE = ROOT / "docs/topo-gpu-hgx-h100.svg"
 
 CHECK = r"""
