@@ -14,12 +14,14 @@ PY := $(VENV)/bin/python
 # `sysverbs metrics` and the node_exporter that serves its textfile
 # (tests/test_prometheus_oracle.py, tests/prom.py), promtool's check of every fixture's
 # exposition (tests/test_metrics.py); the tests start their own, on 127.0.0.1, and stop them.
+# chromium: the headless browser that renders every GPU fixture's `topo --svg` (tests/test_svg.py).
 APT_PACKAGES := libibverbs1 ibverbs-providers ibverbs-utils umockdev util-linux python3-venv \
   udev gir1.2-umockdev-1.0 python3-gi qemu-system-x86 linux-image-amd64 busybox-static iproute2 \
   librdmacm1 cpio kmod gcc libc6-dev strace hwloc ucx-utils numactl openmpi-bin \
   pypy3 pypy3-venv python3-pyverbs \
   libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev pkg-config \
-  prometheus prometheus-node-exporter
+  prometheus prometheus-node-exporter \
+  chromium
 
 # The real NCCL oracle (tests/test_nccl_oracle.py): PyPI's nvidia-nccl-cu12 wheels (2.32.3,
 # ~350 MB, and 2.21.5, ~190 MB, for the rules that changed: parseStringList, config files),
@@ -99,6 +101,7 @@ PYPY_TESTS := --assert=plain --ignore=tests/kernel --ignore=tests/test_bench.py 
   --ignore=tests/test_nccl_oracle.py --ignore=tests/test_placement_hwloc.py \
   --ignore=tests/test_cpu_caches.py --ignore=tests/test_run_hwloc.py \
   --ignore=tests/test_pyverbs_oracle.py \
+  --ignore=tests/test_svg.py \
   --ignore=tests/test_static_probe_build.py --ignore=tests/test_static_oracle.py \
   --ignore=tests/test_metrics.py --ignore=tests/test_nfd.py --ignore=tests/test_fleet_docs.py \
   --ignore=tests/test_static_providers.py --ignore=tests/test_deploy_schema.py \

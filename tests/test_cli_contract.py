@@ -60,6 +60,8 @@ TABLE: dict[str, Command] = {
     "topo --assign": Command(("topo", "--assign"), "gpus", ("sysverbs.assign/1",)),
     "nccl check": Command(("nccl", "check"), "reports", ("sysverbs.nccl-check/1",)),
     "env": Command(("env", "--local-rank", "0"), "fails", ("sysverbs.env/1",)),
+    "env --map": Command(("env", "--map", "-"), "fails", ("sysverbs.env/1",
+                                                           "sysverbs.nic-map/1")),
     "run": Command(("run", "--dry-run", "--local-rank", "0", "--cpu", "exclusive"), "gpus",
                    ("sysverbs.run/1",)),
     "metrics": Command(("metrics",), "waits", ("sysverbs.metrics/1",), frozenset({0})),

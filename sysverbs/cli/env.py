@@ -45,6 +45,14 @@ def register(subparsers: argparse._SubParsersAction[Any],
                    help="a NIC of the rank (repeatable, or a comma-separated list; "
                    "default: the NICs placement assigns to the rank's GPU; without GPUs "
                    "every usable ACTIVE port)")
+    p.add_argument("--for", dest="frameworks", metavar="NAME[,NAME...]",
+                   help="only these frameworks' variables, each in its own syntax: nccl, "
+                   "ucx, nvshmem, uccl, vllm (the whole host's GPU->NIC map), mooncake "
+                   "(with --map FILE: its topology file); sglang, nixl write nothing")
+    p.add_argument("--map", metavar="FILE|-",
+                   help="write the whole host's GPU->NICs map as JSON (PCI addresses, "
+                   "devices, ports, GID index; schema sysverbs.nic-map/1) to FILE or stdout; "
+                   "with --for mooncake, Mooncake's topology file, and MC_CUSTOM_TOPO_JSON")
     p.set_defaults(func=run)
 
 
@@ -74,9 +82,30 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
 
     from ..ground.errors import NotFoundError
     from ..rank.environment import rank_environment
-    from .contract import fail, sysfs_root, warning, where
+    from .contract import fail, sysfs_root, where
 
     fmt = "json" if args.json else args.format
+    names = None
+    if args.frameworks is not None:
+        from ..rank.frameworks import framework_names
+
+        names = framework_names(args.frameworks)
+    mooncake = names == ["mooncake"]
+    if args.map is not None:
+        if args.device is not None or args.local_rank is not None or not (
+                names is None or mooncake):
+            raise UsageError("--map writes the whole host's map: no --device or "
+                             "--local-rank with it, and --for only as --for mooncake")
+        from .env_map import write_map
+
+        rc = write_map(args, opts, mooncake)
+        if rc != 0 or not mooncake or args.map == "-":
+            return rc
+    if names is not None and not _rank_needed(names):
+        from .env_map import host_only
+
+        host_env = host_only(args, opts, names)
+        return host_env if isinstance(host_env, int) else emit_env(host_env, fmt)
     devices = None if args.device is None else [n for d in args.device
                                                 for n in device_args(d)]
     listing = {k: opts[k] for k in ("source", "config_dir", "providers", "rdma_core")}
@@ -92,6 +121,26 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     if not env.nics:
         return fail(args, "nothing-chosen",
                     "no usable NIC (no ACTIVE InfiniBand/Ethernet port)")
+    if names is not None:
+        from .env_map import with_frameworks
+
+        env = with_frameworks(args, env, names)
+    return emit_env(env, fmt)
+
+
+def _rank_needed(names: Sequence[str]) -> bool:
+    """Whether one of these frameworks takes the rank's NICs (vLLM takes the host's;
+    those with no established variable take none)."""
+    from ..rank.frameworks import FRAMEWORKS, HOST_FRAMEWORKS
+
+    return any(n in FRAMEWORKS and n not in HOST_FRAMEWORKS for n in names)
+
+
+def emit_env(env: Any, fmt: str) -> int:
+    """Print ``env`` (a RankEnvironment) as ``fmt``; 1 with its warnings on stderr and
+    (sh, dotenv) every variable commented out."""
+    from .contract import warning
+
     text = env.render(fmt)
     for w in env.warnings:
         warning("env", w)

@@ -58,6 +58,10 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
     t.add_argument("--include-vfs", action="store_true", help="also SR-IOV VFs and SFs")
     t.add_argument("--include-bond-slaves", action="store_true",
                    help="also devices whose netdev is a bond slave")
+    t.add_argument("--svg", metavar="FILE|-",
+                   help="draw the host as lstopo does (NUMA nodes, host bridges, bridges "
+                   "and switches, GPUs, NICs, DMA functions) with each GPU's NICs joined "
+                   "to it, as SVG, to FILE or stdout (the assignment filters apply)")
     t.set_defaults(func=run)
 
 
@@ -97,6 +101,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         "require_active": not args.any_state, "require_usable": args.usable,
         "include_vfs": args.include_vfs, "include_bond_slaves": args.include_bond_slaves,
     }
+    if args.svg is not None:
+        return _svg(args, host, filters, where(args, sysfs))
     if args.json:
         import json
     if not args.assign:
@@ -144,6 +150,28 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     else:
         error("topo", "no GPU got a NIC: " + (plan[0].reason if plan else "no assignment"))
     return 1
+
+
+def _svg(args: argparse.Namespace, host: Any, filters: dict[str, Any], here: str) -> int:
+    """``--svg FILE|-``: the picture, with the assignment drawn in."""
+    from ..placement import assign
+    from ..placement._svg import host_svg
+    from .contract import fail
+
+    if args.assign or args.json or args.rank is not None or args.near is not None:
+        raise UsageError("--svg draws every GPU's NICs: no --assign, --json, --rank or "
+                         "--near with it")
+    text = host_svg(host, assign(host, **filters), here)
+    if args.svg == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return 0
+    try:
+        with open(args.svg, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        return fail(args, "unwritable", f"--svg {args.svg}: {e.strerror or e}")
+    return 0
 
 
 def _numa(host: Any, dev: Any) -> str:

@@ -21,8 +21,7 @@ NCCL_IB_GID_INDEX for the NICs it should use, each value with its reason (docs/e
   would land on an unusable GID because the ports have only IPv6 GIDs (bnxt_re),
   ``NCCL_IB_ADDR_FAMILY=AF_INET6`` is set.
 
-NVSHMEM_HCA_LIST is not written: its syntax (prefix or exact match, ports, ``^``)
-is not stated in NVSHMEM's documentation.
+Other frameworks' variables (NVSHMEM, UCCL, vLLM): :mod:`sysverbs.rank.frameworks`.
 
 >>> import tempfile
 >>> from sysverbs.testing import HostBuilder
