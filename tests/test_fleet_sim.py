@@ -4,9 +4,10 @@ shipped rules (``for:`` shortened to seconds), on loopback.
 Each distinct node (a bundled fixture, healthy or with a fault injected into a copy of
 its tree) is rendered ONCE by the real ``sysverbs metrics`` code (``collect_facts``
 with the DaemonSet's ``--no-open``, then ``render``); tests/fleet_serve.py answers 200
-ports from one thread with those pages.  The faults: a port DOWN, every port of a node
-DOWN, NCCL's IB transport disabled, a device removed while the node is watched, a PCIe
-link trained at half its width, an exporter that dies.  Checked through Prometheus'
+ports from one thread with those pages.  The faults: a device node missing, a port DOWN,
+every port of a node DOWN, NCCL's IB transport disabled, GPUDirect RDMA off (NVIDIA's
+proprietary module without nvidia_peermem), a PCIe link trained at half its width, a
+device removed while the node is watched, an exporter that dies.  Checked through Prometheus'
 HTTP API: every alert fires for exactly the injected faults and on no healthy node, the
 recording rules give the fleet view (usable devices per node and role, NCCL's
 fallbacks, the worst GPU/NIC class, the degraded links), and the head series of the
@@ -82,6 +83,12 @@ def _half_width(root: Path, device: str) -> None:
             (end / name).write_text(value + "\n")
 
 
+def _gdr_off(root: Path) -> None:
+    """NVIDIA's proprietary module loaded without nvidia_peermem: no GPUDirect RDMA."""
+    (root / "sys/module/nvidia").mkdir(parents=True)
+    (root / "sys/module/nvidia/taint").write_text("POE\n")
+
+
 class Node(NamedTuple):
     """One distinct page: a fixture, the fault injected into its tree (None: healthy),
     the environment NCCL reads, how many nodes of the fleet serve it, their role."""
@@ -101,12 +108,13 @@ FLEET = [
     Node("gpu-hgx-h100", "", 52, "gpu"),
     Node("gpu-dgx-a100", "", 20, "gpu"),
     Node("efa", "", 10, "gpu"),
-    Node("mlx5-cx7", "", 39, "storage"),
+    Node("mlx5-cx7", "", 38, "storage"),
     Node("empty", "", 10, "cpu"),
     Node("mlx5-cx7", "no_dev_node", 2, "storage", lambda r: _no_dev_node(r, "mlx5_3")),
     Node("mlx5-cx7", "port_down", 1, "storage", lambda r: _ports_down(r, ("mlx5_2",))),
     Node("gpu-pcie-2socket", "all_ports_down", 1, "gpu", lambda r: _ports_down(r, ())),
     Node("mlx5-cx7", "nccl_ib_disabled", 1, "storage", environ=(("NCCL_IB_DISABLE", "1"),)),
+    Node("gpu-pcie-2socket", "gdr_off", 1, "gpu", _gdr_off),
     Node("mlx5-cx7", "degraded_link", 1, "storage", lambda r: _half_width(r, "mlx5_4")),
     Node("mlx5-cx7", "gone", 2, "storage"),
     Node("gpu-dgx-b200", "dies", 1, "gpu"),
@@ -218,11 +226,21 @@ def _alerts(p: prom.Prometheus, state: str) -> set[tuple[str, str, str]]:
             for r in p.query(f'ALERTS{{alertstate="{state}"}}')}
 
 
+#: Faults that alerts for doctor's findings page (docs/diagnose.md), expected where the
+#: shipped rules have them: GPUDirect RDMA off, a degraded PCIe link.
+FINDING_ALERTS = {"gdr_off": "SysverbsGpuDirectRdmaOff",
+                  "degraded_link": "SysverbsPcieLinkDegraded"}
+
+
 def _expected_alerts(targets: list[Target]) -> set[tuple[str, str, str]]:
     """What the faults must page, from the faults alone."""
+    shipped = set(re.findall(r"^ +- alert: (\w+)$", Path(rules_path()).read_text(), re.M))
     out = set()
     for t in targets:
         fault = t.node.fault
+        if FINDING_ALERTS.get(fault) in shipped:
+            out.add((FINDING_ALERTS[fault], t.instance,
+                     t.facts.pcie_links[0].device if t.facts.pcie_links else ""))
         if fault == "no_dev_node":
             out.add(("SysverbsRdmaDeviceUnusable", t.instance, "mlx5_3"))
         elif fault in ("all_ports_down", "nccl_ib_disabled"):
@@ -236,11 +254,12 @@ def test_each_alert_fires_for_exactly_the_faults(sim: Sim) -> None:
     """Once the faulted nodes have been scraped for the alerts' ``for:``, the firing
     alerts are exactly those of the faults, and nothing on a healthy node is even
     pending.  A DOWN port (doctor's warning: node_exporter's port state is the one to
-    alert on), a degraded link (no alert of sysverbs': the fleet view shows it) and a
-    dead exporter (``up == 0``: its devices are not "disappeared") page nothing."""
+    alert on) and a dead exporter (``up == 0``: its devices are not "disappeared") page
+    nothing; GPUDirect RDMA off and a degraded link page where the rules have an alert
+    for those findings (:data:`FINDING_ALERTS`)."""
     p = sim.prometheus
     expected = _expected_alerts(sim.targets)
-    assert len(expected) == 6
+    assert len(expected) >= 6
     p.wait_for('ALERTS{alertstate="firing"}',
                lambda r: {(a["metric"]["alertname"], a["metric"]["instance"],
                            a["metric"].get("device", "")) for a in r} >= expected, timeout=30)
