@@ -63,12 +63,11 @@ def _no_dev_node(root: Path, device: str) -> None:
 
 def _remove(root: Path, device: str) -> None:
     """What a failed probe leaves: the PCI function without its RDMA device."""
-    sys = root / "sys"
     entry = _uverbs(root, device)
     shutil.rmtree(entry.resolve())
     entry.unlink()
     (root / "dev/infiniband" / entry.name).unlink()
-    link = sys / "class/infiniband" / device
+    link = root / "sys/class/infiniband" / device
     shutil.rmtree(link.resolve())
     link.unlink()
 
@@ -90,8 +89,9 @@ def _gdr_off(root: Path) -> None:
 
 
 class Node(NamedTuple):
-    """One distinct page: a fixture, the fault injected into its tree (None: healthy),
-    the environment NCCL reads, how many nodes of the fleet serve it, their role."""
+    """One distinct page: a fixture, its fault (``""``: healthy), how many nodes of the
+    fleet serve it, their role, what injects the fault into a copy of the tree, the
+    environment NCCL reads."""
 
     fixture: str
     fault: str
