@@ -260,20 +260,35 @@ def test_each_alert_fires_for_exactly_the_faults(sim: Sim) -> None:
     p = sim.prometheus
     expected = _expected_alerts(sim.targets)
     assert len(expected) >= 6
-    p.wait_for('ALERTS{alertstate="firing"}',
-               lambda r: {(a["metric"]["alertname"], a["metric"]["instance"],
-                           a["metric"].get("device", "")) for a in r} >= expected, timeout=30)
-    time.sleep(2)  # two more evaluations: nothing else comes
-    assert _alerts(p, "firing") == expected
+    dead = [t.instance for t in sim.targets if t.node.fault == "dies"]
     faulted = {t.instance for t in sim.targets if t.node.fault}
-    assert {i for _, i, _ in _alerts(p, "pending")} <= faulted
+
+    def settled() -> None:  # a scrape that timed out on a loaded machine passes
+        assert _alerts(p, "firing") == expected
+        assert [r["metric"]["instance"] for r in p.query("up == 0")] == dead
+
+    _eventually(settled, 30)
+    for _ in range(3):  # three more evaluations: nothing else comes
+        time.sleep(1)
+        assert _alerts(p, "firing") <= expected
+        assert {i for _, i, _ in _alerts(p, "pending")} <= faulted
     gone = {a["labels"]["instance"]: a["value"] for a in p.api("alerts")["alerts"]
             if a["labels"]["alertname"] == "SysverbsRdmaDevicesDisappeared"}
     assert sorted(gone.items()) == sorted(
         (t.instance, "1e+00") for t in sim.targets if t.node.fault == "gone")
-    dead = [t.instance for t in sim.targets if t.node.fault == "dies"]
-    assert [r["metric"]["instance"] for r in p.query("up == 0")] == dead
-    assert p.query("count(up == 1)")[0]["value"][1] == "199"
+
+
+def _eventually(check: Callable[[], None], timeout: float) -> None:
+    """``check()`` until it passes (its last AssertionError after ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            check()
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _by_instance(p: prom.Prometheus, expr: str) -> dict[str, float]:
@@ -290,8 +305,10 @@ def test_the_fleet_view(sim: Sim) -> None:
     each node's page says and the faults injected."""
     p = sim.prometheus
     alive = [t for t in sim.targets if t.node.fault != "dies"]
-    p.wait_for("count(instance:sysverbs_rdma_devices_usable:sum)",
-               lambda r: r and r[0]["value"][1] == "199", timeout=20)
+    _eventually(lambda: _fleet_view(p, sim, alive), 30)
+
+
+def _fleet_view(p: prom.Prometheus, sim: Sim, alive: list[Target]) -> None:
     facts = {t.instance: sim.gone_facts if t.node.fault == "gone" else t.facts for t in alive}
     usable = _by_instance(p, "instance:sysverbs_rdma_devices_usable:sum")
     assert usable == {i: float(sum(bool(d.usable) for d in f.devices))
