@@ -114,6 +114,20 @@ def opened_files(host: Any) -> list[str]:
     return [p for p in seen if os.path.isfile(p)]
 
 
+def repeated(paths: list[str], sysfs: str) -> list[tuple[str, int, int]]:
+    """The files opened more than once, by kind (the path below ``sysfs`` with its numbers
+    as N): (kind, opens of each file, how many files), the most opened first."""
+    opens: dict[str, int] = {}
+    for path in paths:
+        opens[path] = opens.get(path, 0) + 1
+    kinds: dict[tuple[str, int], int] = {}
+    for path, n in opens.items():
+        if n > 1:
+            kind = re.sub(r"\d+", "N", os.path.relpath(path, sysfs))
+            kinds[kind, n] = kinds.get((kind, n), 0) + 1
+    return sorted(((k, n, c) for (k, n), c in kinds.items()), key=lambda r: (-r[1], -r[2]))
+
+
 def read_all(paths: list[str]) -> None:
     for path in paths:
         try:
@@ -147,6 +161,23 @@ def add_counters(sysfs: str) -> int:
         for name in IB_COUNTERS:
             (counters / name).write_text("0\n")
         added += 1
+    return added
+
+
+def pad_gid_tables(sysfs: str, length: int) -> int:
+    """Give every port's GID table ``length`` entries, as the kernel shows a port's whole
+    table (``gids/0`` .. ``gids/<gid_tbl_len - 1>``, the unused ones the zero GID, their
+    ``gid_attrs`` unreadable), where a recording keeps only the entries it found in use.
+    Returns how many entries were added."""
+    zero = ":".join(["0000"] * 8) + "\n"
+    added = 0
+    for gids in Path(sysfs, "class", "infiniband").glob("*/ports/*/gids"):
+        real = gids.resolve()
+        for index in range(length):
+            entry = real / str(index)
+            if not entry.exists():
+                entry.write_text(zero)
+                added += 1
     return added
 
 
@@ -192,6 +223,79 @@ def node_exporter(sysfs: str, samples: int) -> Optional[dict[str, list[float]]]:
     return out
 
 
+def _proc_stats(pid: int) -> tuple[float, int, int]:
+    """(CPU seconds, user + system; resident KiB now; peak resident KiB) of ``pid``."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    rss = hwm = 0
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+            elif line.startswith("VmHWM:"):
+                hwm = int(line.split()[1])
+    return cpu, rss, hwm
+
+
+def exporter_resources(where: list[str], scrapes: int) -> dict[str, float]:
+    """The real ``sysverbs metrics --listen`` as the DaemonSet runs it (``--source sysfs
+    --no-open``, ``--max-age 0``: a fresh snapshot for every scrape) on ``where`` (its
+    tree's arguments): its resident memory before the first scrape and at its peak, and
+    its CPU time per scrape over ``scrapes`` scrapes after one not counted (the imports
+    and the first device list)."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sysverbs", "metrics", "--listen", f"127.0.0.1:{port}",
+         "--source", "sysfs", "--no-open", "--max-age", "0", *where],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=dict(os.environ, PYTHONPATH=str(REPO)))
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        _, idle_kib, _ = _proc_stats(proc.pid)
+        urllib.request.urlopen(url, timeout=120).read()
+        cpu0, _, _ = _proc_stats(proc.pid)
+        t0 = time.perf_counter()
+        for _ in range(scrapes):
+            urllib.request.urlopen(url, timeout=120).read()
+        wall = (time.perf_counter() - t0) / scrapes
+        cpu1, rss_kib, peak_kib = _proc_stats(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return {"idle_rss_mib": idle_kib / 1024, "rss_mib": rss_kib / 1024,
+            "peak_rss_mib": peak_kib / 1024, "cpu_ms_per_scrape": (cpu1 - cpu0) * 1000 / scrapes,
+            "wall_ms_per_scrape": wall * 1000}
+
+
+def resources(scrapes: int) -> dict[str, dict[str, float]]:
+    """:func:`exporter_resources` on gpu-dgx-b200, mlx5-sriov (the fixture with the most
+    devices: 42) and a generated SR-IOV host of 1,000 devices (tests/scale_hosts.py)."""
+    sys.path.insert(0, str(REPO))
+    from tests.scale_hosts import sriov_host
+
+    out = {name: exporter_resources(["--fixture", name], scrapes)
+           for name in ("gpu-dgx-b200", "mlx5-sriov")}
+    with tempfile.TemporaryDirectory() as tmp:
+        host = sriov_host(1000, Path(tmp) / "h1000").root
+        out["sriov-1000"] = exporter_resources(
+            ["--sysfs-path", f"{host}/sys", "--dev-dir", f"{host}/dev/infiniband"], scrapes)
+    for name, r in out.items():
+        print(f"  {name:13} RSS {r['idle_rss_mib']:5.1f} MiB idle, peak "
+              f"{r['peak_rss_mib']:5.1f} MiB; CPU {r['cpu_ms_per_scrape']:7.1f} ms per scrape "
+              f"(wall {r['wall_ms_per_scrape']:.1f} ms)")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--samples", type=int, default=51)
@@ -199,7 +303,18 @@ def main() -> int:
     ap.add_argument("--json", default=str(REPO / "benchmarks" / "metrics-results.json"))
     ap.add_argument("--table", action="store_true",
                     help="print docs/fleet.md's series table (every fixture) and stop")
+    ap.add_argument("--gid-table", type=int, metavar="N", default=0,
+                    help="pad every port's GID table to N entries first (a kernel shows the "
+                    "whole table; a recording only the entries in use)")
+    ap.add_argument("--resources", type=int, metavar="SCRAPES", default=0,
+                    help="measure the exporter's memory and CPU per scrape as the DaemonSet "
+                    "runs it (docs/fleet.md's resource requests) over SCRAPES scrapes, and stop")
     args = ap.parse_args()
+    if args.resources:
+        print(f"sysverbs metrics --listen, {args.resources} scrapes (load average {_load()}):")
+        Path(args.json).write_text(json.dumps(
+            {"resources": resources(args.resources), "load": _load()}, indent=2) + "\n")
+        return 0
     if args.table:
         sys.stdout.write(markdown(series_table()))
         return 0
@@ -212,6 +327,7 @@ def main() -> int:
     floor_ms: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         host = materialize(args.fixture, Path(tmp) / "host")
+        padded = pad_gid_tables(str(host.sysfs), args.gid_table)
         render(_collect(host))  # warm: imports, the device list
         files = opened_files(host)
         for _ in range(args.samples):
@@ -234,7 +350,9 @@ def main() -> int:
     median = statistics.median(scrape)
     verdict = "met" if median < TARGET_MS else "NOT MET"
     load = _load()
-    print(f"{args.fixture}, {args.samples} scrapes in-process (load average {load}), median ms:")
+    print(f"{args.fixture}, {args.samples} scrapes in-process (load average {load}"
+          + (f"; GID tables padded to {args.gid_table} entries: {padded} added"
+             if args.gid_table else "") + "), median ms:")
     print(f"  collect {statistics.median(collect_ms):7.2f}  "
           f"({', '.join(f'{k} {statistics.median(v):.2f}' for k, v in parts.items())})")
     print(f"  render  {statistics.median(render_ms):7.2f}")
@@ -244,6 +362,9 @@ def main() -> int:
     floor = statistics.median(floor_ms)
     print(f"  floor   {floor:7.2f}  (the {len(files)} files one snapshot opens, "
           f"{len(set(files))} distinct, read again alone)")
+    repeats = repeated(files, str(host.sysfs))
+    print("  files opened more than once per snapshot, by kind (times: files): "
+          + ", ".join(f"{kind} {n}x: {count}" for kind, n, count in repeats[:8]))
     ratio = None
     if node is None:
         print("  node_exporter: not installed (Debian's prometheus-node-exporter): no "
@@ -265,8 +386,9 @@ def main() -> int:
         "machine": platform.machine(), "collect_ms": collect_ms, "render_ms": render_ms,
         "collectors_ms": parts, "median_scrape_ms": median, "target_ms": TARGET_MS,
         "met": median < TARGET_MS, "floor_ms": floor_ms, "files_opened": len(files),
+        "files_distinct": len(set(files)),
         "node_exporter": node, "node_ratio": ratio,
-        "counters_added": added,
+        "counters_added": added, "gid_table": args.gid_table, "gid_entries_added": padded,
         "series": {n: {"devices": d, "detail": b, "default": a} for n, d, b, a in rows},
         "load": load}, indent=2) + "\n")
     return 0

@@ -48,7 +48,7 @@ SPEC: dict[str, tuple[str, ...]] = {
     "sysverbs_rdma_cm_available": (),
     "sysverbs_memlock_limit_bytes": (),
     "sysverbs_gpu_nic_link": ("gpu", "pci_bus_id", "device", "link"),
-    "sysverbs_gpu_nic_assigned": ("gpu", "pci_bus_id", "device", "port"),
+    "sysverbs_gpu_nic_assigned": ("gpu", "pci_bus_id", "device", "port", "link"),
     "sysverbs_nccl_net_device_info": ("device", "port"),
     "sysverbs_nccl_transport": ("transport",),
     "sysverbs_pcie_link_degraded": ("device", "role", "port", "what", "current", "capable"),

@@ -332,3 +332,49 @@ def test_module_examples(module: str) -> None:
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted and result.failed == 0, module
+
+
+# ------------------------------------------------ the fleet view: recording rules
+
+RULES = ROOT / "sysverbs" / "fleet" / "rules.yml"
+RECORDING_TESTS = ROOT / "tests" / "data" / "recording_rules_test.yml"
+
+#: Recording rules a little wrong, each caught by a case of recording_rules_test.yml: a
+#: node with no usable device left out, a GPU's farthest port instead of its nearest, a
+#: CPU node's sockets taken for a fallback, N/A taken for PIX, a degraded link's node
+#: count without its zeros.
+RECORDING_MUTATIONS = [
+    ("          or sum without (version, rdma_core) (0 * sysverbs_build_info)\n      - record: "
+     "node_role", "\n      - record: node_role"),
+    ("min without (device, port, link)", "max without (device, port, link)"),
+    ("            and on (instance) sysverbs_rdma_device_info\n", "\n"),
+    ('6 * sysverbs_gpu_nic_assigned', '1 * sysverbs_gpu_nic_assigned'),
+    ("            sysverbs_pcie_link_degraded == 1\n          )\n"
+     "          or sum without (version, rdma_core) (0 * sysverbs_build_info)\n",
+     "            sysverbs_pcie_link_degraded == 1\n          )\n"),
+]
+
+
+def _promtool_test(rules_text: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    from tests import prom
+
+    require(prom.unavailable(prom.PROMTOOL), "promtool (Debian's prometheus package)")
+    (tmp / "sysverbs" / "fleet").mkdir(parents=True)
+    (tmp / "tests" / "data").mkdir(parents=True)
+    (tmp / "sysverbs" / "fleet" / "rules.yml").write_text(rules_text)
+    (tmp / "tests" / "data" / RECORDING_TESTS.name).write_text(RECORDING_TESTS.read_text())
+    return subprocess.run([str(prom.binary(prom.PROMTOOL)), "test", "rules",
+                           str(tmp / "tests" / "data" / RECORDING_TESTS.name)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_recording_rules_pass_their_cases(tmp_path: Path) -> None:
+    """promtool computes each fleet-view series of the shipped rules as the cases say;
+    each slightly wrong rule fails them (the cases can fail)."""
+    text = RULES.read_text()
+    p = _promtool_test(text, tmp_path / "shipped")
+    assert p.returncode == 0 and "SUCCESS" in p.stdout, p.stdout + p.stderr
+    for i, (old, new) in enumerate(RECORDING_MUTATIONS):
+        assert text.count(old) == 1, old
+        p = _promtool_test(text.replace(old, new), tmp_path / str(i))
+        assert p.returncode == 1 and "FAILED" in p.stdout + p.stderr, (old, p.stdout)

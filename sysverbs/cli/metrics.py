@@ -4,7 +4,7 @@
     sysverbs metrics --listen 127.0.0.1:9947  # serve /metrics there until stopped
     sysverbs metrics --textfile DIR [--interval 60]   # DIR/sysverbs.prom for node_exporter
     sysverbs metrics --json                   # the same series as a JSON document
-    sysverbs metrics --rules                  # the alert rules shipped with sysverbs
+    sysverbs metrics --rules                  # the alert and recording rules shipped
 
 Only :func:`register` runs when the parser is built; the snapshot
 (:mod:`sysverbs.fleet.facts`) and prometheus_client are imported when the command runs.
@@ -116,7 +116,8 @@ def register(subparsers: argparse._SubParsersAction[Any],
                    "reason 0 or 1 (by default a problem is a series only while found), each "
                    "GID type of each port, sysverbs_gpu_nic_link for each GPU and device")
     p.add_argument("--rules", action=_RulesAction, nargs=0,
-                   help="print the Prometheus alert rules shipped with sysverbs and exit")
+                   help="print the Prometheus alert and recording rules shipped with sysverbs "
+                   "and exit")
     p.set_defaults(func=run)
 
 

@@ -106,7 +106,8 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("gpu", "pci_bus_id", "device", "link")),
     "sysverbs_gpu_nic_assigned": (
         "gauge", "1 for each NIC port sysverbs' placement (sysverbs topo --assign) gives "
-        "the GPU", ("gpu", "pci_bus_id", "device", "port")),
+        "the GPU, with their PCIe class (link, as in sysverbs_gpu_nic_link)",
+        ("gpu", "pci_bus_id", "device", "port", "link")),
     "sysverbs_nccl_net_device_info": (
         "info", "One per device port NCCL's IB transport would use, with this exporter's "
         "environment and NCCL's config files (sysverbs nccl check)", ("device", "port")),
@@ -209,7 +210,7 @@ def _samples(facts: HostFacts, detail: bool
                                               link.link), 1.0))
     for a in facts.assigned:
         out["sysverbs_gpu_nic_assigned"].append(((str(a.gpu), a.pci_bus_id, a.device,
-                                                  str(a.port)), 1.0))
+                                                  str(a.port), a.link), 1.0))
     for device, number in facts.nccl_devices:
         out["sysverbs_nccl_net_device_info"].append(((device, str(number)), 1.0))
     for transport in TRANSPORTS:
