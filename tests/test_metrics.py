@@ -392,7 +392,7 @@ def test_a_part_that_raises_leaves_the_others(part: str,
         return real_topology(device, **kw)
 
     target = {"discovery": (diagnosis, "diagnose", boom), "device": (topology,
-              "device_topology", one_bad), "topology": (placement, "read_host", boom),
+              "device_topology", one_bad), "topology": (placement, "read_host_at", boom),
               "nccl": (nccl, "predict_ib", boom)}[part]
     monkeypatch.setattr(target[0], target[1], target[2])
     facts = fixture_facts("gpu-dgx-a100")
@@ -431,7 +431,7 @@ def test_the_command_warns_and_exits_1_when_a_part_fails(
     def boom(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(placement, "read_host", boom)
+    monkeypatch.setattr(placement, "read_host_at", boom)  # the host model's placement part
     assert main(["metrics", "--json", "--fixture", "gpu-hgx-h100"]) == 1
     out, err = capsys.readouterr()
     assert err == ("sysverbs metrics: warning: the topology collector failed (RuntimeError: "

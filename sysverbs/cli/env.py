@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from ..ground.errors import UsageError
+from .hostmodel import model_of, read_once
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ def device_args(value: str) -> list[str]:
     return [device_arg(v) for v in value.split(",")]
 
 
+@read_once
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     """``sysverbs env``: ``opts`` are the listing options of the command line.  Exit 0
     when what it writes has no warning; else 1, the warnings on stderr and (sh, dotenv)
@@ -86,7 +88,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
                                sysfs_path=sysfs, dev_dir=opts["dev_dir"],
                                proc_path=args.host_root.proc_path,
                                conf_root=args.conf_root, list_options=listing,
-                               keep_set=True, where=where(args, sysfs_root(opts)))
+                               keep_set=True, where=where(args, sysfs_root(opts)),
+                               host=model_of(args).placement)
     except NotFoundError as e:
         return fail(args, "not-found", str(e.args[0]))
     if not env.nics:
@@ -104,3 +107,4 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     sys.stdout.write(text)
     sys.stdout.flush()
     return 1 if env.warnings else 0
+

@@ -13,6 +13,7 @@ import sys
 from typing import Any, Optional
 
 from ..ground.errors import UsageError
+from .hostmodel import model_of, read_once
 
 __all__ = ["netdev", "doctor", "watch", "snapshot", "netdev_links"]
 
@@ -74,15 +75,15 @@ def _line(d: Any) -> str:
     return f"{head}: {first.severity}: {first.message} [{first.code}]{tail}"
 
 
-def _pcie_links(opts: dict[str, Any], recorded: bool) -> list[Any]:
+def _pcie_links(args: Any) -> list[Any]:
     """The degraded PCIe links of the host (``pcie_link_degraded``, placement's finding
-    beside diagnose()'s host reasons)."""
-    from ..placement import degraded_links, read_host
-    from .contract import sysfs_root
+    beside diagnose()'s host reasons), from the invocation's model."""
+    from ..placement import degraded_links
 
-    return list(degraded_links(read_host(sysfs_root(opts), recorded=recorded)))
+    return list(degraded_links(model_of(args).placement))
 
 
+@read_once
 def doctor(args: Any, opts: dict[str, Any]) -> int:
     from dataclasses import asdict
 
@@ -92,7 +93,7 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
     # user gives is not: a plain file there is the error it is).
     recorded = getattr(args, "fixture", None) is not None
     found = diagnose(probe_open=not args.no_open, recorded=recorded, **opts)
-    links = _pcie_links(opts, recorded)
+    links = _pcie_links(args)
     host = [*found.host, *(Reason("pcie_link_degraded", d.message(), "warning")
                            for d in links)]
     # an SMI device is no verbs device: neither usable nor a problem

@@ -14,6 +14,7 @@ import sys
 
 from ..ground.errors import UsageError
 from .contract import link_layer, rate
+from .hostmodel import model_of, read_once
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,11 +70,12 @@ def _rank_arg(value: Any) -> Any:
     raise UsageError(f"--rank must be a number or 'env', not {value!r}")
 
 
+@read_once
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     """``sysverbs topo``: 0; 1 with neither GPUs nor RDMA devices, or when ``--assign``
     gives no GPU a NIC (or the rank has no GPU)."""
     from ..ground.errors import NotFoundError
-    from ..placement import host_json, read_host_at, render_matrix
+    from ..placement import host_json, render_matrix
     from .contract import error, fail, sysfs_root, warning, where
 
     rank = _rank_arg(args.rank)
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         raise UsageError("--near and --rank exclude each other (sysverbs run --near takes a "
                          "rank's device from a list)")
     sysfs = sysfs_root(opts)
-    host = read_host_at(args.host_root)  # built by listing_options() (--fixture: recorded)
+    host = model_of(args).placement  # of args.host_root (--fixture: recorded)
     problem = args.root_problem
     if not host.gpus and args.near is None and (problem is not None or not host.nics):
         return fail(args, "nothing-found",

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
 from ..devices.diagnosis import CODES
 from ..ground.hostroot import HostRoot
+from ..model import HostModel
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -457,10 +458,10 @@ class _Topology:
         self.pcie_links: tuple[DegradedLink, ...] = ()
 
 
-def _topology(out: _Topology, root: HostRoot, gpu_links: bool) -> None:
-    from ..placement import assign, degraded_links, read_host
+def _topology(out: _Topology, model: HostModel, gpu_links: bool) -> None:
+    from ..placement import assign, degraded_links
 
-    host: Host = read_host(root.sysfs, root.proc, root.dev, recorded=root.recorded)
+    host: Host = model.placement
     out.pcie_links = degraded_links(host)
     out.gpus = tuple(GpuFacts(g.index, g.address, nvml_bus_id(g.address), g.vendor)
                      for g in host.gpus)
@@ -492,13 +493,14 @@ def _nccl(opts: Options, options: Mapping[str, object], environ: Mapping[str, st
     return devices, net_transport(environ, ib_ports=ib, efa_devices=efa)
 
 
+
 # ---------------------------------------------------------------------------- public
 
 
 def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
                   recorded: bool = False, probe_open: bool = True,
                   environ: Optional[Mapping[str, str]] = None,
-                  conf_root: Optional[str] = None,
+                  conf_root: Optional[str] = None, model: Optional[HostModel] = None,
                   **options: Unpack[ListOptions]) -> HostFacts:
     """One snapshot of the host (see the module's docstring).
 
@@ -510,13 +512,27 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     a recording (a bundled fixture), judged as ``sysverbs doctor --fixture`` does.
     ``probe_open``: open each listed device's char device to see whether it works.
     ``environ`` (default ``os.environ``) and ``conf_root``: what NCCL reads
-    (``NCCL_IB_HCA``, ``NCCL_IB_DISABLE``..., its config files).
+    (``NCCL_IB_HCA``, ``NCCL_IB_DISABLE``..., its config files).  ``model``: the
+    invocation's :class:`~sysverbs.model.HostModel` of the same host; its parts are taken
+    instead of reading them again, and the snapshot reads through it (each file once).
     """
     from ..engine.api import resolve
-    from ..ground import __version__
 
     opts = resolve(**options)
     env: Mapping[str, str] = os.environ if environ is None else environ
+    if model is None:
+        model = HostModel(HostRoot.resolve(opts.sysfs_path, opts.dev_dir, proc_path,
+                                           recorded=recorded))
+    with model.reading():
+        return _collect(model, opts, options, env, conf_root, recorded, probe_open,
+                        gpu_links)
+
+
+def _collect(model: HostModel, opts: Options, options: Mapping[str, object],
+             env: Mapping[str, str], conf_root: Optional[str], recorded: bool,
+             probe_open: bool, gpu_links: bool) -> HostFacts:
+    from ..ground import __version__
+
     results: list[CollectorResult] = []
     disc = _Discovery()
     root = opts.sysfs_path
@@ -524,8 +540,7 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
            _on_root(root, lambda: _discover(disc, opts, options, recorded, probe_open), disc))
     topo = _Topology()
     _timed("topology", results,
-           _on_root(root, lambda: _topology(topo, HostRoot.resolve(
-               opts.sysfs_path, opts.dev_dir, proc_path, recorded=recorded), gpu_links), topo))
+           _on_root(root, lambda: _topology(topo, model, gpu_links), topo))
     nccl = _timed("nccl", results,
                   _on_root(root, lambda: _nccl(opts, options, env, conf_root, disc.devices)))
     return HostFacts(

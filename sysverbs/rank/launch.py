@@ -313,7 +313,7 @@ def _nics(host: Host, me: int, peers: list[Anchor], rank: Optional[int],
         return (), {}, {}, f"no NIC for {anchor.name}: {why}", []
     nics = [(n.device, n.port) for n in chosen.nics]
     result = rank_environment(nics, local_rank=rank, environ=env, sysfs_path=sysfs_path,
-                              dev_dir=dev_dir, list_options=list_options)
+                              dev_dir=dev_dir, list_options=list_options, host=host)
     names = tuple(f"{n.device}:{n.port}" for n in result.nics)
     if result.warnings:
         return names, {}, {}, (f"{chosen.reason}; the environment is not set: sysverbs "
@@ -339,7 +339,8 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
          dev_dir: Optional[str] = None, allowed_cpus: Union[None, str, frozenset[int]] = None,
          allowed_mems: Union[None, str, frozenset[int]] = None,
          local_size: Optional[int] = None, nics: bool = True,
-         list_options: Optional[Mapping[str, Any]] = None) -> Plan:
+         list_options: Optional[Mapping[str, Any]] = None,
+         host: Optional[Host] = None, cpu_topology: Optional[CpuTopology] = None) -> Plan:
     """The :class:`Plan` of one local rank.
 
     ``near``: the anchor (a device name, or a list or comma-separated text of them, one
@@ -354,7 +355,9 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     ``sched_getaffinity`` and ``Mems_allowed_list``).  ``local_size``: the number of
     ranks near one ``near`` device (default from :data:`SIZE_VARIABLES`).  ``nics``:
     False leaves the NIC variables out.  An empty CPU or memory set is a
-    :class:`~sysverbs.errors.BindingError` naming the cause.
+    :class:`~sysverbs.errors.BindingError` naming the cause.  ``host`` and
+    ``cpu_topology``: the host and CPUs of that tree already read (the command's one host model,
+    ``sysverbs/model/``), instead of reading them again.
     """
     from ..ground.hostroot import HostRoot
     from ..placement import local_rank as rank_from
@@ -371,11 +374,12 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     env = environ_arg(environ, "environ")
     want_cpus = _list_arg(allowed_cpus, "allowed_cpus")
     want_mems = _list_arg(allowed_mems, "allowed_mems")
-    where = HostRoot.resolve(sysfs_path, dev_dir, proc_path)
-    root = os.path.abspath(where.sysfs or b"/")
-    live = where.live
-    host = read_host_at(where)
-    topo = read_cpus(root)
+    at = HostRoot.resolve(sysfs_path, dev_dir, proc_path)
+    root = os.path.abspath(at.sysfs or b"/")
+    live = at.live
+    if host is None:
+        host = read_host_at(at)
+    topo = read_cpus(root) if cpu_topology is None else cpu_topology
     reasons: dict[str, str] = {}
     warnings: list[str] = []
     rank, why_rank = (local_rank, f"rank {local_rank} (given)") if local_rank is not None \
