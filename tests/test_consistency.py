@@ -6,7 +6,8 @@ on generated PCI trees and on corrupted fixture trees, for every local rank,
 * ``topo --assign``, ``env`` and ``run`` name the same NICs, every rank of a host one
   link layer, and ``topo``, ``topo --assign`` and ``run`` the same NUMA node;
 * ``doctor``'s usable equals ``metrics``' and ``nfd``'s, device by device;
-* ``metrics``' NCCL transport equals ``nfd``'s equals what ``nccl check`` predicts.
+* ``metrics``' NCCL transport equals ``nfd``'s equals what ``nccl check`` predicts;
+* a user's NCCL_IB_HCA is kept, and judged, alike by ``env`` and ``run``.
 
 Everything is compared through the commands' public outputs (``--json``), each command
 run in-process through ``sysverbs.cli.main`` (no process per case).
@@ -267,3 +268,28 @@ def test_corrupted_trees(fixture: str, seed: int, count: int, garbage: list[str]
                               garbage):
             path.write_bytes(text.encode("latin-1"))
         check_host(_tree_host(sysfs, dev, proc, root / "conf"))
+
+
+def test_env_and_run_keep_and_judge_the_users_hca(conf_root: str, fast_fixture_tmp: None
+                                                  ) -> None:
+    """One rule for a user's NCCL_IB_HCA (keep_set): env and run keep it, and judge the
+    value in force with nccl check; one that selects nothing is a warning in both, and
+    neither sets anything (before: run kept it silently and set UCX_NET_DEVICES...)."""
+    h = Host(["--fixture", "gpu-hgx-h100"], conf_root, [])
+    bad = {"NCCL_IB_HCA": "mlx5_9"}
+    rc, env_doc, _ = h.run("env", "--json", "--local-rank", "0", *h.conf, environ=bad)
+    warned = [w for w in env_doc["warnings"] if "[nccl check: no-match]" in w]
+    assert rc == 1 and warned and warned[0].startswith("NCCL_IB_HCA='mlx5_9': ")
+    rrc, plan, err = h.run("run", "--dry-run", "--json", "--local-rank", "0", "--", "true",
+                           environ=bad)
+    assert rrc == 0 and plan["env"] == {} and plan["kept"] == {}
+    assert all(w in plan["warnings"] for w in env_doc["warnings"]), plan["warnings"]
+    assert all(f"sysverbs run: warning: {w}" in err for w in warned)
+    good = {"NCCL_IB_HCA": "=mlx5_1:1"}  # kept, and said, by both
+    rc, env_doc, _ = h.run("env", "--json", "--local-rank", "0", *h.conf, environ=good)
+    _, plan, _ = h.run("run", "--dry-run", "--json", "--local-rank", "0", "--", "true",
+                       environ=good)
+    kept = [v for v in env_doc["variables"] if v["name"] == "NCCL_IB_HCA"]
+    assert rc == 0 and kept[0]["value"] is None and "kept" in kept[0]["reason"]
+    assert plan["kept"] == good and "NCCL_IB_HCA" not in plan["env"]
+    assert any("already set to '=mlx5_1:1': kept" in w for w in plan["warnings"])

@@ -122,7 +122,8 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
                  proc_path=args.host_root.proc_path,
                  allowed_cpus=args.allowed_cpus, local_size=args.local_size,
                  nics=not args.no_nics, list_options=listing,
-                 host=model_of(args).placement, cpu_topology=model_of(args).cpus)
+                 host=model_of(args).placement, cpu_topology=model_of(args).cpus,
+                 where=where(args, sysfs))
     except NotFoundError as e:
         return _unplaced(args, words, "not-found", str(e.args[0]))
     except BindingError as e:
