@@ -7,6 +7,9 @@ on generated PCI trees and on corrupted fixture trees, for every local rank,
   link layer, and ``topo``, ``topo --assign`` and ``run`` the same NUMA node;
 * ``doctor``'s usable equals ``metrics``' and ``nfd``'s, device by device;
 * ``metrics``' NCCL transport equals ``nfd``'s equals what ``nccl check`` predicts;
+* the GID verdict of each RoCE port NCCL would use is one: ``nccl check``'s ``gid-*``
+  warnings are ``metrics``' ``sysverbs_nccl_gid_problem`` series, port by port, and
+  ``nfd``'s ``nccl.problem.*`` labels;
 * a user's NCCL_IB_HCA is kept, and judged, alike by ``env`` and ``run``.
 
 Everything is compared through the commands' public outputs (``--json``), each command
@@ -198,6 +201,15 @@ def _fleet(h: Host) -> None:
     predicted = check["transport"] if check is not None else "socket"
     assert transport == ([predicted] if predicted else []), (h.where, transport, predicted)
     assert nfd["labels"].get(f"{NCCL_PREFIX}nccl.transport") == (predicted or "none"), h.where
+    # one GID verdict: nccl check's warnings, metrics' series, nfd's labels
+    by_check = {(w["entry"], w["code"]) for w in (check or {}).get("warnings", [])
+                if w["code"].startswith("gid-")}
+    gid_series = {(f"{s['labels']['device']}:{s['labels']['port']}", s["labels"]["reason"])
+                  for s in fams.get("sysverbs_nccl_gid_problem", []) if s["value"] == 1}
+    assert gid_series == by_check, (h.where, gid_series, by_check)
+    labelled = {k.rpartition("nccl.problem.")[2] for k in nfd["labels"]
+                if k.startswith(f"{NCCL_PREFIX}nccl.problem.")}
+    assert labelled == {code for _, code in by_check}, (h.where, labelled, by_check)
 
 
 def check_host(h: Host) -> None:
@@ -268,6 +280,20 @@ def test_corrupted_trees(fixture: str, seed: int, count: int, garbage: list[str]
                               garbage):
             path.write_bytes(text.encode("latin-1"))
         check_host(_tree_host(sysfs, dev, proc, root / "conf"))
+
+
+def test_the_gid_verdict_is_one_on_a_roce_host(conf_root: str, fast_fixture_tmp: None
+                                               ) -> None:
+    """gpu-dgx-a100: NCCL would use link-local GIDs on its eight RoCE ports (the netdevs
+    carry no IPv4 address).  nccl check warns (exit 1); metrics has a series per port and
+    nfd a label, where before both said nothing."""
+    h = Host(["--fixture", "gpu-dgx-a100"], conf_root, [])
+    rc, check, _ = h.run("nccl", "check", "--json", *h.conf)
+    codes = sorted(w["entry"] for w in check["warnings"] if w["code"] == "gid-link-local")
+    assert rc == 1 and codes == [f"mlx5_{i}:1" for i in (0, 1, 3, 4, 5, 7, 8, 9)]
+    _fleet(h)  # metrics' series and nfd's label are the same verdict
+    _, nfd, _ = h.run("nfd", "--json", *h.conf)
+    assert nfd["labels"][f"{NCCL_PREFIX}nccl.problem.gid-link-local"] == "true"
 
 
 def test_env_and_run_keep_and_judge_the_users_hca(conf_root: str, fast_fixture_tmp: None

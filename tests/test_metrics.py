@@ -51,6 +51,7 @@ SPEC: dict[str, tuple[str, ...]] = {
     "sysverbs_gpu_nic_assigned": ("gpu", "pci_bus_id", "device", "port"),
     "sysverbs_nccl_net_device_info": ("device", "port"),
     "sysverbs_nccl_transport": ("transport",),
+    "sysverbs_nccl_gid_problem": ("device", "port", "reason"),
     "sysverbs_pcie_link_degraded": ("device", "role", "port", "what", "current", "capable"),
     "sysverbs_collector_success": ("collector",),
     "sysverbs_collector_duration_seconds": ("collector",),

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from ..devices.diagnosis import DiagnosisList
     from ..engine.api import ListOptions, Options
     from ..placement import DegradedLink, Host
+    from ..rank.ib import IbSelection
 
     T = TypeVar("T")
 
@@ -211,6 +212,9 @@ class HostFacts:
     collectors: tuple[CollectorResult, ...]
     #: the PCIe links below what both ends support (``pcie_link_degraded``)
     pcie_links: tuple[DegradedLink, ...] = ()
+    #: (device, port, code): the GID verdict (:func:`~sysverbs.rank.gid.gid_verdict`) of
+    #: each RoCE port NCCL would use, as ``nccl check`` and ``env`` judge it
+    nccl_gid_problems: tuple[tuple[str, int, str], ...] = ()
 
     def device(self, name: str) -> Optional[DeviceFacts]:
         for d in self.devices:
@@ -482,16 +486,34 @@ def _topology(out: _Topology, model: HostModel, gpu_links: bool) -> None:
 
 def _nccl(opts: Options, options: Mapping[str, object], environ: Mapping[str, str],
           conf_root: Optional[str], found: tuple[DeviceFacts, ...]
-          ) -> tuple[tuple[tuple[str, int], ...], str]:
-    from ..rank.nccl import predict_ib
+          ) -> tuple[tuple[tuple[str, int], ...], str, tuple[tuple[str, int, str], ...]]:
     from ..rank.netplugin import net_transport, uses_ib
 
-    sel = predict_ib(environ, conf_root=conf_root, **options)  # type: ignore[arg-type]
+    sel, gids = _nccl_gids(options, environ, conf_root)
     devices = tuple(dict.fromkeys((d.device, d.port) for d in sel.devices))
     ib = uses_ib(len(devices), sel.disabled, sel.failure)
     efa = any(d.usable and d.provider == "efa" for d in found)
-    return devices, net_transport(environ, ib_ports=ib, efa_devices=efa)
+    return devices, net_transport(environ, ib_ports=ib, efa_devices=efa), gids
 
+
+def _nccl_gids(options: Mapping[str, object], environ: Mapping[str, str],
+               conf_root: Optional[str]) -> tuple[IbSelection, tuple[tuple[str, int, str], ...]]:
+    """NCCL's selection, and the GID verdict of each RoCE port it selects: (device,
+    port, code) of :func:`~sysverbs.rank.gid.gid_verdict`, the one ``nccl check`` and
+    ``env`` give (``gid-link-local``...)."""
+    from ..rank.lint import gid_warnings
+    from ..rank.nccl import host_ports, nccl_environment, predict_ib
+
+    sel = predict_ib(environ, conf_root=conf_root, **options)  # type: ignore[arg-type]
+    if not any(d.link == "RoCE" for d in sel.devices):
+        return sel, ()
+    full_env, _ = nccl_environment(environ, root=conf_root)
+    ports = host_ports(gid_tables=True, **options)  # type: ignore[arg-type]
+    out = []
+    for w in gid_warnings(sel, ports, full_env):
+        device, _, port = w.entry.rpartition(":")
+        out.append((device, int(port), w.code))
+    return sel, tuple(out)
 
 
 # ---------------------------------------------------------------------------- public
@@ -551,4 +573,5 @@ def _collect(model: HostModel, opts: Options, options: Mapping[str, object],
         gpus=topo.gpus, gpu_links=topo.links, assigned=topo.assigned,
         nccl_devices=nccl[0] if nccl is not None else (),
         nccl_transport=nccl[1] if nccl is not None else "",
+        nccl_gid_problems=nccl[2] if nccl is not None else (),
         collectors=tuple(results), pcie_links=topo.pcie_links)
