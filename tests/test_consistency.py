@@ -10,7 +10,9 @@ on generated PCI trees and on corrupted fixture trees, for every local rank,
 * the GID verdict of each RoCE port NCCL would use is one: ``nccl check``'s ``gid-*``
   warnings are ``metrics``' ``sysverbs_nccl_gid_problem`` series, port by port, and
   ``nfd``'s ``nccl.problem.*`` labels;
-* a user's NCCL_IB_HCA is kept, and judged, alike by ``env`` and ``run``.
+* a user's NCCL_IB_HCA is kept, and judged, alike by ``env`` and ``run``; the ranks the
+  host's one link layer costs their nearest NIC are named by ``topo --assign``, ``env``
+  and ``run`` alike.
 
 Everything is compared through the commands' public outputs (``--json``), each command
 run in-process through ``sysverbs.cli.main`` (no process per case).
@@ -319,3 +321,50 @@ def test_env_and_run_keep_and_judge_the_users_hca(conf_root: str, fast_fixture_t
     assert rc == 0 and kept[0]["value"] is None and "kept" in kept[0]["reason"]
     assert plan["kept"] == good and "NCCL_IB_HCA" not in plan["env"]
     assert any("already set to '=mlx5_1:1': kept" in w for w in plan["warnings"])
+
+
+def test_the_ranks_one_link_layer_costs_are_named(conf_root: str, fast_fixture_tmp: None
+                                                  ) -> None:
+    """gpu-dgx-a100 has two InfiniBand rails (mlx5_2, mlx5_6) among eight: every rank
+    uses RoCE, and GPU2/3 and GPU6/7 lose the InfiniBand port as near as (or nearer than)
+    the one they get.  Before: only topo --assign's "left out" lines, no rank named."""
+    h = Host(["--fixture", "gpu-dgx-a100"], conf_root, [])
+    rc, _, err = run_cli(["topo", "--assign", *h.where])
+    named = sorted(int(line.split("rank ")[1].split(" ")[0]) for line in err.splitlines()
+                   if "is InfiniBand: left out because every rank" in line)
+    assert rc == 0 and named == [2, 3, 6, 7]
+    assert "rank 3 (GPU3): port mlx5_2:1, nearer (PXB, 5 hops)" in err
+    for rank, said in ((3, True), (0, False)):
+        _, _, err = run_cli(["env", "--local-rank", str(rank), *h.where, *h.conf])
+        assert (f"sysverbs env: warning: rank {rank} (GPU{rank}): port " in err) == said
+        _, _, err = run_cli(["run", "--dry-run", "--local-rank", str(rank), *h.where,
+                             "--", "true"])
+        assert (f"sysverbs run: warning: rank {rank} (GPU{rank}): port " in err) == said
+
+
+def test_no_single_link_layer_fails_every_command(conf_root: str, fast_fixture_tmp: None
+                                                  ) -> None:
+    """Where the host's one link layer leaves a rank no NIC that the other layer would
+    give it, the verdict names the rank and topo --assign, env and run exit 1.  No
+    bundled host is so (placement gives every GPU a NIC of the chosen layer), so the
+    verdict is made from gpu-dgx-a100's two real assignments with rank 1's emptied."""
+    from sysverbs.model import HostModel, linklayer
+    from sysverbs.placement import Assignment, assign
+    from sysverbs.testing.cache import fixture_tree
+
+    host = HostModel(fixture_tree("gpu-dgx-a100").host_root).placement
+    chosen = list(assign(host, link_layer="Ethernet"))
+    chosen[1] = Assignment(chosen[1].gpu, None, (), "no NIC")
+    verdict = linklayer.link_layer_verdict("Ethernet", "InfiniBand", chosen,
+                                           assign(host, link_layer="InfiniBand"))
+    assert verdict.unserved == (1,) and not verdict.ok()
+    assert [r for r, _ in verdict.changed] == [2, 3, 6, 7]
+    assert "Ethernet gives rank 1 no NIC" in verdict.warnings([5])[-1]
+    real = linklayer.link_layer_verdict
+    h = Host(["--fixture", "gpu-dgx-a100"], conf_root, [])
+    with mock.patch.object(linklayer, "link_layer_verdict",
+                           lambda layer, other, a, b: real(layer, other, chosen, b)):
+        for args in (["topo", "--assign"], ["env", "--local-rank", "0", *h.conf],
+                     ["run", "--dry-run", "--local-rank", "0", "--", "true"]):
+            rc, _, err = h.run(*args)
+            assert rc == 1 and "no single link layer serves every rank" in err, args

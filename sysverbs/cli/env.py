@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from ..ground.errors import UsageError
-from .hostmodel import model_of, read_once
+from .hostmodel import model_of, read_once, say_link_layer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,8 +34,9 @@ def register(subparsers: argparse._SubParsersAction[Any],
         "assigns to the local rank's GPU (sysverbs topo --assign); on a host without GPUs, "
         "every ACTIVE port of the usable devices.",
         epilog="exit status: 0; 1 when no NIC is chosen, a device or the rank's GPU is not "
-        "found, or what would be written has warnings (then nothing is exported); 2 for a "
-        "usage error. Use: eval \"$(sysverbs env --device mlx5_0:1)\"")
+        "found, what would be written has warnings (then nothing is exported), or no single "
+        "link layer (InfiniBand or RoCE) serves every rank of the host; 2 for a usage "
+        "error. Use: eval \"$(sysverbs env --device mlx5_0:1)\"")
     p.add_argument("--format", choices=["sh", "dotenv", "json"], default="sh",
                    help="sh exports (default), a dotenv file, or JSON (as --json)")
     p.add_argument("--local-rank", type=int, metavar="N",
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     if not env.nics:
         return fail(args, "nothing-chosen",
                     "no usable NIC (no ACTIVE InfiniBand/Ethernet port)")
+    served = devices is not None or _one_link_layer(args)  # placement's rank only
     text = env.render(fmt)
     for w in env.warnings:
         warning("env", w)
@@ -106,5 +108,22 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
             text += "false\n"
     sys.stdout.write(text)
     sys.stdout.flush()
-    return 1 if env.warnings else 0
+    return 1 if env.warnings or not served else 0
 
+
+def _one_link_layer(args: argparse.Namespace) -> bool:
+    """Placement's rank on a host of InfiniBand and RoCE ports: warn when the host's one
+    link layer costs this rank its nearest NIC; False when no link layer serves every
+    rank (``topo --assign`` and ``run`` say the same)."""
+    import os
+
+    from ..placement import assign_rank, local_rank
+
+    host = model_of(args).placement
+    if not host.gpus:
+        return True
+    rank = args.local_rank if args.local_rank is not None else local_rank(os.environ)[0]
+    if rank is None and len(host.gpus) == 1:
+        rank = 0
+    gpu = assign_rank(host, rank, os.environ).gpu  # as rank_environment() placed it
+    return say_link_layer(args, "env", [] if gpu is None else [gpu.index])

@@ -14,13 +14,13 @@ import functools
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from typing import Any, Callable
+    from typing import Any, Callable, Optional
 
     from ..model import HostModel
 
     Run = Callable[[argparse.Namespace, dict[str, Any]], int]
 
-__all__ = ["model_of", "fresh_model", "read_once"]
+__all__ = ["model_of", "fresh_model", "read_once", "say_link_layer"]
 
 
 def fresh_model(args: argparse.Namespace) -> HostModel:
@@ -46,3 +46,19 @@ def read_once(run: Run) -> Run:
             return run(args, opts)
     return once
 
+
+def say_link_layer(args: argparse.Namespace, command: str, gpus: Optional[list[int]] = None,
+                   **filters: Any) -> bool:
+    """Warn, on a host of InfiniBand and RoCE ports, which ranks (GPUs, by index; only
+    ``gpus`` when given) the host's one link layer costs their nearest NIC, and which it
+    leaves none (:func:`~sysverbs.model.linklayer.host_link_layer_verdict` of the
+    invocation's model).  False when no single link layer serves every rank."""
+    from ..model.linklayer import host_link_layer_verdict
+    from .contract import warning
+
+    verdict = host_link_layer_verdict(model_of(args).placement, **filters)
+    if verdict is None:
+        return True
+    for line in verdict.warnings(gpus):
+        warning(command, line)
+    return verdict.ok()

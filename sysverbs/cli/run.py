@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from ..ground.errors import UsageError
-from .hostmodel import model_of, read_once
+from .hostmodel import model_of, read_once, say_link_layer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,6 +130,10 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         return _unplaced(args, words, "binding", str(e))
     for w in p.warnings:
         warning("run", w)
+    if not args.no_nics and p.anchor.gpu is not None and p.nics and \
+            not say_link_layer(args, "run", [p.anchor.gpu.index]):
+        return _unplaced(args, words, "nothing-chosen", "no single link layer (InfiniBand or "
+                         "RoCE) serves every rank of this host")
     if args.dry_run:
         if args.json:
             doc = p.as_dict()
