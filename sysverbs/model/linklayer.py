@@ -1,4 +1,4 @@
-"""One link layer for every rank of a host, said aloud (issue 40).
+"""One link layer for every rank of a host, said aloud.
 
 NCCL cannot join an InfiniBand port to a RoCE port, so on a host with both, placement
 gives every rank the link layer :func:`~sysverbs.placement.host_link_layer` picks (more
