@@ -112,6 +112,7 @@ PYPY_TESTS := --assert=plain --ignore=tests/kernel --ignore=tests/test_bench.py 
   --ignore=tests/test_node_exporter_counters.py --ignore=tests/test_grace_hosts.py \
   --ignore=tests/test_scale_reads.py --ignore=tests/test_hostile_recording.py \
   --ignore=tests/test_run_exclusive.py \
+  --ignore=tests/test_read_once.py \
   --ignore=tests/test_prometheus_oracle.py \
   --ignore=tests/test_fleet_sim.py \
   --deselect tests/test_monitor.py::test_udev_events_under_umockdev -m 'not oracle' \

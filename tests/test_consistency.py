@@ -6,7 +6,13 @@ on generated PCI trees and on corrupted fixture trees, for every local rank,
 * ``topo --assign``, ``env`` and ``run`` name the same NICs, every rank of a host one
   link layer, and ``topo``, ``topo --assign`` and ``run`` the same NUMA node;
 * ``doctor``'s usable equals ``metrics``' and ``nfd``'s, device by device;
-* ``metrics``' NCCL transport equals ``nfd``'s equals what ``nccl check`` predicts.
+* ``metrics``' NCCL transport equals ``nfd``'s equals what ``nccl check`` predicts;
+* the GID verdict of each RoCE port NCCL would use is one: ``nccl check``'s ``gid-*``
+  warnings are ``metrics``' ``sysverbs_nccl_gid_problem`` series, port by port, and
+  ``nfd``'s ``nccl.problem.*`` labels;
+* a user's NCCL_IB_HCA is kept, and judged, alike by ``env`` and ``run``; the ranks the
+  host's one link layer costs their nearest NIC are named by ``topo --assign``, ``env``
+  and ``run`` alike.
 
 Everything is compared through the commands' public outputs (``--json``), each command
 run in-process through ``sysverbs.cli.main`` (no process per case).
@@ -197,6 +203,15 @@ def _fleet(h: Host) -> None:
     predicted = check["transport"] if check is not None else "socket"
     assert transport == ([predicted] if predicted else []), (h.where, transport, predicted)
     assert nfd["labels"].get(f"{NCCL_PREFIX}nccl.transport") == (predicted or "none"), h.where
+    # one GID verdict: nccl check's warnings, metrics' series, nfd's labels
+    by_check = {(w["entry"], w["code"]) for w in (check or {}).get("warnings", [])
+                if w["code"].startswith("gid-")}
+    gid_series = {(f"{s['labels']['device']}:{s['labels']['port']}", s["labels"]["reason"])
+                  for s in fams.get("sysverbs_nccl_gid_problem", []) if s["value"] == 1}
+    assert gid_series == by_check, (h.where, gid_series, by_check)
+    labelled = {k.rpartition("nccl.problem.")[2] for k in nfd["labels"]
+                if k.startswith(f"{NCCL_PREFIX}nccl.problem.")}
+    assert labelled == {code for _, code in by_check}, (h.where, labelled, by_check)
 
 
 def check_host(h: Host) -> None:
@@ -267,3 +282,89 @@ def test_corrupted_trees(fixture: str, seed: int, count: int, garbage: list[str]
                               garbage):
             path.write_bytes(text.encode("latin-1"))
         check_host(_tree_host(sysfs, dev, proc, root / "conf"))
+
+
+def test_the_gid_verdict_is_one_on_a_roce_host(conf_root: str, fast_fixture_tmp: None
+                                               ) -> None:
+    """gpu-dgx-a100: NCCL would use link-local GIDs on its eight RoCE ports (the netdevs
+    carry no IPv4 address).  nccl check warns (exit 1); metrics has a series per port and
+    nfd a label, where before both said nothing."""
+    h = Host(["--fixture", "gpu-dgx-a100"], conf_root, [])
+    rc, check, _ = h.run("nccl", "check", "--json", *h.conf)
+    codes = sorted(w["entry"] for w in check["warnings"] if w["code"] == "gid-link-local")
+    assert rc == 1 and codes == [f"mlx5_{i}:1" for i in (0, 1, 3, 4, 5, 7, 8, 9)]
+    _fleet(h)  # metrics' series and nfd's label are the same verdict
+    _, nfd, _ = h.run("nfd", "--json", *h.conf)
+    assert nfd["labels"][f"{NCCL_PREFIX}nccl.problem.gid-link-local"] == "true"
+
+
+def test_env_and_run_keep_and_judge_the_users_hca(conf_root: str, fast_fixture_tmp: None
+                                                  ) -> None:
+    """One rule for a user's NCCL_IB_HCA (keep_set): env and run keep it, and judge the
+    value in force with nccl check; one that selects nothing is a warning in both, and
+    neither sets anything (before: run kept it silently and set UCX_NET_DEVICES...)."""
+    h = Host(["--fixture", "gpu-hgx-h100"], conf_root, [])
+    bad = {"NCCL_IB_HCA": "mlx5_9"}
+    rc, env_doc, _ = h.run("env", "--json", "--local-rank", "0", *h.conf, environ=bad)
+    warned = [w for w in env_doc["warnings"] if "[nccl check: no-match]" in w]
+    assert rc == 1 and warned and warned[0].startswith("NCCL_IB_HCA='mlx5_9': ")
+    rrc, plan, err = h.run("run", "--dry-run", "--json", "--local-rank", "0", "--", "true",
+                           environ=bad)
+    assert rrc == 0 and plan["env"] == {} and plan["kept"] == {}
+    assert all(w in plan["warnings"] for w in env_doc["warnings"]), plan["warnings"]
+    assert all(f"sysverbs run: warning: {w}" in err for w in warned)
+    good = {"NCCL_IB_HCA": "=mlx5_1:1"}  # kept, and said, by both
+    rc, env_doc, _ = h.run("env", "--json", "--local-rank", "0", *h.conf, environ=good)
+    _, plan, _ = h.run("run", "--dry-run", "--json", "--local-rank", "0", "--", "true",
+                       environ=good)
+    kept = [v for v in env_doc["variables"] if v["name"] == "NCCL_IB_HCA"]
+    assert rc == 0 and kept[0]["value"] is None and "kept" in kept[0]["reason"]
+    assert plan["kept"] == good and "NCCL_IB_HCA" not in plan["env"]
+    assert any("already set to '=mlx5_1:1': kept" in w for w in plan["warnings"])
+
+
+def test_the_ranks_one_link_layer_costs_are_named(conf_root: str, fast_fixture_tmp: None
+                                                  ) -> None:
+    """gpu-dgx-a100 has two InfiniBand rails (mlx5_2, mlx5_6) among eight: every rank
+    uses RoCE, and GPU2/3 and GPU6/7 lose the InfiniBand port as near as (or nearer than)
+    the one they get.  Before: only topo --assign's "left out" lines, no rank named."""
+    h = Host(["--fixture", "gpu-dgx-a100"], conf_root, [])
+    rc, _, err = run_cli(["topo", "--assign", *h.where])
+    named = sorted(int(line.split("rank ")[1].split(" ")[0]) for line in err.splitlines()
+                   if "is InfiniBand: left out because every rank" in line)
+    assert rc == 0 and named == [2, 3, 6, 7]
+    assert "rank 3 (GPU3): port mlx5_2:1, nearer (PXB, 5 hops)" in err
+    for rank, said in ((3, True), (0, False)):
+        _, _, err = run_cli(["env", "--local-rank", str(rank), *h.where, *h.conf])
+        assert (f"sysverbs env: warning: rank {rank} (GPU{rank}): port " in err) == said
+        _, _, err = run_cli(["run", "--dry-run", "--local-rank", str(rank), *h.where,
+                             "--", "true"])
+        assert (f"sysverbs run: warning: rank {rank} (GPU{rank}): port " in err) == said
+
+
+def test_no_single_link_layer_fails_every_command(conf_root: str, fast_fixture_tmp: None
+                                                  ) -> None:
+    """Where the host's one link layer leaves a rank no NIC that the other layer would
+    give it, the verdict names the rank and topo --assign, env and run exit 1.  No
+    bundled host is so (placement gives every GPU a NIC of the chosen layer), so the
+    verdict is made from gpu-dgx-a100's two real assignments with rank 1's emptied."""
+    from sysverbs.model import HostModel, linklayer
+    from sysverbs.placement import Assignment, assign
+    from sysverbs.testing.cache import fixture_tree
+
+    host = HostModel(fixture_tree("gpu-dgx-a100").host_root).placement
+    chosen = list(assign(host, link_layer="Ethernet"))
+    chosen[1] = Assignment(chosen[1].gpu, None, (), "no NIC")
+    verdict = linklayer.link_layer_verdict("Ethernet", "InfiniBand", chosen,
+                                           assign(host, link_layer="InfiniBand"))
+    assert verdict.unserved == (1,) and not verdict.ok()
+    assert [r for r, _ in verdict.changed] == [2, 3, 6, 7]
+    assert "Ethernet gives rank 1 no NIC" in verdict.warnings([5])[-1]
+    real = linklayer.link_layer_verdict
+    h = Host(["--fixture", "gpu-dgx-a100"], conf_root, [])
+    with mock.patch.object(linklayer, "link_layer_verdict",
+                           lambda layer, other, a, b: real(layer, other, chosen, b)):
+        for args in (["topo", "--assign"], ["env", "--local-rank", "0", *h.conf],
+                     ["run", "--dry-run", "--local-rank", "0", "--", "true"]):
+            rc, _, err = h.run(*args)
+            assert rc == 1 and "no single link layer serves every rank" in err, args

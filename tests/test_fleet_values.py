@@ -192,7 +192,7 @@ def _failing(monkeypatch: pytest.MonkeyPatch, part: str) -> None:
     def boom(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(*{"topology": (placement, "read_host"),
+    monkeypatch.setattr(*{"topology": (placement, "read_host_at"),  # the host model's
                           "nccl": (nccl, "predict_ib")}[part], boom)
 
 
@@ -244,7 +244,7 @@ import sys
 import sysverbs.placement as placement
 def boom(*args, **kw):
     raise RuntimeError("injected")
-placement.read_host = boom
+placement.read_host_at = boom  # what the host model reads the placement host with
 from sysverbs.cli import main
 sys.exit(main(sys.argv[1:]))
 """

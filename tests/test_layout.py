@@ -97,6 +97,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("devices", "testing"),
     ("placement",),
     ("rank",),
+    ("model",),
     ("fleet",),
     ("cli", "compat", "compat/pyverbs"),
     ("",),

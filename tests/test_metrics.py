@@ -51,6 +51,7 @@ SPEC: dict[str, tuple[str, ...]] = {
     "sysverbs_gpu_nic_assigned": ("gpu", "pci_bus_id", "device", "port", "link"),
     "sysverbs_nccl_net_device_info": ("device", "port"),
     "sysverbs_nccl_transport": ("transport",),
+    "sysverbs_nccl_gid_problem": ("device", "port", "reason"),
     "sysverbs_pcie_link_degraded": ("device", "role", "port", "what", "current", "capable"),
     "sysverbs_gdr_unavailable": (),
     "sysverbs_gdr_disabled_by_distance": ("gpu", "pci_bus_id", "device", "port", "path",
@@ -396,7 +397,7 @@ def test_a_part_that_raises_leaves_the_others(part: str,
         return real_topology(device, **kw)
 
     target = {"discovery": (diagnosis, "diagnose", boom), "device": (topology,
-              "device_topology", one_bad), "topology": (placement, "read_host", boom),
+              "device_topology", one_bad), "topology": (placement, "read_host_at", boom),
               "nccl": (nccl, "predict_ib", boom)}[part]
     monkeypatch.setattr(target[0], target[1], target[2])
     facts = fixture_facts("gpu-dgx-a100")
@@ -435,7 +436,7 @@ def test_the_command_warns_and_exits_1_when_a_part_fails(
     def boom(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(placement, "read_host", boom)
+    monkeypatch.setattr(placement, "read_host_at", boom)  # the host model's placement part
     assert main(["metrics", "--json", "--fixture", "gpu-hgx-h100"]) == 1
     out, err = capsys.readouterr()
     assert err == ("sysverbs metrics: warning: the topology collector failed (RuntimeError: "

@@ -256,18 +256,22 @@ def test_every_fixture_file_reads_as_nfd(fixture: str) -> None:
 EXPECTED = {
     "dgx-demo": {"rdma.usable": "true", "rdma.devices": "19", "rdma.usable-devices": "19",
                  "rdma.infiniband": "true", "rdma.roce": "true",
-                 "rdma.problem.port-down": "true", "nccl.transport": "ib"},
+                 "rdma.problem.port-down": "true", "nccl.transport": "ib",
+                 "nccl.problem.gid-link-local": "true"},
     "gpu-dgx-b200": {"rdma.usable": "true", "rdma.devices": "18",
                      "rdma.usable-devices": "18", "rdma.infiniband": "true",
                      "rdma.roce": "true", "rdma.problem.port-down": "true",
-                     "gpu-nic.worst-link": "PXB", "nccl.transport": "ib"},
+                     "gpu-nic.worst-link": "PXB", "nccl.transport": "ib",
+                     "nccl.problem.gid-link-local": "true"},
     "gpu-hgx-h100": {"rdma.usable": "true", "rdma.devices": "8", "rdma.usable-devices": "8",
                      "rdma.infiniband": "true", "gpu-nic.worst-link": "PIX",
                      "nccl.transport": "ib"},
     "irdma": {"rdma.usable": "true", "rdma.devices": "2", "rdma.usable-devices": "2",
-              "rdma.roce": "true", "nccl.transport": "ib"},
+              "rdma.roce": "true", "nccl.transport": "ib",
+              "nccl.problem.gid-link-local": "true"},
     "cxgb4": {"rdma.usable": "true", "rdma.devices": "1", "rdma.usable-devices": "1",
-              "rdma.iwarp": "true", "nccl.transport": "ib"},
+              "rdma.iwarp": "true", "nccl.transport": "ib",
+              "nccl.problem.gid-unsuitable": "true"},
     # the SMI device is no verbs device: not usable, and no problem either
     "smi": {"rdma.usable": "true", "rdma.devices": "2", "rdma.usable-devices": "1",
             "rdma.infiniband": "true", "nccl.transport": "ib"},
@@ -282,7 +286,7 @@ EXPECTED = {
 @pytest.mark.parametrize("fixture", sorted(EXPECTED))
 def test_labels_of_known_fixtures(fixture: str) -> None:
     """The labels NFD would set on known hosts (rdma.cm is false on a recording: it has
-    no class/misc)."""
+    no class/misc; nccl.problem.*: the GID verdict nccl check gives the same ports)."""
     now = time.time()
     r = _read_ok(feature_file(_facts(fixture), expires_in=60, now=now).text(), now)
     assert _short(r.labels) == {**EXPECTED[fixture], "rdma.cm": "false"}

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from ..ground.errors import UsageError
+from .hostmodel import model_of, read_once, say_link_layer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,8 +34,9 @@ def register(subparsers: argparse._SubParsersAction[Any],
         "assigns to the local rank's GPU (sysverbs topo --assign); on a host without GPUs, "
         "every ACTIVE port of the usable devices.",
         epilog="exit status: 0; 1 when no NIC is chosen, a device or the rank's GPU is not "
-        "found, or what would be written has warnings (then nothing is exported); 2 for a "
-        "usage error. Use: eval \"$(sysverbs env --device mlx5_0:1)\"")
+        "found, what would be written has warnings (then nothing is exported), or no single "
+        "link layer (InfiniBand or RoCE) serves every rank of the host; 2 for a usage "
+        "error. Use: eval \"$(sysverbs env --device mlx5_0:1)\"")
     p.add_argument("--format", choices=["sh", "dotenv", "json"], default="sh",
                    help="sh exports (default), a dotenv file, or JSON (as --json)")
     p.add_argument("--local-rank", type=int, metavar="N",
@@ -74,6 +76,7 @@ def device_args(value: str) -> list[str]:
     return [device_arg(v) for v in value.split(",")]
 
 
+@read_once
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     """``sysverbs env``: ``opts`` are the listing options of the command line.  Exit 0
     when what it writes has no warning; else 1, the warnings on stderr and (sh, dotenv)
@@ -115,17 +118,20 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
                                sysfs_path=sysfs, dev_dir=opts["dev_dir"],
                                proc_path=args.host_root.proc_path,
                                conf_root=args.conf_root, list_options=listing,
-                               keep_set=True, where=where(args, sysfs_root(opts)))
+                               keep_set=True, where=where(args, sysfs_root(opts)),
+                               host=model_of(args).placement)
     except NotFoundError as e:
         return fail(args, "not-found", str(e.args[0]))
     if not env.nics:
         return fail(args, "nothing-chosen",
                     "no usable NIC (no ACTIVE InfiniBand/Ethernet port)")
+    served = devices is not None or _one_link_layer(args)  # placement's rank only
     if names is not None:
         from .env_map import with_frameworks
 
         env = with_frameworks(args, env, names)
-    return emit_env(env, fmt)
+    rc = emit_env(env, fmt)
+    return rc if served else 1
 
 
 def _rank_needed(names: Sequence[str]) -> bool:
@@ -153,3 +159,21 @@ def emit_env(env: Any, fmt: str) -> int:
     sys.stdout.write(text)
     sys.stdout.flush()
     return 1 if env.warnings else 0
+
+
+def _one_link_layer(args: argparse.Namespace) -> bool:
+    """Placement's rank on a host of InfiniBand and RoCE ports: warn when the host's one
+    link layer costs this rank its nearest NIC; False when no link layer serves every
+    rank (``topo --assign`` and ``run`` say the same)."""
+    import os
+
+    from ..placement import assign_rank, local_rank
+
+    host = model_of(args).placement
+    if not host.gpus:
+        return True
+    rank = args.local_rank if args.local_rank is not None else local_rank(os.environ)[0]
+    if rank is None and len(host.gpus) == 1:
+        rank = 0
+    gpu = assign_rank(host, rank, os.environ).gpu  # as rank_environment() placed it
+    return say_link_layer(args, "env", [] if gpu is None else [gpu.index])

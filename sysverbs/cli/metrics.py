@@ -174,6 +174,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     from ..fleet.metrics import missing_client
     from ..ground.errors import UsageError
     from .contract import emit, error, warning
+    from .hostmodel import fresh_model
 
     if args.interval is not None and args.textfile is None:
         raise UsageError("--interval needs --textfile (--listen takes a snapshot per scrape)")
@@ -187,11 +188,13 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         return 1
     proc = args.host_root.proc_path
 
-    def collect() -> HostFacts:
-        return collect_facts(gpu_links=not args.no_gpu_links, proc_path=proc,
-                             recorded=args.fixture is not None, probe_open=not args.no_open,
-                             conf_root=args.conf_root,
-                             **opts)
+    def collect() -> HostFacts:  # one host model per snapshot, each file read once
+        model = fresh_model(args)
+        with model.reading():
+            return collect_facts(gpu_links=not args.no_gpu_links, proc_path=proc,
+                                 recorded=args.fixture is not None,
+                                 probe_open=not args.no_open, conf_root=args.conf_root,
+                                 model=model, **opts)
 
     if args.listen is not None:
         return _serve(args, collect)

@@ -10,6 +10,8 @@ when the command runs.
 
 from __future__ import annotations
 
+from .hostmodel import read_once
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -211,6 +213,7 @@ def _transport(env: Mapping[str, str], sel: IbSelection, ports: Sequence[IbPort]
                          efa_devices=efa)
 
 
+@read_once
 def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     """``sysverbs nccl check``: ``opts`` are the listing options of the command line; a
     bad ``--nccl-version`` raises :class:`~sysverbs.errors.UsageError` (exit 2)."""

@@ -71,10 +71,13 @@ def _snapshot(args: argparse.Namespace, opts: dict[str, Any], expires_in: float)
     from ..fleet.facts import collect_facts
     from ..fleet.nfd import feature_file
     from ..ground import __version__
+    from .hostmodel import fresh_model
+
     proc = args.host_root.proc_path
-    facts = collect_facts(recorded=args.fixture is not None, probe_open=not args.no_open,
-                          proc_path=proc,
-                          conf_root=args.conf_root, **opts)
+    model = fresh_model(args)  # one host model per snapshot, each file read once
+    with model.reading():
+        facts = collect_facts(recorded=args.fixture is not None, probe_open=not args.no_open,
+                              proc_path=proc, conf_root=args.conf_root, model=model, **opts)
     ff = feature_file(facts, expires_in=expires_in,
                       header=f"written by sysverbs {__version__} (sysverbs nfd) for "
                       f"{where(args, args.host_root.sysfs_path)}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from ..ground.errors import UsageError
+from .hostmodel import model_of, read_once, say_link_layer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def _command(args: argparse.Namespace) -> list[str]:
     return words
 
 
+@read_once
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     """``sysverbs run``: exec the command bound; print the plan with --dry-run."""
     import os
@@ -108,9 +110,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
                          "(--dry-run), not applied")
     problem = args.root_problem
     if args.near is None and problem is not None:
-        from ..placement import read_host_at
-
-        if not read_host_at(args.host_root).gpus:
+        if not model_of(args).placement.gpus:
             return _unplaced(args, words, "nothing-found", f"no GPU and no RDMA device on "
                              f"{where(args, sysfs)}: nothing to place by (--near DEV)")
     if problem is not None:
@@ -121,13 +121,19 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
                  sysfs_path=sysfs, dev_dir=opts["dev_dir"],
                  proc_path=args.host_root.proc_path,
                  allowed_cpus=args.allowed_cpus, local_size=args.local_size,
-                 nics=not args.no_nics, list_options=listing)
+                 nics=not args.no_nics, list_options=listing,
+                 host=model_of(args).placement, cpu_topology=model_of(args).cpus,
+                 where=where(args, sysfs))
     except NotFoundError as e:
         return _unplaced(args, words, "not-found", str(e.args[0]))
     except BindingError as e:
         return _unplaced(args, words, "binding", str(e))
     for w in p.warnings:
         warning("run", w)
+    if not args.no_nics and p.anchor.gpu is not None and p.nics and \
+            not say_link_layer(args, "run", [p.anchor.gpu.index]):
+        return _unplaced(args, words, "nothing-chosen", "no single link layer (InfiniBand or "
+                         "RoCE) serves every rank of this host")
     if args.dry_run:
         if args.json:
             doc = p.as_dict()

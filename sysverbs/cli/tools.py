@@ -13,6 +13,7 @@ import sys
 from typing import Any, Optional
 
 from ..ground.errors import UsageError
+from .hostmodel import model_of, read_once
 
 __all__ = ["netdev", "doctor", "watch", "snapshot", "netdev_links"]
 
@@ -74,18 +75,12 @@ def _line(d: Any) -> str:
     return f"{head}: {first.severity}: {first.message} [{first.code}]{tail}"
 
 
-def _host_checks(args: Any, opts: dict[str, Any], recorded: bool) -> tuple[Any, list[Any]]:
-    """The host as placement reads it, and its degraded PCIe links (``pcie_link_degraded``,
-    placement's finding beside diagnose()'s host reasons)."""
-    from ..ground.hostroot import HostRoot
-    from ..placement import degraded_links, read_host_at
-    from .contract import sysfs_root
+def _pcie_links(args: Any) -> list[Any]:
+    """The degraded PCIe links of the host (``pcie_link_degraded``, placement's finding
+    beside diagnose()'s host reasons), from the invocation's model."""
+    from ..placement import degraded_links
 
-    root = getattr(args, "host_root", None)
-    if not isinstance(root, HostRoot):
-        root = HostRoot.resolve(sysfs_root(opts), opts.get("dev_dir"), recorded=recorded)
-    host = read_host_at(root)
-    return host, list(degraded_links(host))
+    return list(degraded_links(model_of(args).placement))
 
 
 def _print_predictions(found: Any, host: Any, findings: Any, opts: dict[str, Any],
@@ -117,6 +112,7 @@ def _print_predictions(found: Any, host: Any, findings: Any, opts: dict[str, Any
             sys.stdout.write(f"  {line}\n")
 
 
+@read_once
 def doctor(args: Any, opts: dict[str, Any]) -> int:
     from dataclasses import asdict
 
@@ -127,8 +123,10 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
     # user gives is not: a plain file there is the error it is).
     recorded = getattr(args, "fixture", None) is not None
     found = diagnose(probe_open=not args.no_open, recorded=recorded, **opts)
-    placed, links = _host_checks(args, opts, recorded)
-    live = getattr(getattr(args, "host_root", None), "live", False)
+    model = model_of(args)
+    placed = model.placement
+    links = _pcie_links(args)
+    live = model.root.live
     findings = read_findings(placed, os.environ, live=live and not recorded)
     host = [*found.host, *(Reason("pcie_link_degraded", d.message(), "warning")
                            for d in links),

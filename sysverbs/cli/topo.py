@@ -14,6 +14,7 @@ import sys
 
 from ..ground.errors import UsageError
 from .contract import link_layer, rate
+from .hostmodel import model_of, read_once, say_link_layer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,8 +34,8 @@ def register(subparsers: Any, parents: Sequence[argparse.ArgumentParser]) -> Non
         "cells are PCIe classes, as in topo -mp. --assign: the NICs each GPU (or local rank) "
         "should use, nearest class first, then fewest bridge hops, with the reasons.",
         epilog="exit status: 0; 1 when the root is not a sysfs tree, it has neither GPUs nor "
-        "RDMA devices, or --assign gives no GPU a NIC (or --rank names no GPU); 2 for a "
-        "usage error.")
+        "RDMA devices, --assign gives no GPU a NIC (or --rank names no GPU), or no single "
+        "link layer (InfiniBand or RoCE) serves every GPU; 2 for a usage error.")
     t.add_argument("--assign", action="store_true", help="print each GPU's NICs")
     t.add_argument("--near", metavar="DEV[,DEV...]",
                    help="with --assign: the NICs of these devices instead of the GPUs' (a "
@@ -73,11 +74,12 @@ def _rank_arg(value: Any) -> Any:
     raise UsageError(f"--rank must be a number or 'env', not {value!r}")
 
 
+@read_once
 def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     """``sysverbs topo``: 0; 1 with neither GPUs nor RDMA devices, or when ``--assign``
     gives no GPU a NIC (or the rank has no GPU)."""
     from ..ground.errors import NotFoundError
-    from ..placement import host_json, read_host_at, render_matrix
+    from ..placement import host_json, render_matrix
     from .contract import error, fail, sysfs_root, warning, where
 
     rank = _rank_arg(args.rank)
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         raise UsageError("--near and --rank exclude each other (sysverbs run --near takes a "
                          "rank's device from a list)")
     sysfs = sysfs_root(opts)
-    host = read_host_at(args.host_root)  # built by listing_options() (--fixture: recorded)
+    host = model_of(args).placement  # of args.host_root (--fixture: recorded)
     problem = args.root_problem
     if not host.gpus and args.near is None and (problem is not None or not host.nics):
         return fail(args, "nothing-found",
@@ -132,6 +134,10 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
             plan = assign(host, **filters)
     except NotFoundError as e:
         return fail(args, "not-found", str(e.args[0]))
+    served = True
+    if args.near is None:  # the host's one link layer: which ranks it costs a NIC
+        mine = None if rank is None else [a.gpu.index for a in plan if a.gpu is not None]
+        served = say_link_layer(args, "topo", mine, **filters)
     if args.json:
         doc = {"schema": "sysverbs.assign/1", "nvlink": "not visible in sysfs",
                "assignments": [_assignment_json(host, a) for a in plan],
@@ -141,7 +147,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         sys.stdout.write(_human(host, plan))
     sys.stdout.flush()
     if any(a.nics for a in plan):
-        return 0
+        return 0 if served else 1
     if args.near is not None:
         error("topo", "no device got a NIC: " + (plan[0].reason if plan else "no assignment"))
     elif not host.gpus:

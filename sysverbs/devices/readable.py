@@ -29,6 +29,7 @@ import os
 import re
 
 from ..ground.records import FrozenRecord, init
+from ..ground.sysfs_read import read_file
 
 # Light on purpose: sysverbs topo (placement's read_host) checks its files with this
 # module and imports neither typing, dataclasses nor the attributes' module
@@ -82,18 +83,9 @@ class UnknownFile(FrozenRecord):
 def _read(path: bytes) -> Union[str, int, None]:
     """The text of ``path`` without its final newline, the errno when it cannot be read,
     None when it does not exist."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        return e.errno or errno.EIO
-    try:
-        data = os.read(fd, _READ_SIZE)
-    except OSError as e:
-        return e.errno or errno.EIO
-    finally:
-        os.close(fd)
+    data = read_file(path, _READ_SIZE)  # once per invocation (ground/sysfs_read.py)
+    if isinstance(data, int):
+        return None if data == errno.ENOENT else abs(data)
     if data.endswith(b"\n"):
         data = data[:-1]
     return data.decode("utf-8", "replace")

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
 from ..devices.diagnosis import CODES
 from ..ground.hostroot import HostRoot
+from ..model import HostModel
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from ..devices.diagnosis import DiagnosisList
     from ..engine.api import ListOptions, Options
     from ..placement import DegradedLink, Host
+    from ..rank.ib import IbSelection
     from ..rank.whynot import Findings
 
     T = TypeVar("T")
@@ -214,6 +216,9 @@ class HostFacts:
     #: GPUDirect RDMA and the RoCE address GIDs (:mod:`sysverbs.rank.whynot`); None when
     #: the topology part failed
     findings: Optional[Findings] = None
+    #: (device, port, code): the GID verdict (:func:`~sysverbs.rank.gid.gid_verdict`) of
+    #: each RoCE port NCCL would use, as ``nccl check`` and ``env`` judge it
+    nccl_gid_problems: tuple[tuple[str, int, str], ...] = ()
 
     def device(self, name: str) -> Optional[DeviceFacts]:
         for d in self.devices:
@@ -462,12 +467,13 @@ class _Topology:
         self.findings: Optional[Findings] = None
 
 
-def _topology(out: _Topology, root: HostRoot, gpu_links: bool,
+def _topology(out: _Topology, model: HostModel, gpu_links: bool,
               environ: Optional[Mapping[str, str]] = None) -> None:
-    from ..placement import assign, degraded_links, read_host
+    from ..placement import assign, degraded_links
     from ..rank.whynot import read_findings
 
-    host: Host = read_host(root.sysfs, root.proc, root.dev, recorded=root.recorded)
+    host: Host = model.placement
+    root = model.root
     out.pcie_links = degraded_links(host)
     out.findings = read_findings(host, environ or {}, live=root.live and not root.recorded)
     out.gpus = tuple(GpuFacts(g.index, g.address, nvml_bus_id(g.address), g.vendor)
@@ -489,15 +495,34 @@ def _topology(out: _Topology, root: HostRoot, gpu_links: bool,
 
 def _nccl(opts: Options, options: Mapping[str, object], environ: Mapping[str, str],
           conf_root: Optional[str], found: tuple[DeviceFacts, ...]
-          ) -> tuple[tuple[tuple[str, int], ...], str]:
-    from ..rank.nccl import predict_ib
+          ) -> tuple[tuple[tuple[str, int], ...], str, tuple[tuple[str, int, str], ...]]:
     from ..rank.netplugin import net_transport, uses_ib
 
-    sel = predict_ib(environ, conf_root=conf_root, **options)  # type: ignore[arg-type]
+    sel, gids = _nccl_gids(options, environ, conf_root)
     devices = tuple(dict.fromkeys((d.device, d.port) for d in sel.devices))
     ib = uses_ib(len(devices), sel.disabled, sel.failure)
     efa = any(d.usable and d.provider == "efa" for d in found)
-    return devices, net_transport(environ, ib_ports=ib, efa_devices=efa)
+    return devices, net_transport(environ, ib_ports=ib, efa_devices=efa), gids
+
+
+def _nccl_gids(options: Mapping[str, object], environ: Mapping[str, str],
+               conf_root: Optional[str]) -> tuple[IbSelection, tuple[tuple[str, int, str], ...]]:
+    """NCCL's selection, and the GID verdict of each RoCE port it selects: (device,
+    port, code) of :func:`~sysverbs.rank.gid.gid_verdict`, the one ``nccl check`` and
+    ``env`` give (``gid-link-local``...)."""
+    from ..rank.lint import gid_warnings
+    from ..rank.nccl import host_ports, nccl_environment, predict_ib
+
+    sel = predict_ib(environ, conf_root=conf_root, **options)  # type: ignore[arg-type]
+    if not any(d.link == "RoCE" for d in sel.devices):
+        return sel, ()
+    full_env, _ = nccl_environment(environ, root=conf_root)
+    ports = host_ports(gid_tables=True, **options)  # type: ignore[arg-type]
+    out = []
+    for w in gid_warnings(sel, ports, full_env):
+        device, _, port = w.entry.rpartition(":")
+        out.append((device, int(port), w.code))
+    return sel, tuple(out)
 
 
 # ---------------------------------------------------------------------------- public
@@ -506,7 +531,7 @@ def _nccl(opts: Options, options: Mapping[str, object], environ: Mapping[str, st
 def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
                   recorded: bool = False, probe_open: bool = True,
                   environ: Optional[Mapping[str, str]] = None,
-                  conf_root: Optional[str] = None,
+                  conf_root: Optional[str] = None, model: Optional[HostModel] = None,
                   **options: Unpack[ListOptions]) -> HostFacts:
     """One snapshot of the host (see the module's docstring).
 
@@ -518,13 +543,27 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     a recording (a bundled fixture), judged as ``sysverbs doctor --fixture`` does.
     ``probe_open``: open each listed device's char device to see whether it works.
     ``environ`` (default ``os.environ``) and ``conf_root``: what NCCL reads
-    (``NCCL_IB_HCA``, ``NCCL_IB_DISABLE``..., its config files).
+    (``NCCL_IB_HCA``, ``NCCL_IB_DISABLE``..., its config files).  ``model``: the
+    invocation's :class:`~sysverbs.model.HostModel` of the same host; its parts are taken
+    instead of reading them again, and the snapshot reads through it (each file once).
     """
     from ..engine.api import resolve
-    from ..ground import __version__
 
     opts = resolve(**options)
     env: Mapping[str, str] = os.environ if environ is None else environ
+    if model is None:
+        model = HostModel(HostRoot.resolve(opts.sysfs_path, opts.dev_dir, proc_path,
+                                           recorded=recorded))
+    with model.reading():
+        return _collect(model, opts, options, env, conf_root, recorded, probe_open,
+                        gpu_links)
+
+
+def _collect(model: HostModel, opts: Options, options: Mapping[str, object],
+             env: Mapping[str, str], conf_root: Optional[str], recorded: bool,
+             probe_open: bool, gpu_links: bool) -> HostFacts:
+    from ..ground import __version__
+
     results: list[CollectorResult] = []
     disc = _Discovery()
     root = opts.sysfs_path
@@ -532,9 +571,7 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
            _on_root(root, lambda: _discover(disc, opts, options, recorded, probe_open), disc))
     topo = _Topology()
     _timed("topology", results,
-           _on_root(root, lambda: _topology(topo, HostRoot.resolve(
-               opts.sysfs_path, opts.dev_dir, proc_path, recorded=recorded), gpu_links, env),
-               topo))
+           _on_root(root, lambda: _topology(topo, model, gpu_links, env), topo))
     nccl = _timed("nccl", results,
                   _on_root(root, lambda: _nccl(opts, options, env, conf_root, disc.devices)))
     return HostFacts(
@@ -545,4 +582,5 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
         gpus=topo.gpus, gpu_links=topo.links, assigned=topo.assigned,
         nccl_devices=nccl[0] if nccl is not None else (),
         nccl_transport=nccl[1] if nccl is not None else "",
+        nccl_gid_problems=nccl[2] if nccl is not None else (),
         collectors=tuple(results), pcie_links=topo.pcie_links, findings=topo.findings)

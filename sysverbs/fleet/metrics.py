@@ -117,6 +117,12 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "plugin (another net plugin NCCL_NET_PLUGIN names); all 0 when NCCL would fail to "
         "initialise (NCCL_NET names no network it has) or the nccl collector failed",
         ("transport",)),
+    "sysverbs_nccl_gid_problem": (
+        "gauge", "1 for each RoCE port NCCL's IB transport would use whose GID NCCL would "
+        "not route as asked, with the verdict sysverbs nccl check and sysverbs env give it "
+        "(a warning there): gid-link-local (a link-local or empty GID), gid-unsuitable "
+        "(another family or RoCE version), gid-lookup-fails; no series while none is",
+        ("device", "port", "reason")),
     "sysverbs_pcie_link_degraded": (
         "gauge", "1 for each PCIe link of a GPU, RDMA NIC, NVMe or bridge on their paths "
         "that runs below the speed or width both its ends support (reseat the card; "
@@ -216,6 +222,8 @@ def _samples(facts: HostFacts, detail: bool
     for transport in TRANSPORTS:
         out["sysverbs_nccl_transport"].append(((transport,),
                                                _flag(facts.nccl_transport == transport)))
+    for device, number, code in facts.nccl_gid_problems:
+        out["sysverbs_nccl_gid_problem"].append(((device, str(number), code), 1.0))
     for pl in facts.pcie_links:
         out["sysverbs_pcie_link_degraded"].append(((pl.device, pl.role, pl.port, pl.what,
                                                     *pl.rates()), 1.0))

@@ -227,6 +227,8 @@ def _host_features(facts: HostFacts) -> list[Feature]:
         label("nccl.failed", "true")
     else:  # none: NCCL would fail to initialise (NCCL_NET names no network it has)
         label("nccl.transport", facts.nccl_transport or "none")
+        for code in sorted({c for _, _, c in facts.nccl_gid_problems}):  # nccl check's
+            label(f"nccl.problem.{code}", "true")
     return out
 
 

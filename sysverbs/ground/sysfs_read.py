@@ -29,6 +29,8 @@ goes through the character-by-character rules.
 from __future__ import annotations
 
 import os
+from _thread import get_ident
+from errno import EINVAL, EIO
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "read_sysfs_file",
+    "ReadOnce",
+    "read_file",
     "check_sysfs_root",
     "cstr",
     "strtoul",
@@ -76,22 +80,146 @@ _FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def read_sysfs_file(path: PathArg, size: int, dir_fd: Optional[int] = None) -> Optional[bytes]:
-    """Read ``path`` (relative to ``dir_fd`` when given) with libibverbs' rules."""
+    """Read ``path`` (relative to ``dir_fd`` when given) with libibverbs' rules; inside
+    a :class:`ReadOnce` of this thread, a path already read is answered from it."""
+    if _active:
+        memo = _active.get(get_ident())
+        if memo is not None:
+            return _rules(memo.read(path, size, dir_fd), size)
+    return _rules(_read_raw(path, size, dir_fd), size)
+
+
+def read_file(path: PathArg, size: int) -> Union[bytes, int]:
+    """What one ``read()`` of at most ``size`` bytes gives, as is; else the errno of the
+    failed open, or minus the errno of the failed read (for readers that tell a missing
+    file, EACCES and a read's EINVAL apart); inside a
+    :class:`ReadOnce`, each path is read once, as by :func:`read_sysfs_file`."""
+    if _active:
+        memo = _active.get(get_ident())
+        if memo is not None:
+            return memo.read(path, size)
+    return _read_raw(path, size)
+
+
+def _read_raw(path: PathArg, size: int, dir_fd: Optional[int] = None) -> Union[bytes, int]:
+    """One ``read()`` of at most ``size`` bytes; the errno when the open fails (EINVAL
+    for a path that holds a NUL byte), minus the errno when the read does."""
     try:
         fd = os.open(path, _FLAGS) if dir_fd is None else os.open(path, _FLAGS, dir_fd=dir_fd)
-    except (OSError, ValueError):
-        return None
+    except OSError as e:
+        return e.errno or EIO
+    except ValueError:
+        return EINVAL
     try:
-        data = os.read(fd, size)
-    except OSError:
-        return None
+        return os.read(fd, size)
+    except OSError as e:
+        return -(e.errno or EIO)
     finally:
         os.close(fd)
+
+
+def _rules(data: Union[bytes, int], size: int) -> Optional[bytes]:
+    """libibverbs' rules over what one read of at most ``size`` bytes gave."""
+    if isinstance(data, int):
+        return None
     if data.endswith(b"\n"):
         return data[:-1]
     if len(data) < size:
         return data
     return None
+
+
+#: The :class:`ReadOnce` in force, by thread (``_thread.get_ident()``).
+_active: dict[int, ReadOnce] = {}
+
+
+class ReadOnce:
+    """One invocation's reads, each file once (docs/architecture.md, "One host model").
+
+    ``with memo:`` makes :func:`read_sysfs_file` of this thread (a ``dir_fd`` read
+    named by the directory ``/proc/self/fd`` gives) answer a path it has already read
+    from what that read gave: a file is opened once however many readers want it, and
+    every reader sees the same content.  What a read of ``size`` bytes would have given
+    is kept exactly: the data of a read that stopped short of its size is the whole
+    file, so it answers any size; a read that filled its buffer answers any size up to
+    its own, and a larger one reads the file again (and keeps that).  A file is known
+    by its directory with the links in it resolved (``class/infiniband/X/ports/1/state``
+    and ``devices/.../infiniband/X/ports/1/state`` are one file): each directory is
+    resolved once, one ``readlink`` per component.  Entered again (nested) it is a
+    no-op; another thread's reads are not affected."""
+
+    __slots__ = ("files", "dirs", "_entered")
+
+    def __init__(self) -> None:
+        #: the file's key (:meth:`key`) -> (what one read gave, or its errno; the size
+        #: it was read with)
+        self.files: dict[bytes, tuple[Union[bytes, int], int]] = {}
+        #: a directory as given -> the same with its links resolved
+        self.dirs: dict[bytes, bytes] = {}
+        #: per ``with``, in this thread: whether it made this one the thread's
+        self._entered: list[tuple[int, bool]] = []
+
+    def key(self, path: PathArg) -> bytes:
+        """``path`` (absolute) with the links of its directory resolved."""
+        raw = path if isinstance(path, bytes) else os.fsencode(path)
+        if not raw.startswith(b"/"):
+            raw = os.path.abspath(raw)
+        head, name = os.path.split(raw)
+        return self._real(head, 0) + b"/" + name
+
+    def _real(self, d: bytes, depth: int) -> bytes:
+        got = self.dirs.get(d)
+        if got is not None:
+            return got
+        parent, name = os.path.split(d)
+        if not name or depth > 40:  # the root; or a loop of links (ELOOP): as it is
+            return d
+        base = self._real(parent, depth)
+        here = os.path.normpath(base + b"/" + name) if name in (b".", b"..") \
+            else (b"" if base == b"/" else base) + b"/" + name
+        try:
+            target = os.readlink(here)
+        except (OSError, ValueError):  # not a link (EINVAL), or missing: itself
+            real = here
+        else:  # base holds no link: a relative target's ".." is the real parent
+            real = self._real(os.path.normpath(os.path.join(base, target)), depth + 1)
+        self.dirs[d] = real
+        return real
+
+    def read(self, path: PathArg, size: int, dir_fd: Optional[int] = None
+             ) -> Union[bytes, int]:
+        """What one read of at most ``size`` bytes gives (or its errno), read once."""
+        if dir_fd is None:
+            key = self.key(path)
+        else:
+            try:
+                key = self.key(os.path.join(os.readlink(b"/proc/self/fd/%d" % dir_fd),
+                                            os.fsencode(path)))
+            except (OSError, ValueError):  # no /proc: read it, and keep nothing
+                return _read_raw(path, size, dir_fd)
+        have = self.files.get(key)
+        if have is not None:
+            data, read_size = have
+            if isinstance(data, int):
+                return data
+            if len(data) < read_size or size <= read_size:
+                return data[:size]
+        data = _read_raw(path, size, dir_fd)
+        self.files[key] = (data, size)
+        return data
+
+    def __enter__(self) -> ReadOnce:
+        me = get_ident()
+        first = me not in _active
+        if first:
+            _active[me] = self
+        self._entered.append((me, first))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        me, first = self._entered.pop()
+        if first:
+            del _active[me]
 
 
 # ------------------------------------------------------------ C parsing rules

@@ -65,6 +65,7 @@ from .rtnetlink import interface_addresses
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..placement import Host
     from .lint import LintWarning
 
 __all__ = [
@@ -478,7 +479,7 @@ def _state(text: Optional[str]) -> str:
 
 
 def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optional[str],
-            proc_path: Optional[str], dev_dir: Optional[str]
+            proc_path: Optional[str], dev_dir: Optional[str], host: Optional[Host] = None
             ) -> tuple[Optional[list[tuple[str, int]]], str]:
     """Placement's (device, port) list for the rank and its reason; None when the host
     has no GPU, or placement chose no NIC for the rank's GPU, with the reason.  On a
@@ -487,7 +488,8 @@ def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optio
     from ..placement import assign_rank, read_host
     from ..placement import local_rank as rank_from
 
-    host = read_host(sysfs_path=sysfs_path, proc_path=proc_path, dev_dir=dev_dir)
+    if host is None:
+        host = read_host(sysfs_path=sysfs_path, proc_path=proc_path, dev_dir=dev_dir)
     if not host.gpus:
         return None, "no GPU on this host, so no placement"
     if local_rank is None and rank_from(env)[0] is None:
@@ -509,7 +511,8 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
                      proc_path: Optional[str] = None, conf_root: Optional[str] = None,
                      addresses: Optional[Mapping[str, Sequence[str]]] = None,
                      list_options: Optional[Mapping[str, Any]] = None,
-                     keep_set: bool = False, where: str = "this host") -> RankEnvironment:
+                     keep_set: bool = False, where: str = "this host",
+                     host: Optional[Host] = None) -> RankEnvironment:
     """The environment for one rank.
 
     ``nics``: the NICs chosen for the rank (see :func:`read_nics`).  None: placement
@@ -529,7 +532,9 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     sets is kept, as ``sysverbs run`` keeps it: left alone here, with a note when its
     value differs, and NCCL_IB_HCA is checked as it is in force (``sysverbs env`` sets
     it).  ``where``: how the check's messages name the host (``sysverbs env`` says
-    ``fixture NAME`` or ``the tree DIR``, as ``sysverbs nccl check`` does).
+    ``fixture NAME`` or ``the tree DIR``, as ``sysverbs nccl check`` does).  ``host``:
+    the placement host of that tree already read (the command's host model), instead of
+    reading it again.
     """
     env = environ_arg(environ, "environ")
     user = dict(env) if keep_set else {}
@@ -544,7 +549,7 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
                      for name, path in sorted(conf_sources.items()))
     round_robin = nics is None
     if nics is None:
-        placed, why = _placed(local_rank, env, sysfs_path, proc_path, dev_dir)
+        placed, why = _placed(local_rank, env, sysfs_path, proc_path, dev_dir, host)
         if placed is not None:
             nics, round_robin = placed, False
             extra.append(f"placement: {why}")

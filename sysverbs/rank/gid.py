@@ -53,6 +53,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional, Union
 
+from ..ground.sysfs_read import read_file
+
 __all__ = [
     "GidEntry",
     "GidTable",
@@ -504,16 +506,11 @@ def gid_verdict(choice: GidChoice) -> Optional[GidVerdict]:
 
 
 def _read_type(path: bytes) -> str:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return TYPE_MISSING
-    try:
-        data = os.read(fd, 15)
-    except OSError as e:
-        return TYPE_EINVAL if e.errno == errno.EINVAL else TYPE_ERROR
-    finally:
-        os.close(fd)
+    data = read_file(path, 15)  # once per invocation (ground/sysfs_read.py)
+    if isinstance(data, int):
+        # a failed open() (errno) is a missing type for NCCL; a failed read() (-errno)
+        return TYPE_MISSING if data > 0 else (
+            TYPE_EINVAL if data == -errno.EINVAL else TYPE_ERROR)
     text = data.split(b"\0", 1)[0]
     return os.fsdecode(text[:-1] if text.endswith(b"\n") else text)
 

@@ -296,7 +296,7 @@ def _anchors(host: Host, near: Union[None, str, Sequence[str]], rank: Optional[i
 
 def _nics(host: Host, me: int, peers: list[Anchor], rank: Optional[int],
           env: dict[str, str], sysfs_path: Optional[str], dev_dir: Optional[str],
-          list_options: Optional[Mapping[str, Any]]
+          list_options: Optional[Mapping[str, Any]], where: str = "this host"
           ) -> tuple[tuple[str, ...], dict[str, str], dict[str, str], str, list[str]]:
     """(NICs, variables to set, variables kept, reason, warnings) for ``peers[me]``:
     the NICs placement gives it among its peers (GPUs as GPUs, so that the answer is
@@ -312,24 +312,19 @@ def _nics(host: Host, me: int, peers: list[Anchor], rank: Optional[int],
         why = chosen.reason if chosen is not None else "no assignment"
         return (), {}, {}, f"no NIC for {anchor.name}: {why}", []
     nics = [(n.device, n.port) for n in chosen.nics]
+    # keep_set: sysverbs env's one rule for what the user set (kept, said, and the
+    # NCCL_IB_HCA in force is the one nccl check judges)
     result = rank_environment(nics, local_rank=rank, environ=env, sysfs_path=sysfs_path,
-                              dev_dir=dev_dir, list_options=list_options)
+                              dev_dir=dev_dir, list_options=list_options, host=host,
+                              keep_set=True, where=where)
     names = tuple(f"{n.device}:{n.port}" for n in result.nics)
     if result.warnings:
         return names, {}, {}, (f"{chosen.reason}; the environment is not set: sysverbs "
                                "env warns"), list(result.warnings)
-    add: dict[str, str] = {}
-    kept: dict[str, str] = {}
-    said: list[str] = []
-    for name, value in result.exports().items():
-        if name in env:
-            kept[name] = env[name]
-            if env[name] != value:
-                said.append(f"{name} is already set to {env[name]!r}: kept (sysverbs env "
-                            f"would set {value!r})")
-        else:
-            add[name] = value
-    return names, add, kept, chosen.reason, said
+    kept = {v.name: env[v.name] for v in result.variables
+            if v.value is None and v.reason.startswith("already set to ")}
+    said = [n for n in result.notes if n.split(" ", 1)[0] in kept and " is already set to " in n]
+    return names, result.exports(), kept, chosen.reason, said
 
 
 def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[int] = None,
@@ -339,7 +334,9 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
          dev_dir: Optional[str] = None, allowed_cpus: Union[None, str, frozenset[int]] = None,
          allowed_mems: Union[None, str, frozenset[int]] = None,
          local_size: Optional[int] = None, nics: bool = True,
-         list_options: Optional[Mapping[str, Any]] = None) -> Plan:
+         list_options: Optional[Mapping[str, Any]] = None,
+         host: Optional[Host] = None, cpu_topology: Optional[CpuTopology] = None,
+         where: str = "this host") -> Plan:
     """The :class:`Plan` of one local rank.
 
     ``near``: the anchor (a device name, or a list or comma-separated text of them, one
@@ -354,7 +351,10 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     ``sched_getaffinity`` and ``Mems_allowed_list``).  ``local_size``: the number of
     ranks near one ``near`` device (default from :data:`SIZE_VARIABLES`).  ``nics``:
     False leaves the NIC variables out.  An empty CPU or memory set is a
-    :class:`~sysverbs.errors.BindingError` naming the cause.
+    :class:`~sysverbs.errors.BindingError` naming the cause.  ``host`` and
+    ``cpu_topology``: the host and CPUs of that tree already read (the command's one host model,
+    ``sysverbs/model/``), instead of reading them again.  ``where``: how the NIC
+    variables' check names the host (``sysverbs env``'s ``where``).
     """
     from ..ground.hostroot import HostRoot
     from ..placement import local_rank as rank_from
@@ -371,11 +371,12 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     env = environ_arg(environ, "environ")
     want_cpus = _list_arg(allowed_cpus, "allowed_cpus")
     want_mems = _list_arg(allowed_mems, "allowed_mems")
-    where = HostRoot.resolve(sysfs_path, dev_dir, proc_path)
-    root = os.path.abspath(where.sysfs or b"/")
-    live = where.live
-    host = read_host_at(where)
-    topo = read_cpus(root)
+    at = HostRoot.resolve(sysfs_path, dev_dir, proc_path)
+    root = os.path.abspath(at.sysfs or b"/")
+    live = at.live
+    if host is None:
+        host = read_host_at(at)
+    topo = read_cpus(root) if cpu_topology is None else cpu_topology
     reasons: dict[str, str] = {}
     warnings: list[str] = []
     rank, why_rank = (local_rank, f"rank {local_rank} (given)") if local_rank is not None \
@@ -401,7 +402,7 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     if nics:
         names, add, kept, reasons["nics"], more = _nics(
             host, me, peers, rank, env, None if live else os.fsdecode(root), dev_dir,
-            list_options)
+            list_options, where)
         warnings += more
     else:
         reasons["nics"] = "not asked for"

@@ -25,7 +25,7 @@ from .versions import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["LintWarning", "LintResult", "lint_hca"]
+__all__ = ["LintWarning", "LintResult", "lint_hca", "gid_warnings"]
 
 class LintWarning(NamedTuple):
     """One problem: a short ``code``, the ``entry`` it is about, what NCCL does
@@ -279,7 +279,7 @@ def _lint(text: str, ports: Sequence[IbPort], host: _Host, env: dict[str, str],
                 "collision", ent.text, f"'{ent.prefix}' is a prefix: it also matches "
                 f"{', '.join(others)}", ""))
     warns.extend(_device_warnings(text, sel, version))
-    warns.extend(_gid_warnings(sel, ports, env))
+    warns.extend(gid_warnings(sel, ports, env))
 
     # as meant, the "^" and "=" before the first name (in any order, after whitespace)
     # are the list's
@@ -370,11 +370,11 @@ def _device_warnings(text: str, sel: IbSelection, version: Version) -> list[Lint
     return out
 
 
-def _gid_warnings(sel: IbSelection, ports: Sequence[IbPort], env: Mapping[str, str]
+def gid_warnings(sel: IbSelection, ports: Sequence[IbPort], env: Mapping[str, str]
                   ) -> list[LintWarning]:
     """The GID NCCL would use on each selected RoCE port whose table was read
     (``host_ports(gid_tables=True)``), judged by :func:`gid_verdict` as every command
-    judges it."""
+    judges it (``nccl check``, ``env``, ``metrics``, ``nfd``)."""
     if sel.disabled or sel.failure:
         return []
     tables = {(p.device, p.port): p.gids for p in ports if p.gids is not None}
