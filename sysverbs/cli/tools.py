@@ -74,13 +74,15 @@ def _line(d: Any) -> str:
     return f"{head}: {first.severity}: {first.message} [{first.code}]{tail}"
 
 
-def _pcie_links(opts: dict[str, Any], recorded: bool) -> list[Any]:
-    """The degraded PCIe links of the host (``pcie_link_degraded``, placement's finding
-    beside diagnose()'s host reasons)."""
-    from ..placement import degraded_links, read_host
+def _pcie_links(opts: dict[str, Any], recorded: bool) -> tuple[list[Any], list[Any]]:
+    """The degraded PCIe links of the host (``pcie_link_degraded``), and its NICs' ACS
+    redirects and translated DMA (``acs_redirect``, ``iommu_translated``): placement's
+    findings beside diagnose()'s host reasons."""
+    from ..placement import acs_redirects, degraded_links, read_host, translated_nics
     from .contract import sysfs_root
 
-    return list(degraded_links(read_host(sysfs_root(opts), recorded=recorded)))
+    host = read_host(sysfs_root(opts), recorded=recorded)
+    return list(degraded_links(host)), [*acs_redirects(host), *translated_nics(host)]
 
 
 def doctor(args: Any, opts: dict[str, Any]) -> int:
@@ -92,9 +94,9 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
     # user gives is not: a plain file there is the error it is).
     recorded = getattr(args, "fixture", None) is not None
     found = diagnose(probe_open=not args.no_open, recorded=recorded, **opts)
-    links = _pcie_links(opts, recorded)
-    host = [*found.host, *(Reason("pcie_link_degraded", d.message(), "warning")
-                           for d in links)]
+    links, peers = _pcie_links(opts, recorded)
+    host = [*found.host, *(Reason(d.as_dict()["code"], d.message(), "warning")
+                           for d in (*links, *peers))]
     # an SMI device is no verbs device: neither usable nor a problem
     verbs = [d for d in found if not d.management]
     ok = bool(verbs) and all(d.usable for d in verbs)
@@ -102,6 +104,7 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
         doc = {"schema": "sysverbs.doctor/1", "usable": ok,
                "host": [asdict(r) for r in host],
                "pcie_links": [d.as_dict() for d in links],
+               "pcie_peers": [d.as_dict() for d in peers],
                "devices": [asdict(d) for d in found]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif args.verbose:

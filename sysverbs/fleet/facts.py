@@ -49,7 +49,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar, Union
 
 from ..devices.diagnosis import CODES
 from ..ground.hostroot import HostRoot
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
     from ..devices.diagnosis import DiagnosisList
     from ..engine.api import ListOptions, Options
-    from ..placement import DegradedLink, Host
+    from ..placement import AcsRedirect, DegradedLink, Host, TranslatedNic
 
     T = TypeVar("T")
 
@@ -77,7 +77,7 @@ COLLECTORS = ("discovery", "topology", "nccl")
 #: missing uverbs module, a too long sysfs path and a bad kernel ABI are said for the
 #: host and for every device, since each device is unusable for that reason.
 _HOST_ONLY = ("no_kernel_support", "no_providers_installed", "memlock", "memlock_low",
-              "no_rdma_cm",
+              "no_ipc_lock", "no_rdma_cm",
               "rdma_cm_abi", "recorded_host")
 _BOTH = ("sysfs_path_too_long", "no_uverbs_module", "kernel_abi")
 #: The reason codes a device can have (``Diagnosis.reasons``), in :data:`CODES` order.
@@ -210,6 +210,8 @@ class HostFacts:
     collectors: tuple[CollectorResult, ...]
     #: the PCIe links below what both ends support (``pcie_link_degraded``)
     pcie_links: tuple[DegradedLink, ...] = ()
+    #: the NICs' ACS redirects and translated DMA (``acs_redirect``, ``iommu_translated``)
+    pcie_peers: tuple[Union[AcsRedirect, TranslatedNic], ...] = ()
 
     def device(self, name: str) -> Optional[DeviceFacts]:
         for d in self.devices:
@@ -455,13 +457,15 @@ class _Topology:
         self.links: tuple[GpuLink, ...] = ()
         self.assigned: tuple[GpuAssigned, ...] = ()
         self.pcie_links: tuple[DegradedLink, ...] = ()
+        self.pcie_peers: tuple[Union[AcsRedirect, TranslatedNic], ...] = ()
 
 
 def _topology(out: _Topology, root: HostRoot, gpu_links: bool) -> None:
-    from ..placement import assign, degraded_links, read_host
+    from ..placement import acs_redirects, assign, degraded_links, read_host, translated_nics
 
     host: Host = read_host(root.sysfs, root.proc, root.dev, recorded=root.recorded)
     out.pcie_links = degraded_links(host)
+    out.pcie_peers = (*acs_redirects(host), *translated_nics(host))
     out.gpus = tuple(GpuFacts(g.index, g.address, nvml_bus_id(g.address), g.vendor)
                      for g in host.gpus)
     bus = {g.index: nvml_bus_id(g.address) for g in host.gpus}
@@ -536,4 +540,4 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
         gpus=topo.gpus, gpu_links=topo.links, assigned=topo.assigned,
         nccl_devices=nccl[0] if nccl is not None else (),
         nccl_transport=nccl[1] if nccl is not None else "",
-        collectors=tuple(results), pcie_links=topo.pcie_links)
+        collectors=tuple(results), pcie_links=topo.pcie_links, pcie_peers=topo.pcie_peers)

@@ -121,6 +121,15 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "that runs below the speed or width both its ends support (reseat the card; "
         "sysverbs doctor has the evidence); no series while none is", (
             "device", "role", "port", "what", "current", "capable")),
+    "sysverbs_acs_redirect": (
+        "gauge", "1 for each RDMA NIC and GPU or NVMe below one PCIe switch whose peer "
+        "traffic ACS redirects to the root complex (evidence: acs_ctl, the ports' ACS "
+        "bits read as root, or iommu_group; sysverbs doctor has it); no series while none "
+        "is", ("device", "name", "peer", "peer_role", "switch", "evidence")),
+    "sysverbs_iommu_translated": (
+        "gauge", "1 for each RDMA NIC whose DMA the IOMMU translates (its iommu_group's "
+        "type DMA or DMA-FQ: boot with iommu=pt); no series while none is",
+        ("device", "name")),
     "sysverbs_collector_success": (
         "gauge", "1 if the collector (discovery, topology, nccl) ran, 0 if it failed (the "
         "other collectors still report)", ("collector",)),
@@ -204,6 +213,15 @@ def _samples(facts: HostFacts, detail: bool
     for pl in facts.pcie_links:
         out["sysverbs_pcie_link_degraded"].append(((pl.device, pl.role, pl.port, pl.what,
                                                     *pl.rates()), 1.0))
+    if facts.pcie_peers:  # (placement is imported: the topology collector found them)
+        from ..placement import TranslatedNic
+    for peer in facts.pcie_peers:
+        if not isinstance(peer, TranslatedNic):
+            out["sysverbs_acs_redirect"].append(((peer.device, peer.name, peer.peer,
+                                                  peer.peer_role, peer.switch,
+                                                  peer.evidence), 1.0))
+        else:
+            out["sysverbs_iommu_translated"].append(((peer.device, peer.name), 1.0))
     by_name = {c.name: c for c in facts.collectors}
     for name in COLLECTORS:
         c = by_name.get(name)
