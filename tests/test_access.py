@@ -161,3 +161,37 @@ def test_scenario(build: Callable[[Path], Seen], tmp_path: Path) -> None:
     require(None if os.geteuid() == 0 else "needs root (setpriv, cgroups)", "root")
     check = next(c for _, b, c, _ in SCENARIOS if b is build)
     check(build(tmp_path))
+
+
+def _cli(root: Path, prefix: list[str], *argv: str) -> str:
+    """``python -m sysverbs ARGV`` on the tree, as root, behind ``prefix``: its stdout."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run([*prefix, sys.executable, "-m", "sysverbs", *argv, "--providers",
+                           "builtin", "--sysfs-path", str(root / "sys"), "--dev-dir",
+                           str(root / "dev/infiniband")],
+                          capture_output=True, env=env, timeout=120, cwd="/")
+    return proc.stdout.decode()
+
+
+def test_metrics_and_nfd_show_them(tmp_path: Path) -> None:
+    """The same real conditions as the scenarios: a series while found, a label."""
+    require(None if os.geteuid() == 0 else "needs root (setpriv, cgroups)", "root")
+    trees.build(tmp_path, trees.host(rxe(dev="1:3\n")))
+    null_node(tmp_path / "dev/infiniband/uverbs0")
+    nocap = ["setpriv", "--bounding-set=-ipc_lock", "prlimit", "--memlock=65536:65536"]
+    assert 'sysverbs_rdma_host_problem{reason="no_ipc_lock"} 1.0' in _cli(
+        tmp_path, nocap, "metrics")
+    assert "/rdma.problem.no-ipc-lock=true" in _cli(tmp_path, nocap, "nfd")
+    where = devices_v1()
+    require(None if where else "no cgroup v1 devices controller", "the device cgroup")
+    cg = Path(str(where)) / f"sv-deny-m{os.getpid()}"
+    cg.mkdir()
+    try:
+        (cg / "devices.deny").write_text("c 1:3 rwm\n")
+        inside = ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh"]
+        page, labels = _cli(tmp_path, inside, "metrics"), _cli(tmp_path, inside, "nfd")
+    finally:
+        cg.rmdir()
+    assert ('sysverbs_rdma_device_problem{device="rxe0",reason="device_cgroup_denied"} 1.0'
+            in page)
+    assert "/rdma.device.rxe0.problem.device-cgroup-denied=true" in labels

@@ -16,7 +16,9 @@ on the dummy netdev ``sva0``, in init_net:
 * ``device_cgroup_denied``: a cgroup v1 ``devices`` hierarchy (the VM kernel has the
   controller; cgroup v2's device filter is a BPF program that needs a loader), a
   child cgroup with ``c 231:* rwm`` denied: ``ibv_devinfo -d rxea`` cannot open the
-  device and ``sysverbs doctor`` says ``device_cgroup_denied``.
+  device and ``sysverbs doctor`` says ``device_cgroup_denied``;
+* a provider config removed (an empty /etc/libibverbs.d in a mount namespace):
+  ``ibv_devices`` lists nothing, ``sysverbs doctor`` says ``no_providers_installed``.
 
 Each ``cmd`` step is its own process (``python -S -m sysverbs``: the staged code).
 """
@@ -65,6 +67,13 @@ def in_cgroup(argv: list[str]) -> list[str]:
     return ["sh", "-c", f'echo $$ > {CGROUP}/cgroup.procs && exec "$@"', "sh", *argv]
 
 
+def without_config(argv: list[str]) -> list[str]:
+    """``argv`` in a mount namespace where an empty tmpfs hides /etc/libibverbs.d (the
+    providers' config files: as if ibverbs-providers were removed)."""
+    return ["unshare", "-m", "sh", "-c",
+            'mount -t tmpfs none /etc/libibverbs.d && exec "$@"', "sh", *argv]
+
+
 #: (step name, argv): compared in tests/kernel/test_access_lab.py
 STEPS: tuple[tuple[str, list[str]], ...] = (
     ("ns:ls", [*IN_NS, "ls", "/sys/class/infiniband"]),
@@ -79,6 +88,8 @@ STEPS: tuple[tuple[str, list[str]], ...] = (
     ("cap:doctor", [*LIMIT, *DOCTOR]),
     ("cg:devinfo", in_cgroup(["ibv_devinfo", "-d", DEVICE])),
     ("cg:doctor", in_cgroup(DOCTOR)),
+    ("noconf:ibv_devices", without_config(["ibv_devices"])),
+    ("noconf:doctor", without_config(DOCTOR)),
 )
 
 

@@ -10,7 +10,9 @@ evidence) in the same VM, under the same conditions.
   same command registers (it fails later, connecting) and sysverbs says nothing;
 * ``device_cgroup_denied``: in a cgroup v1 devices child that denies ``c 231:*``,
   ``ibv_devinfo -d rxea`` cannot open the device and sysverbs says
-  ``device_cgroup_denied``, naming the cgroup.
+  ``device_cgroup_denied``, naming the cgroup;
+* no provider config: ``ibv_devices`` lists nothing, sysverbs says
+  ``no_providers_installed``.
 """
 
 from __future__ import annotations
@@ -85,3 +87,12 @@ def test_device_cgroup_denied(lab: LabResults) -> None:
     assert _codes(d) == ["device_cgroup_denied"] and d["listed"] and not d["usable"]
     cgroup = CGROUP.rsplit("/", 1)[-1]
     assert f"/{cgroup} (cgroup v1 devices)" in d["reasons"][0]["message"]
+
+
+def test_provider_config_removed(lab: LabResults) -> None:
+    s = _steps(lab)
+    real = s["noconf:ibv_devices"]
+    assert real["rc"] == 0 and ibv_devices_rows(real["stdout"]) == []
+    host, devices = _doctor(s["noconf:doctor"])
+    d = devices[DEVICE]
+    assert not d["listed"] and not d["usable"] and "no_providers_installed" in host
