@@ -52,6 +52,8 @@ SPEC: dict[str, tuple[str, ...]] = {
     "sysverbs_nccl_net_device_info": ("device", "port"),
     "sysverbs_nccl_transport": ("transport",),
     "sysverbs_pcie_link_degraded": ("device", "role", "port", "what", "current", "capable"),
+    "sysverbs_acs_redirect": ("device", "name", "peer", "peer_role", "switch", "evidence"),
+    "sysverbs_iommu_translated": ("device", "name"),
     "sysverbs_collector_success": ("collector",),
     "sysverbs_collector_duration_seconds": ("collector",),
 }
