@@ -43,6 +43,8 @@ def test_no_ipc_lock_is_root_without_the_capability() -> None:
     assert memlock_finding(65536, ipc_lock=True, root=True) is None
     assert memlock_finding(None, ipc_lock=False, root=True) is None  # unlimited
     assert memlock_finding(65536, ipc_lock=False)[0] == "memlock_low"  # type: ignore[index]
+    low = memlock_finding(8 * 1024 * 1024, ipc_lock=False)
+    assert low is not None and "this limit holds 2 NCCL buffers" in low[1]
 
 
 def test_registration_verdict() -> None:

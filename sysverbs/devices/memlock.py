@@ -1,7 +1,7 @@
 """RLIMIT_MEMLOCK against what RDMA jobs need: libibverbs' own floor, and NCCL's and UCX's.
 
 Registering memory (``ibv_reg_mr``) pins it, and the kernel counts pinned pages against
-the soft RLIMIT_MEMLOCK unless the process has ``CAP_IPC_LOCK``.  Two findings:
+the soft RLIMIT_MEMLOCK unless the process has ``CAP_IPC_LOCK``.  Three findings:
 
 * ``memlock``: at most 32768 bytes, where libibverbs itself warns (``init.c``) and
   registration fails at once (for a non-root caller, libibverbs' rule);
@@ -80,8 +80,9 @@ def memlock_finding(soft: Optional[int], *, ipc_lock: bool, root: bool = False
     return ("memlock_low",
             f"RLIMIT_MEMLOCK is {_mib(soft)} and this process has no CAP_IPC_LOCK: NCCL and "
             "UCX ask for unlimited (NCCL registers NCCL_BUFFSIZE, "
-            f"{_mib(NCCL_BUFFSIZE)} by default, for each channel of each connection), so "
-            f"their jobs can fail to register memory: {fix}.")
+            f"{_mib(NCCL_BUFFSIZE)} by default, for each channel of each connection; this "
+            f"limit holds {registration_verdict(soft)}), so their jobs can fail to register "
+            f"memory: {fix}.")
 
 
 def _has_ipc_lock() -> bool:
