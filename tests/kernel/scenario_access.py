@@ -8,7 +8,8 @@ on the dummy netdev ``sva0``, in init_net:
 * ``netns_exclusive``: ``nsenter --net`` into ns2 *keeping* this /sys (as a container
   that bind-mounts the host's /sys): ``ls /sys/class/infiniband`` still shows rxea,
   ``ibv_devices`` (libibverbs over RDMA netlink, which answers for ns2) lists nothing,
-  and ``sysverbs doctor`` says ``netns_exclusive``; in init_net, both list rxea;
+  ``ucx_info -d`` has no ``rxea:1`` either, and ``sysverbs doctor`` says
+  ``netns_exclusive``; in init_net, all three list rxea;
 * ``no_ipc_lock``: root without CAP_IPC_LOCK (``setpriv --bounding-set=-ipc_lock``) and
   a 64 KiB RLIMIT_MEMLOCK (``prlimit``): ``ibv_rc_pingpong -s 1048576`` fails to
   register its buffer; with the capability it registers and only fails to connect (no
@@ -81,6 +82,8 @@ STEPS: tuple[tuple[str, list[str]], ...] = (
     ("ns:doctor", [*IN_NS, *DOCTOR]),
     ("init:ibv_devices", ["ibv_devices"]),
     ("init:doctor", DOCTOR),
+    ("ns:ucx_info", [*IN_NS, "ucx_info", "-d"]),
+    ("init:ucx_info", ["ucx_info", "-d"]),
     ("nocap:caps", [*NO_IPC_LOCK, *LIMIT, *CAPS]),
     ("nocap:pingpong", [*NO_IPC_LOCK, *LIMIT, *PINGPONG]),
     ("nocap:doctor", [*NO_IPC_LOCK, *LIMIT, *DOCTOR]),

@@ -18,10 +18,13 @@ evidence) in the same VM, under the same conditions.
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from typing import Any
 
 import pytest
 
+from tests.conftest import require
 from tests.kernel.lab import LabResults
 from tests.kernel.lab_checks import ibv_devices_rows, run
 from tests.kernel.scenario_access import CGROUP, DEVICE, MEMLOCK, STEPS
@@ -100,3 +103,14 @@ def test_provider_config_removed(lab: LabResults) -> None:
     host, devices = _doctor(s["noconf:doctor"])
     d = devices[DEVICE]
     assert not d["listed"] and not d["usable"] and "no_providers_installed" in host
+
+
+def test_ucx_sees_what_libibverbs_sees(lab: LabResults) -> None:
+    """UCX's view (ucx-utils: the VM runs this machine's disk) in ns2 and in init_net."""
+    require(None if shutil.which("ucx_info") else "ucx_info is not installed "
+            "(apt-get install ucx-utils)", "UCX (ucx-utils)")
+    s = _steps(lab)
+    devices = {where: set(re.findall(r"#\s+Device: (\S+)", s[f"{where}:ucx_info"]["stdout"]))
+               for where in ("ns", "init")}
+    assert f"{DEVICE}:1" in devices["init"], devices
+    assert not {d for d in devices["ns"] if d.split(":")[0] == DEVICE}, devices
