@@ -8,10 +8,13 @@ doctor``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -131,21 +134,39 @@ def devices_v1() -> Optional[str]:
     return None
 
 
-def _cgroup_denied(root: Path) -> Seen:
-    """The real device cgroup: a child of cgroup v1's devices hierarchy that denies the
-    node's numbers (1:3), the doctor moved into it."""
-    where = devices_v1()
-    require(None if where else "no cgroup v1 devices controller (cgroup v2 only)",
-            "the device cgroup")
-    trees.build(root, trees.host(rxe(dev="1:3\n")))
-    null_node(root / "dev/infiniband/uverbs0")
-    cg = Path(str(where)) / f"sv-deny-{os.getpid()}"
+@contextlib.contextmanager
+def denying(tag: str) -> Iterator[list[str]]:
+    """The real device cgroup: a child of cgroup v1's devices hierarchy (this machine's,
+    or one mounted for the test: cgroup v2 has no devices controller, so a v2-only host
+    such as a fresh Debian 12 can still mount it) that denies 1:3; yields the prefix
+    that runs a command inside it."""
+    where, mounted = devices_v1(), None
+    if where is None:
+        mounted = tempfile.mkdtemp(prefix="sv-devices-")
+        done = subprocess.run(["mount", "-t", "cgroup", "-o", "devices", "sv-devices",
+                               mounted], capture_output=True, text=True)
+        if done.returncode != 0:
+            os.rmdir(mounted)
+        require(done.stderr.strip() or None, "cgroup v1's devices controller")
+        where = mounted
+    cg = Path(where) / f"sv-deny-{tag}{os.getpid()}"
     cg.mkdir()
     try:
         (cg / "devices.deny").write_text("c 1:3 rwm\n")
-        return _doctor(root, ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh"])
+        yield ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh"]
     finally:
         cg.rmdir()
+        if mounted:
+            subprocess.run(["umount", mounted], check=False)
+            os.rmdir(mounted)
+
+
+def _cgroup_denied(root: Path) -> Seen:
+    """The doctor moved into a cgroup that denies the node's numbers (1:3)."""
+    trees.build(root, trees.host(rxe(dev="1:3\n")))
+    null_node(root / "dev/infiniband/uverbs0")
+    with denying("") as inside:
+        return _doctor(root, inside)
 
 
 @scenario(_cgroup_denied, needs_root=True)
@@ -184,16 +205,8 @@ def test_metrics_and_nfd_show_them(tmp_path: Path) -> None:
     assert 'sysverbs_rdma_host_problem{reason="no_ipc_lock"} 1.0' in _cli(
         tmp_path, nocap, "metrics")
     assert "/rdma.problem.no-ipc-lock=true" in _cli(tmp_path, nocap, "nfd")
-    where = devices_v1()
-    require(None if where else "no cgroup v1 devices controller", "the device cgroup")
-    cg = Path(str(where)) / f"sv-deny-m{os.getpid()}"
-    cg.mkdir()
-    try:
-        (cg / "devices.deny").write_text("c 1:3 rwm\n")
-        inside = ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh"]
+    with denying("m") as inside:
         page, labels = _cli(tmp_path, inside, "metrics"), _cli(tmp_path, inside, "nfd")
-    finally:
-        cg.rmdir()
     assert ('sysverbs_rdma_device_problem{device="rxe0",reason="device_cgroup_denied"} 1.0'
             in page)
     assert "/rdma.device.rxe0.problem.device-cgroup-denied=true" in labels
