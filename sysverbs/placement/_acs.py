@@ -313,7 +313,8 @@ def translated_nics(host: Host) -> tuple[TranslatedNic, ...]:
     cmdline = _text(os.path.join(host.proc_path, "cmdline"))
     out: list[TranslatedNic] = []
     for address, name in _nic_functions(host):
-        group = _group(host.pci[address])
+        pci = host.pci.get(address)  # (a VF's PF may be outside the tree)
+        group = None if pci is None else _group(pci)
         gtype = None if group is None else _text(os.path.join(
             host.sysfs_path, "kernel", "iommu_groups", group, "type"))
         mode = iommu_mode(group, gtype, iommus, cmdline)
