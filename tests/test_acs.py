@@ -175,8 +175,9 @@ def test_every_surface_reports_them(tmp_path: Path) -> None:
     proc = str(Path(sysfs).parent / "proc")
     facts = collect_facts(sysfs_path=sysfs, dev_dir=str(tmp_path / "dev"),
                           providers="builtin", source="sysfs", proc_path=proc, environ={})
-    assert [p.as_dict()["code"] for p in facts.pcie_peers] == ["acs_redirect",
-                                                               "iommu_translated"]
+    assert [(r.device, r.peer) for r in facts.acs_redirects] == [("0000:04:00.0",
+                                                                 "0000:03:00.0")]
+    assert [t.device for t in facts.translated_nics] == ["0000:04:00.0"]
     page = metrics.render(facts).decode()
     assert ('sysverbs_acs_redirect{device="0000:04:00.0",evidence="acs_ctl",name="mlx5_0",'
             'peer="0000:03:00.0",peer_role="gpu",switch="0000:01:00.0"} 1.0') in page

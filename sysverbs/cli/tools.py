@@ -95,8 +95,9 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
     recorded = getattr(args, "fixture", None) is not None
     found = diagnose(probe_open=not args.no_open, recorded=recorded, **opts)
     links, peers = _pcie_links(opts, recorded)
-    host = [*found.host, *(Reason(d.as_dict()["code"], d.message(), "warning")
-                           for d in (*links, *peers))]
+    host = [*found.host, *(Reason("pcie_link_degraded", d.message(), "warning")
+                           for d in links), *(Reason(p.code, p.message(), "warning")
+                                              for p in peers)]
     # an SMI device is no verbs device: neither usable nor a problem
     verbs = [d for d in found if not d.management]
     ok = bool(verbs) and all(d.usable for d in verbs)

@@ -49,7 +49,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
 from ..devices.diagnosis import CODES
 from ..ground.hostroot import HostRoot
@@ -210,8 +210,10 @@ class HostFacts:
     collectors: tuple[CollectorResult, ...]
     #: the PCIe links below what both ends support (``pcie_link_degraded``)
     pcie_links: tuple[DegradedLink, ...] = ()
-    #: the NICs' ACS redirects and translated DMA (``acs_redirect``, ``iommu_translated``)
-    pcie_peers: tuple[Union[AcsRedirect, TranslatedNic], ...] = ()
+    #: the NICs' peer traffic ACS redirects (``acs_redirect``)
+    acs_redirects: tuple[AcsRedirect, ...] = ()
+    #: the NICs whose DMA the IOMMU translates (``iommu_translated``)
+    translated_nics: tuple[TranslatedNic, ...] = ()
 
     def device(self, name: str) -> Optional[DeviceFacts]:
         for d in self.devices:
@@ -457,7 +459,8 @@ class _Topology:
         self.links: tuple[GpuLink, ...] = ()
         self.assigned: tuple[GpuAssigned, ...] = ()
         self.pcie_links: tuple[DegradedLink, ...] = ()
-        self.pcie_peers: tuple[Union[AcsRedirect, TranslatedNic], ...] = ()
+        self.acs_redirects: tuple[AcsRedirect, ...] = ()
+        self.translated_nics: tuple[TranslatedNic, ...] = ()
 
 
 def _topology(out: _Topology, root: HostRoot, gpu_links: bool) -> None:
@@ -465,7 +468,7 @@ def _topology(out: _Topology, root: HostRoot, gpu_links: bool) -> None:
 
     host: Host = read_host(root.sysfs, root.proc, root.dev, recorded=root.recorded)
     out.pcie_links = degraded_links(host)
-    out.pcie_peers = (*acs_redirects(host), *translated_nics(host))
+    out.acs_redirects, out.translated_nics = acs_redirects(host), translated_nics(host)
     out.gpus = tuple(GpuFacts(g.index, g.address, nvml_bus_id(g.address), g.vendor)
                      for g in host.gpus)
     bus = {g.index: nvml_bus_id(g.address) for g in host.gpus}
@@ -540,4 +543,5 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
         gpus=topo.gpus, gpu_links=topo.links, assigned=topo.assigned,
         nccl_devices=nccl[0] if nccl is not None else (),
         nccl_transport=nccl[1] if nccl is not None else "",
-        collectors=tuple(results), pcie_links=topo.pcie_links, pcie_peers=topo.pcie_peers)
+        collectors=tuple(results), pcie_links=topo.pcie_links,
+        acs_redirects=topo.acs_redirects, translated_nics=topo.translated_nics)

@@ -213,15 +213,11 @@ def _samples(facts: HostFacts, detail: bool
     for pl in facts.pcie_links:
         out["sysverbs_pcie_link_degraded"].append(((pl.device, pl.role, pl.port, pl.what,
                                                     *pl.rates()), 1.0))
-    if facts.pcie_peers:  # (placement is imported: the topology collector found them)
-        from ..placement import TranslatedNic
-    for peer in facts.pcie_peers:
-        if not isinstance(peer, TranslatedNic):
-            out["sysverbs_acs_redirect"].append(((peer.device, peer.name, peer.peer,
-                                                  peer.peer_role, peer.switch,
-                                                  peer.evidence), 1.0))
-        else:
-            out["sysverbs_iommu_translated"].append(((peer.device, peer.name), 1.0))
+    for r in facts.acs_redirects:
+        out["sysverbs_acs_redirect"].append(((r.device, r.name, r.peer, r.peer_role, r.switch,
+                                              r.evidence), 1.0))
+    for t in facts.translated_nics:
+        out["sysverbs_iommu_translated"].append(((t.device, t.name), 1.0))
     by_name = {c.name: c for c in facts.collectors}
     for name in COLLECTORS:
         c = by_name.get(name)

@@ -215,11 +215,10 @@ def _host_features(facts: HostFacts) -> list[Feature]:
             label("gpu-nic.worst-link", worst)
     if "topology" not in failed and facts.pcie_links:
         label("pcie.degraded", "true")
-    for code, label_name in (("acs_redirect", "pcie.acs-redirect"),
-                             ("iommu_translated", "iommu.translated")):
-        if "topology" not in failed and any(p.as_dict()["code"] == code
-                                            for p in facts.pcie_peers):
-            label(label_name, "true")
+    if "topology" not in failed and facts.acs_redirects:
+        label("pcie.acs-redirect", "true")
+    if "topology" not in failed and facts.translated_nics:
+        label("iommu.translated", "true")
     if "nccl" in failed:
         label("nccl.failed", "true")
     else:  # none: NCCL would fail to initialise (NCCL_NET names no network it has)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import ClassVar
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,12 +41,10 @@ if TYPE_CHECKING:
     from ._host import Host
     from ._pci import PciDevice
 
-__all__ = ["ACS_BITS", "CODE", "IOMMU_CODE", "AcsRedirect", "IommuMode", "TranslatedNic",
+__all__ = ["ACS_BITS", "AcsRedirect", "IommuMode", "TranslatedNic",
            "acs_control", "acs_redirects", "acs_text", "ext_capability", "find_redirects",
            "iommu_mode", "redirect_evidence", "translated_nics"]
 
-CODE = "acs_redirect"
-IOMMU_CODE = "iommu_translated"
 PCI_EXT_CAP_ID_ACS = 0x000D
 #: The ACS Control register's bits in lspci's names and order (bit 0 first).
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl",
@@ -119,6 +118,7 @@ class AcsRedirect:
     ``"acs_ctl"`` or ``"iommu_group"``; ``controls`` the ports' ACS Control (None:
     unread) and ``groups`` the iommu groups of each function and its port."""
 
+    code: ClassVar[str] = "acs_redirect"
     device: str
     name: str
     peer: str
@@ -145,7 +145,7 @@ class AcsRedirect:
                 f"by ACS: {_GPU_FIX}. Evidence: {why}.")
 
     def as_dict(self) -> dict[str, object]:
-        return {"code": CODE, "device": self.device, "name": self.name, "peer": self.peer,
+        return {"code": self.code, "device": self.device, "name": self.name, "peer": self.peer,
                 "peer_role": self.peer_role, "switch": self.switch, "ports": list(self.ports),
                 "evidence": self.evidence,
                 "acs_ctl": [None if c is None else acs_text(c) for c in self.controls],
@@ -284,6 +284,7 @@ def iommu_mode(group: Optional[str], group_type: Optional[str], iommus: tuple[st
 class TranslatedNic:
     """A NIC whose DMA the IOMMU translates (``iommu_translated``)."""
 
+    code: ClassVar[str] = "iommu_translated"
     device: str
     name: str
     evidence: str
@@ -295,7 +296,7 @@ class TranslatedNic:
                 f"iommu.passthrough=1). Evidence: {self.evidence}.")
 
     def as_dict(self) -> dict[str, object]:
-        return {"code": IOMMU_CODE, "device": self.device, "name": self.name,
+        return {"code": self.code, "device": self.device, "name": self.name,
                 "evidence": self.evidence, "message": self.message()}
 
 
