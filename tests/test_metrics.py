@@ -57,6 +57,8 @@ SPEC: dict[str, tuple[str, ...]] = {
     "sysverbs_gdr_disabled_by_distance": ("gpu", "pci_bus_id", "device", "port", "path",
                                           "level"),
     "sysverbs_no_rdma_gid_for_address": ("device", "port"),
+    "sysverbs_acs_redirect": ("device", "name", "peer", "peer_role", "switch", "evidence"),
+    "sysverbs_iommu_translated": ("device", "name"),
     "sysverbs_collector_success": ("collector",),
     "sysverbs_collector_duration_seconds": ("collector",),
 }

@@ -184,7 +184,7 @@ def test_memlock_rule() -> None:
     assert memlock_finding(32768, ipc_lock=True)[0] == "memlock"  # type: ignore[index]
     assert memlock_finding(32768, ipc_lock=True, root=True) is None
     assert memlock_finding(32769, ipc_lock=False)[0] == "memlock_low"  # type: ignore[index]
-    assert memlock_finding(32768, ipc_lock=False, root=True)[0] == "memlock_low"  # type: ignore[index]
+    assert memlock_finding(32768, ipc_lock=False, root=True)[0] == "no_ipc_lock"  # type: ignore[index]
     assert memlock_finding(1 << 40, ipc_lock=True) is None
 
 

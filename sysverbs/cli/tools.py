@@ -75,12 +75,14 @@ def _line(d: Any) -> str:
     return f"{head}: {first.severity}: {first.message} [{first.code}]{tail}"
 
 
-def _pcie_links(args: Any) -> list[Any]:
-    """The degraded PCIe links of the host (``pcie_link_degraded``, placement's finding
-    beside diagnose()'s host reasons), from the invocation's model."""
-    from ..placement import degraded_links
+def _pcie_links(args: Any) -> tuple[list[Any], list[Any]]:
+    """The degraded PCIe links of the host (``pcie_link_degraded``), and its NICs' ACS
+    redirects and translated DMA (``acs_redirect``, ``iommu_translated``): placement's
+    findings beside diagnose()'s host reasons, from the invocation's model."""
+    from ..placement import acs_redirects, degraded_links, translated_nics
 
-    return list(degraded_links(model_of(args).placement))
+    host = model_of(args).placement
+    return list(degraded_links(host)), [*acs_redirects(host), *translated_nics(host)]
 
 
 def _print_predictions(found: Any, host: Any, findings: Any, opts: dict[str, Any],
@@ -125,11 +127,12 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
     found = diagnose(probe_open=not args.no_open, recorded=recorded, **opts)
     model = model_of(args)
     placed = model.placement
-    links = _pcie_links(args)
+    links, peers = _pcie_links(args)
     live = model.root.live
     findings = read_findings(placed, os.environ, live=live and not recorded)
     host = [*found.host, *(Reason("pcie_link_degraded", d.message(), "warning")
                            for d in links),
+            *(Reason(p.code, p.message(), "warning") for p in peers),
             *(Reason(code, message, "warning") for code, message in findings.reasons())]
     # an SMI device is no verbs device: neither usable nor a problem
     verbs = [d for d in found if not d.management]
@@ -138,6 +141,7 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
         doc = {"schema": "sysverbs.doctor/1", "usable": ok,
                "host": [asdict(r) for r in host],
                "pcie_links": [d.as_dict() for d in links],
+               "pcie_peers": [d.as_dict() for d in peers],
                "devices": [asdict(d) for d in found],
                "gdr": {"state": findings.gdr.state, "reason": findings.gdr.reason,
                        "pairs": [p.as_dict() for p in findings.pairs]},

@@ -61,6 +61,7 @@ from ..providers.matching import DEV_PATH_TOO_LONG, PROVIDER_ABI, explain_match,
 from ..providers.table import Provider, latest_release, pabi_for, provider_dir, provider_table
 from ..sources.base import LibraryKey
 from ..sources.sysfs import ScanError, Skipped, read_class_abi, scan_sysfs_detailed
+from . import access
 from .attributes import LinkLayer, PortState, device_attributes
 from .memlock import current as current_memlock
 from .rdmacm import RDMA_USER_CM_MAX_ABI_VERSION, RDMA_USER_CM_MIN_ABI_VERSION, rdma_cm_abi
@@ -108,6 +109,7 @@ CODES: dict[str, tuple[str, str]] = {
     "management_device": (NOTE, "an SMI (management) device of an XDR adapter: no verbs "
                           "device, by design"),
 }
+CODES.update(access.CODES)  # device_cgroup_denied, no_ipc_lock, netns_exclusive
 
 
 @dataclass(frozen=True)
@@ -428,6 +430,8 @@ def _node_reasons(key: LibraryKey, rec: DeviceRecord, probe_open: bool, recorded
             f"(mknod {node} c {major} {minor}) or pass the host's node in.")], found
     effective = os.access in os.supports_effective_ids
     if not os.access(path, os.R_OK | os.W_OK, effective_ids=effective):
+        if access.access_errno(path) == errno.EPERM:  # the device cgroup, not the node's mode
+            return [_reason(*access.cgroup_denied_here(node, major, minor))], found
         return [_access_reason(node, st)], found
     if probe_open:
         try:
@@ -435,12 +439,10 @@ def _node_reasons(key: LibraryKey, rec: DeviceRecord, probe_open: bool, recorded
         except OSError as e:
             if e.errno == errno.EACCES:
                 return [_access_reason(node, st)], found
-            hint = (" In a container the device cgroup must allow it (docker "
-                    "--device-cgroup-rule='c 231:* rwm', or --device for each node)."
-                    if e.errno == errno.EPERM else "")
+            if e.errno == errno.EPERM:  # the device cgroup: nothing else gives EPERM here
+                return [_reason(*access.cgroup_denied_here(node, major, minor))], found
             return [_reason("dev_node_open_failed",
-                            f"Opening {node} failed: {os.strerror(e.errno or 0)}.{hint}")
-                    ], found
+                            f"Opening {node} failed: {os.strerror(e.errno or 0)}.")], found
         os.close(fd)
     return [], found
 
@@ -634,6 +636,7 @@ def diagnose(*, probe_open: bool = True, recorded: bool = False,
             continue
         by_name.setdefault(cstr(skip.ibdev_name), []).append(skip)
 
+    away = access.netns_away(root, key.source, [n for n, e in by_name.items() if not e])
     out: list[Diagnosis] = []
     for name, entries in by_name.items():
         reasons: list[Reason] = list(device_wide)
@@ -659,6 +662,8 @@ def diagnose(*, probe_open: bool = True, recorded: bool = False,
                 f"{_fs(name)} is the SMI (subnet management) device of an XDR adapter's "
                 "plane: the kernel gives it no uverbs char device by design, so libibverbs "
                 "does not list it; use its mlx5 device for verbs."))
+        elif not entries and not device_wide and name in away:
+            reasons.append(_reason(*away[name]))
         elif not entries and not device_wide:
             reasons.append(_reason(
                 "no_uverbs_device",

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
     from ..devices.diagnosis import DiagnosisList
     from ..engine.api import ListOptions, Options
-    from ..placement import DegradedLink, Host
+    from ..placement import AcsRedirect, DegradedLink, Host, TranslatedNic
     from ..rank.ib import IbSelection
     from ..rank.whynot import Findings
 
@@ -80,7 +80,7 @@ COLLECTORS = ("discovery", "topology", "nccl")
 #: missing uverbs module, a too long sysfs path and a bad kernel ABI are said for the
 #: host and for every device, since each device is unusable for that reason.
 _HOST_ONLY = ("no_kernel_support", "no_providers_installed", "memlock", "memlock_low",
-              "no_rdma_cm",
+              "no_ipc_lock", "no_rdma_cm",
               "rdma_cm_abi", "recorded_host")
 _BOTH = ("sysfs_path_too_long", "no_uverbs_module", "kernel_abi")
 #: The reason codes a device can have (``Diagnosis.reasons``), in :data:`CODES` order.
@@ -219,6 +219,10 @@ class HostFacts:
     #: (device, port, code): the GID verdict (:func:`~sysverbs.rank.gid.gid_verdict`) of
     #: each RoCE port NCCL would use, as ``nccl check`` and ``env`` judge it
     nccl_gid_problems: tuple[tuple[str, int, str], ...] = ()
+    #: the NICs' peer traffic ACS redirects (``acs_redirect``)
+    acs_redirects: tuple[AcsRedirect, ...] = ()
+    #: the NICs whose DMA the IOMMU translates (``iommu_translated``)
+    translated_nics: tuple[TranslatedNic, ...] = ()
 
     def device(self, name: str) -> Optional[DeviceFacts]:
         for d in self.devices:
@@ -465,17 +469,20 @@ class _Topology:
         self.assigned: tuple[GpuAssigned, ...] = ()
         self.pcie_links: tuple[DegradedLink, ...] = ()
         self.findings: Optional[Findings] = None
+        self.acs_redirects: tuple[AcsRedirect, ...] = ()
+        self.translated_nics: tuple[TranslatedNic, ...] = ()
 
 
 def _topology(out: _Topology, model: HostModel, gpu_links: bool,
               environ: Optional[Mapping[str, str]] = None) -> None:
-    from ..placement import assign, degraded_links
+    from ..placement import acs_redirects, assign, degraded_links, translated_nics
     from ..rank.whynot import read_findings
 
     host: Host = model.placement
     root = model.root
     out.pcie_links = degraded_links(host)
     out.findings = read_findings(host, environ or {}, live=root.live and not root.recorded)
+    out.acs_redirects, out.translated_nics = acs_redirects(host), translated_nics(host)
     out.gpus = tuple(GpuFacts(g.index, g.address, nvml_bus_id(g.address), g.vendor)
                      for g in host.gpus)
     bus = {g.index: nvml_bus_id(g.address) for g in host.gpus}
@@ -583,4 +590,5 @@ def _collect(model: HostModel, opts: Options, options: Mapping[str, object],
         nccl_devices=nccl[0] if nccl is not None else (),
         nccl_transport=nccl[1] if nccl is not None else "",
         nccl_gid_problems=nccl[2] if nccl is not None else (),
-        collectors=tuple(results), pcie_links=topo.pcie_links, findings=topo.findings)
+        collectors=tuple(results), pcie_links=topo.pcie_links, findings=topo.findings,
+        acs_redirects=topo.acs_redirects, translated_nics=topo.translated_nics)

@@ -142,6 +142,15 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "has addresses none of its GIDs carries (device and port empty: no RoCE netdev is "
         "in the namespace and no GID carries its addresses); rdma_cm cannot resolve them",
         ("device", "port")),
+    "sysverbs_acs_redirect": (
+        "gauge", "1 for each RDMA NIC and GPU or NVMe below one PCIe switch whose peer "
+        "traffic ACS redirects to the root complex (evidence: acs_ctl, the ports' ACS "
+        "bits read as root, or iommu_group; sysverbs doctor has it); no series while none "
+        "is", ("device", "name", "peer", "peer_role", "switch", "evidence")),
+    "sysverbs_iommu_translated": (
+        "gauge", "1 for each RDMA NIC whose DMA the IOMMU translates (its iommu_group's "
+        "type DMA or DMA-FQ: boot with iommu=pt); no series while none is",
+        ("device", "name")),
     "sysverbs_collector_success": (
         "gauge", "1 if the collector (discovery, topology, nccl) ran, 0 if it failed (the "
         "other collectors still report)", ("collector",)),
@@ -239,6 +248,11 @@ def _samples(facts: HostFacts, detail: bool
         for af in found.addr:
             out["sysverbs_no_rdma_gid_for_address"].append(((
                 af.device or "", "" if af.port is None else str(af.port)), 1.0))
+    for r in facts.acs_redirects:
+        out["sysverbs_acs_redirect"].append(((r.device, r.name, r.peer, r.peer_role, r.switch,
+                                              r.evidence), 1.0))
+    for t in facts.translated_nics:
+        out["sysverbs_iommu_translated"].append(((t.device, t.name), 1.0))
     by_name = {c.name: c for c in facts.collectors}
     for name in COLLECTORS:
         c = by_name.get(name)

@@ -223,6 +223,10 @@ def _host_features(facts: HostFacts) -> list[Feature]:
         label("gdr.disabled-by-distance", "true")
     if found is not None and found.addr:
         label("roce.no-address-gid", "true")
+    if "topology" not in failed and facts.acs_redirects:
+        label("pcie.acs-redirect", "true")
+    if "topology" not in failed and facts.translated_nics:
+        label("iommu.translated", "true")
     if "nccl" in failed:
         label("nccl.failed", "true")
     else:  # none: NCCL would fail to initialise (NCCL_NET names no network it has)

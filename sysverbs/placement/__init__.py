@@ -38,11 +38,14 @@ _ASSIGN = ("RANK_VARIABLES", "Assignment", "Filtered", "NicChoice", "assign", "a
            "host_link_layer", "local_rank", "visible_gpus")
 #: The names of ``_links``, imported on first use (the matrix does not need them).
 _LINKS = ("DegradedLink", "degraded_links")
+#: The names of ``_acs`` (acs_redirect, iommu_translated), imported on first use.
+_ACS = ("AcsRedirect", "TranslatedNic", "acs_redirects", "translated_nics")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._acs import AcsRedirect, TranslatedNic, acs_redirects, translated_nics
     from ._assign import (
         RANK_VARIABLES,
         Assignment,
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
     from ._links import DegradedLink, degraded_links
 
 __all__ = [
+    "AcsRedirect",
     "CPU_MODES",
     "CpuTopology",
     "FORMATS",
@@ -75,6 +79,8 @@ __all__ = [
     "PciDevice",
     "Port",
     "RANK_VARIABLES",
+    "TranslatedNic",
+    "acs_redirects",
     "assign",
     "assign_rank",
     "cpu_node",
@@ -96,11 +102,17 @@ __all__ = [
     "read_host_at",
     "render_matrix",
     "socket_nodes",
+    "translated_nics",
     "visible_gpus",
 ]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _ACS:
+        from . import _acs
+
+        value = globals()[name] = getattr(_acs, name)
+        return value
     if name in _LINKS:
         from . import _links
 

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 import pytest
 
 from tests.kernel import lab as lab_mod
-from tests.kernel import vmlab
+from tests.kernel import numa_vm, vmlab
 
 _FAILED_KEY = pytest.StashKey[bool]()
 
@@ -103,3 +103,33 @@ def lab(
     yield results
     if not request.session.stash.get(_FAILED_KEY, False):
         shutil.rmtree(results.workdir, ignore_errors=True)
+
+
+def _base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bool]:
+    """Where the boot goes, and whether this run owns (and removes) it."""
+    shared = os.environ.get("SV_LAB_SHARED")
+    if shared:  # `python -m tests.kernel.lab --shared` boots it there (make test)
+        return Path(shared) / "numa", False
+    digest = hashlib.sha256(str(tmp_path_factory.getbasetemp()).encode()).hexdigest()[:12]
+    return vmlab.visible_tmp() / f"sysverbs-numa-lab-{digest}", True
+
+
+@pytest.fixture(scope="session")
+def numa(request: pytest.FixtureRequest,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[numa_vm.NumaResults]:
+    """The NUMA machine's one boot (``numa_vm.py``), for test_numa_lab.py and
+    test_acs_lab.py: ``SV_NUMA_REUSE=<directory>`` re-checks kept results."""
+    reuse = os.environ.get("SV_NUMA_REUSE")
+    if reuse:
+        yield numa_vm.load_results(Path(reuse))
+        return
+    base, owned = _base(tmp_path_factory)
+    done = numa_vm.shared_boot(base)
+    if done["kind"] == "unavailable":
+        unavailable(done["message"])
+    if done["kind"] == "fail":
+        pytest.fail(done["message"], pytrace=False)
+    failed = request.session.testsfailed
+    yield numa_vm.load_results(base / "lab")
+    if owned and request.session.testsfailed == failed:
+        shutil.rmtree(base, ignore_errors=True)

@@ -13,7 +13,9 @@ cpuset controller.  Then the scenarios, whose raw outputs go into
   anchor, and the same plan carried out: ``cat /proc/self/status``, ``numactl --show``;
 * ``cgroup``: the same inside cpuset cgroups that exclude node 1 (or only its memory),
   and ``--allowed-cpus``;
-* ``mpirun``: Open MPI starting two ranks of ``sysverbs run --near nvme0n1,nvme1n1``.
+* ``mpirun``: Open MPI starting two ranks of ``sysverbs run --near nvme0n1,nvme1n1``;
+* ``acs``: ACS bits, IOMMU groups and links against ``lspci``/``setpci``
+  (``acs_scenarios.py``).
 
 Starting Python costs seconds under emulation: this process imports the command line
 once and *forks* for each ``sysverbs`` command (``cli.main`` in the child, which
@@ -371,8 +373,15 @@ def mpirun() -> Result:
     }
 
 
+def acs() -> Result:
+    from tests.kernel.acs_scenarios import acs as scenario
+
+    return scenario(cmd, sv, warm)
+
+
 SCENARIOS: tuple[tuple[str, Callable[[], Result]], ...] = (
-    ("topology", topology), ("run_modes", run_modes), ("cgroup", cgroup), ("mpirun", mpirun))
+    ("topology", topology), ("run_modes", run_modes), ("cgroup", cgroup), ("mpirun", mpirun),
+    ("acs", acs))
 
 
 def main() -> None:

@@ -67,9 +67,20 @@ BRIDGES = {"0000:10:00.0": 0, "0000:11:00.0": 0, "0000:12:00.0": 0, "0000:12:01.
            "0000:40:00.0": 1, "0000:40:01.0": 1}
 
 
+#: The root port 40:01.0's link settings (qemu's ``x-speed``, ``x-width``).
+SLOW_PORT = "x-speed=5,x-width=2"
+#: The kernel's command line beside the lab's: the vIOMMU on, translating.
+APPEND = "intel_iommu=on"
+
+
 def qemu_args() -> tuple[str, ...]:
     """The machine's qemu arguments (beside the lab's kernel, initramfs and 9p shares)."""
-    a: list[str] = ["-M", "q35"]
+    # a vIOMMU (first: the devices after it are behind it), so that the kernel makes
+    # real iommu_groups and the NICs' DMA is translated (acs_scenarios.py); without
+    # interrupt remapping: under a loaded TCG the kernel's timer check through a
+    # remapped IO-APIC failed once ("timer doesn't work through Interrupt-remapped
+    # IO-APIC", a panic at boot)
+    a: list[str] = ["-M", "q35", "-device", "intel-iommu,intremap=off"]
     for n in (0, 1):
         a += ["-object", f"memory-backend-ram,id=m{n},size={NODE_MEM}M",
               "-numa", f"node,nodeid={n},cpus={n},memdev=m{n}"]
@@ -81,9 +92,9 @@ def qemu_args() -> tuple[str, ...]:
         "-device", "x3130-upstream,id=up0,bus=rp0",
         "-device", "xio3130-downstream,id=dn0a,bus=up0,chassis=2,slot=0",
         "-device", "xio3130-downstream,id=dn0b,bus=up0,chassis=3,slot=0",
-        # node 1: two root ports
+        # node 1: two root ports; the NVMe's trained below its slot's x-speed/x-width
         "-device", "pcie-root-port,id=rp1a,bus=pxb1,chassis=4",
-        "-device", "pcie-root-port,id=rp1b,bus=pxb1,chassis=5",
+        "-device", f"pcie-root-port,id=rp1b,bus=pxb1,chassis=5,{SLOW_PORT}",
     ]
     for n, nic_bus, nvme_bus in ((0, "dn0a", "dn0b"), (1, "rp1a", "rp1b")):
         # one hub for both NICs: a backend that keeps the link up (no host network)
@@ -97,7 +108,7 @@ def qemu_args() -> tuple[str, ...]:
 def machine() -> vmlab.Machine:
     # one package of two cores, a NUMA node each (as sub-NUMA clustering makes them)
     return vmlab.Machine(mem=2 * NODE_MEM, smp="2,sockets=1,cores=2,threads=1",
-                         args=qemu_args())
+                         args=qemu_args(), append=APPEND)
 
 
 @dataclass

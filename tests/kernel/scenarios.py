@@ -370,6 +370,10 @@ def build(preload: bool) -> list[dict[str, Any]]:
         )
     )
 
+    from tests.kernel.scenario_access import access_scenario  # (imports this module)
+
+    out.append(access_scenario())  # exclusive mode and ns2: netns's state
+
     # Last: no ib_core at all, so RDMA netlink itself is unavailable.
     s, g = both(fallback=False)
     g = {

@@ -21,52 +21,19 @@ check its raw outputs against the kernel and the real tools:
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
-import shutil
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
 
-from tests.kernel import numa_vm, vmlab
-from tests.kernel.conftest import unavailable
+from tests.kernel import numa_vm
 from tests.kernel.numa_scenarios import CPU_MODES
 from tests.kernel.numa_vm import LAYOUT, NumaResults
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(3600)]
-
-
-def _base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bool]:
-    """Where the boot goes, and whether this run owns (and removes) it."""
-    shared = os.environ.get("SV_LAB_SHARED")
-    if shared:  # `python -m tests.kernel.lab --shared` boots it there (make test)
-        return Path(shared) / "numa", False
-    digest = hashlib.sha256(str(tmp_path_factory.getbasetemp()).encode()).hexdigest()[:12]
-    return vmlab.visible_tmp() / f"sysverbs-numa-lab-{digest}", True
-
-
-@pytest.fixture(scope="module")
-def numa(request: pytest.FixtureRequest,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[NumaResults]:
-    reuse = os.environ.get("SV_NUMA_REUSE")
-    if reuse:
-        yield numa_vm.load_results(Path(reuse))
-        return
-    base, owned = _base(tmp_path_factory)
-    done = numa_vm.shared_boot(base)
-    if done["kind"] == "unavailable":
-        unavailable(done["message"])
-    if done["kind"] == "fail":
-        pytest.fail(done["message"], pytrace=False)
-    failed = request.session.testsfailed
-    yield numa_vm.load_results(base / "lab")
-    if owned and request.session.testsfailed == failed:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def where(numa: NumaResults) -> str:

@@ -317,11 +317,13 @@ class Machine:
     """What a boot's VM is, where it is not the lab's default (``SV_VM_MEM`` MiB,
     ``SV_VM_CPUS`` vCPUs, qemu's default machine): ``mem`` and ``smp`` (``-smp``'s
     value: ``2,sockets=1,cores=2``) replace those, ``args`` are more qemu arguments
-    (``-M q35``, ``-numa``, ``-device``...)."""
+    (``-M q35``, ``-numa``, ``-device``...), ``append`` more kernel command line
+    (``intel_iommu=on``)."""
 
     mem: Optional[int] = None
     smp: Optional[str] = None
     args: tuple[str, ...] = ()
+    append: str = ""
 
 
 def _qemu_argv(
@@ -354,7 +356,8 @@ def _qemu_argv(
         "-virtfs",
         f"local,path={outdir},mount_tag=vmout,security_model=none",
         "-append",
-        f"console=ttyS0 rdinit=/init quiet panic=-1 mitigations=off {MARK}_CMD={script}",
+        f"console=ttyS0 rdinit=/init quiet panic=-1 mitigations=off {machine.append} "
+        f"{MARK}_CMD={script}",
         # last: qemu puts a device without a bus (the two -virtfs) on the newest bus
         *machine.args,
     ]
