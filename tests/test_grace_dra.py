@@ -114,4 +114,17 @@ def test_pcie_root_alignment_is_warned_on_every_data_direct_gpu(
                                   "data-direct rule ibp3s0")
     gpu0 = next(d for d in dra["devices"] if d["name"] == "GPU0")  # type: ignore[index]
     assert gpu0["pairing"] == {"rule": "data-direct", "status": "resolved",  # type: ignore[index]
-                               "nics": ["ibp3s0"], "dma_function": "0008:03:00.0"}
+                               "nics": ["ibp3s0"], "dma_function": "0008:03:00.0",
+                               "pcie_root_aligned": False}
+
+
+def test_nfd_labels_say_the_layout_and_the_misalignment(tmp_path: Path) -> None:
+    """nfd on the GB300 tray: the layout, and pcieRoot alignment marked false."""
+    fake = GRACE_HOSTS["gb300-nvl72"]().materialize(tmp_path / "h")
+    out = subprocess.run([sys.executable, "-m", "sysverbs", "nfd", "--sysfs-path",
+                          str(fake.sysfs), "--dev-dir", str(fake.root / "dev/infiniband")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120).stdout
+    labels = dict(line.split("/", 1)[1].split("=", 1) for line in out.splitlines()
+                  if line.startswith("sysverbs.feature"))
+    assert labels["gpu-nic.layout"] == "dma-based"
+    assert labels["gpu-nic.pcie-root-aligned"] == "false"

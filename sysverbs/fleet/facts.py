@@ -49,7 +49,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from ..devices.diagnosis import CODES
 from ..ground.hostroot import HostRoot
@@ -210,6 +210,10 @@ class HostFacts:
     collectors: tuple[CollectorResult, ...]
     #: the PCIe links below what both ends support (``pcie_link_degraded``)
     pcie_links: tuple[DegradedLink, ...] = ()
+    #: the layout (placement's ``read_layout``: dma-based, numa-based, inline, pcie) and
+    #: the GPUs for which aligning on DRA's pcieRoot picks other NICs than its pairing
+    layout: str = ""
+    pcie_root_misaligned: tuple[int, ...] = ()
 
     def device(self, name: str) -> Optional[DeviceFacts]:
         for d in self.devices:
@@ -455,10 +459,12 @@ class _Topology:
         self.links: tuple[GpuLink, ...] = ()
         self.assigned: tuple[GpuAssigned, ...] = ()
         self.pcie_links: tuple[DegradedLink, ...] = ()
+        self.layout = ""
+        self.misaligned: tuple[int, ...] = ()
 
 
 def _topology(out: _Topology, root: HostRoot, gpu_links: bool) -> None:
-    from ..placement import assign, degraded_links, read_host
+    from ..placement import assign, degraded_links, read_dra, read_host, read_layout
 
     host: Host = read_host(root.sysfs, root.proc, root.dev, recorded=root.recorded)
     out.pcie_links = degraded_links(host)
@@ -471,9 +477,15 @@ def _topology(out: _Topology, root: HostRoot, gpu_links: bool) -> None:
                                   host.smi_class(g, n) or "N/A")
                           for g in host.gpus for n in placed)
     if host.gpus:
+        lay = read_layout(host)  # the Grace pairing follows it; DRA's pcieRoot may not
+        out.layout = lay.kind
+        dra: Any = read_dra(host, lay)
+        off = {d["name"] for d in dra["devices"] if d.get("pairing", {}).get(
+            "pcie_root_aligned") is False}
+        out.misaligned = tuple(g.index for g in host.gpus if g.name in off)
         out.assigned = tuple(
             GpuAssigned(a.gpu.index, bus[a.gpu.index], n.device, n.port, n.smi or "N/A")
-            for a in assign(host) if a.gpu is not None for n in a.nics)
+            for a in assign(host, layout=lay) if a.gpu is not None for n in a.nics)
 
 
 # ----------------------------------------------------------------------------- NCCL
@@ -536,4 +548,5 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
         gpus=topo.gpus, gpu_links=topo.links, assigned=topo.assigned,
         nccl_devices=nccl[0] if nccl is not None else (),
         nccl_transport=nccl[1] if nccl is not None else "",
-        collectors=tuple(results), pcie_links=topo.pcie_links)
+        collectors=tuple(results), pcie_links=topo.pcie_links, layout=topo.layout,
+        pcie_root_misaligned=topo.misaligned)

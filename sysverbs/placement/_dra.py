@@ -182,10 +182,11 @@ def dra_report(host: Host, lay: Layout, links: Mapping[str, Optional[str]],
         root = d["attributes"].get(PCIE_ROOT)  # type: ignore[attr-defined]
         p = pairs.get(g.address)
         if p is not None:
-            d["pairing"] = {"rule": p.rule, "status": p.status, "nics": list(p.nics),
-                            "dma_function": p.dma_function}
             aligned = sorted(n for n, r in roots.items() if r is not None and r == root)
-            if p.status == "resolved" and aligned != sorted(p.nics):
+            same = p.status != "resolved" or aligned == sorted(p.nics)
+            d["pairing"] = {"rule": p.rule, "status": p.status, "nics": list(p.nics),
+                            "dma_function": p.dma_function, "pcie_root_aligned": same}
+            if not same:
                 got = ", ".join(aligned) or "no NIC"
                 warnings.append(
                     f"{g.name} ({g.address}, {PCIE_ROOT} {root}): aligning on pcieRoot "
