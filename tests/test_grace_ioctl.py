@@ -121,9 +121,11 @@ def test_a_file_that_is_no_uverbs_device_answers_an_errno(tmp_path: Path) -> Non
 
 
 def test_uverbs_device_of_an_ibdev(tmp_path: Path) -> None:
-    base = tmp_path / "class/infiniband/mlx5_0/device/infiniband_verbs"
-    (base / "uverbs3").mkdir(parents=True)
-    (base / "uverbs3/ibdev").write_text("mlx5_0\n")
+    base = tmp_path / "class/infiniband_verbs"
+    for n, dev in ((2, "rxe0"), (3, "mlx5_0")):
+        (base / f"uverbs{n}").mkdir(parents=True)
+        (base / f"uverbs{n}/ibdev").write_text(dev + "\n")
+    (base / "abi_version").write_text("6\n")
     assert dd.uverbs_device(str(tmp_path), "mlx5_0") == "uverbs3"
     with pytest.raises(OSError) as e:
         dd.uverbs_device(str(tmp_path), "mlx5_1")

@@ -111,8 +111,11 @@ def _address(buf: array.array[int]) -> int:
     return address
 
 
-def _call(fd: int, req: bytes) -> None:
-    fcntl.ioctl(fd, RDMA_VERBS_IOCTL, bytearray(req), True)
+def _call(fd: int, req: bytes, step: str) -> None:
+    try:
+        fcntl.ioctl(fd, RDMA_VERBS_IOCTL, bytearray(req), True)
+    except OSError as e:  # the kernel's errno, and which request it answered
+        raise OSError(e.errno, f"{e.strerror} (answering {step})") from None
 
 
 def data_direct_path(node: str, mlx5: bool = True) -> str:
@@ -126,9 +129,11 @@ def data_direct_path(node: str, mlx5: bool = True) -> str:
     try:
         req = array.array("B", struct.pack(MLX5_UCONTEXT_REQ, *MLX5_UCONTEXT_DEFAULTS))
         resp = array.array("B", bytes(512))
-        _call(fd, get_context_request(_address(req), _address(resp), len(resp), mlx5))
+        _call(fd, get_context_request(_address(req), _address(resp), len(resp), mlx5),
+              "UVERBS_METHOD_GET_CONTEXT")
         out = array.array("B", bytes(PATH_MAX))
-        _call(fd, data_direct_request(_address(out), len(out)))
+        _call(fd, data_direct_request(_address(out), len(out)),
+              "MLX5_IB_METHOD_GET_DATA_DIRECT_SYSFS_PATH")
     finally:
         os.close(fd)
     path = out.tobytes().split(b"\0", 1)[0].decode("utf-8", "replace")
@@ -138,12 +143,12 @@ def data_direct_path(node: str, mlx5: bool = True) -> str:
 
 
 def uverbs_device(sysfs: str, ibdev: str) -> str:
-    """The ``uverbsN`` name of RDMA device ``ibdev`` (its
-    ``class/infiniband/<ibdev>/device/infiniband_verbs/`` entry whose ``ibdev`` is it);
-    :class:`OSError` ``ENODEV`` when it has none."""
-    base = os.path.join(sysfs, "class", "infiniband", ibdev, "device", "infiniband_verbs")
+    """The ``uverbsN`` name of RDMA device ``ibdev``: the ``class/infiniband_verbs/``
+    entry whose ``ibdev`` file names it, as libibverbs finds it (a soft device such as
+    rxe has no ``device`` link to look below); :class:`OSError` ``ENODEV`` when none."""
+    base = os.path.join(sysfs, "class", "infiniband_verbs")
     try:
-        names = sorted(os.listdir(base))
+        names = sorted(n for n in os.listdir(base) if n.startswith("uverbs"))
     except OSError as e:
         raise OSError(errno.ENODEV, f"{ibdev} has no uverbs device ({e.strerror})") from None
     for name in names:
