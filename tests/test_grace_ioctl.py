@@ -27,12 +27,13 @@ C_PROGRAM = r"""
 #include <rdma/mlx5-abi.h>
 #include <rdma/mlx5_user_ioctl_cmds.h>
 int main(void) {
-    printf("%zu %zu %lu %zu %zu %d %d %d %d %d\n",
+    printf("%zu %zu %lu %zu %zu %d %d %d %d %d %d %d\n",
            sizeof(struct ib_uverbs_ioctl_hdr), sizeof(struct ib_uverbs_attr),
            (unsigned long)RDMA_VERBS_IOCTL, sizeof(struct mlx5_ib_alloc_ucontext_req_v2),
            offsetof(struct mlx5_ib_alloc_ucontext_req_v2, lib_caps),
            UVERBS_METHOD_GET_CONTEXT, UVERBS_ATTR_UHW_IN, UVERBS_ATTR_UHW_OUT,
-           RDMA_DRIVER_MLX5, (int)(MLX5_LIB_CAP_4K_UAR | MLX5_LIB_CAP_DYN_UAR));
+           RDMA_DRIVER_MLX5, (int)(MLX5_LIB_CAP_4K_UAR | MLX5_LIB_CAP_DYN_UAR),
+           RDMA_DRIVER_RXE, RDMA_DRIVER_SIW);
     return 0;
 }
 """
@@ -59,13 +60,13 @@ def test_data_direct_request_bytes() -> None:
 
 def test_get_context_request_bytes() -> None:
     """mlx5: the UHW in (32-byte request) and out attributes; others: none."""
-    got = dd.get_context_request(0x10, 0x20, 512, True)
+    got = dd.get_context_request(0x10, 0x20, 512)
     assert got == bytes.fromhex(
         "3800" "0000" "0300" "0200" "0000000000000000" "01000000" "00000000"
         "0010" "2000" "0000" "0000" "1000000000000000"
         "0110" "0002" "0000" "0000" "2000000000000000")
-    assert dd.get_context_request(0, 0, 0, False) == bytes.fromhex(
-        "1800" "0000" "0300" "0000" "0000000000000000" "00000000" "00000000")
+    assert dd.get_context_request(0, 0, 0, dd.IDS["RDMA_DRIVER_RXE"]) == bytes.fromhex(
+        "1800" "0000" "0300" "0000" "0000000000000000" "0e000000" "00000000")
     req = struct.pack(dd.MLX5_UCONTEXT_REQ, *dd.MLX5_UCONTEXT_DEFAULTS)
     assert req == bytes.fromhex("10000000" "04000000" "00000000" "00000000" "01" "00"
                                 "0000" "00000000" "0300000000000000")
@@ -86,8 +87,9 @@ def _compile_and_run(tmp: Path, source: str) -> list[int]:
 def test_layout_is_the_headers(tmp_path: Path) -> None:
     """Sizes, the ioctl number and the ids, as the C compiler reads the installed
     uAPI headers."""
-    hdr, attr, ioctl, req, caps_at, getctx, uhw_in, uhw_out, mlx5, caps = \
+    hdr, attr, ioctl, req, caps_at, getctx, uhw_in, uhw_out, mlx5, caps, rxe, siw = \
         _compile_and_run(tmp_path, C_PROGRAM)
+    assert (rxe, siw) == (dd.IDS["RDMA_DRIVER_RXE"], dd.IDS["RDMA_DRIVER_SIW"])
     assert (hdr, attr) == (struct.calcsize("<" + "".join(f for _, f in dd.HEADER)),
                            struct.calcsize("<" + "".join(f for _, f in dd.ATTR)))
     assert ioctl == dd.RDMA_VERBS_IOCTL

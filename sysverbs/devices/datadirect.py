@@ -52,8 +52,13 @@ IDS = {
     # ib_user_ioctl_cmds.h 62-63: UVERBS_ATTR_UHW_IN = UVERBS_ID_DRIVER_NS, then UHW_OUT
     "UVERBS_ATTR_UHW_IN": 1 << 12,
     "UVERBS_ATTR_UHW_OUT": (1 << 12) + 1,
-    # ib_user_ioctl_verbs.h 237: enum rdma_driver_id, RDMA_DRIVER_MLX5 (after UNKNOWN)
+    # ib_user_ioctl_verbs.h 235-255: enum rdma_driver_id, RDMA_DRIVER_MLX5 (237, after
+    # UNKNOWN), RDMA_DRIVER_RXE (251), RDMA_DRIVER_SIW (255).  The kernel refuses a
+    # request whose driver_id is not its device's driver's with EINVAL
+    # (uverbs_ioctl.c, ib_uverbs_cmd_verbs)
     "RDMA_DRIVER_MLX5": 1,
+    "RDMA_DRIVER_RXE": 14,
+    "RDMA_DRIVER_SIW": 18,
     # mlx5_user_ioctl_cmds.h 350-351: enum mlx5_ib_device_methods, QUERY_PORT = 1 << 12,
     # then GET_DATA_DIRECT_SYSFS_PATH
     "MLX5_IB_METHOD_GET_DATA_DIRECT_SYSFS_PATH": (1 << 12) + 1,
@@ -87,23 +92,25 @@ def request(object_id: int, method_id: int, attrs: Sequence[tuple[int, int, int]
     return head + b"".join(struct.pack(_ATTR, a, n, 0, 0, d) for a, n, d in attrs)
 
 
-def get_context_request(uhw_in: int, uhw_out: int, out_len: int, mlx5: bool) -> bytes:
-    """``UVERBS_METHOD_GET_CONTEXT`` on the device object: with ``mlx5`` mlx5's request
-    at address ``uhw_in`` and a response buffer of ``out_len`` bytes at ``uhw_out``
-    (the driver's UHW attributes); without, none (rxe, siw take none)."""
-    attrs = [] if not mlx5 else [
+def get_context_request(uhw_in: int, uhw_out: int, out_len: int,
+                        driver_id: int = IDS["RDMA_DRIVER_MLX5"]) -> bytes:
+    """``UVERBS_METHOD_GET_CONTEXT`` on the device object for a device of driver
+    ``driver_id``: for mlx5, mlx5's request at address ``uhw_in`` and a response buffer
+    of ``out_len`` bytes at ``uhw_out`` (the driver's UHW attributes); for the others
+    none (rxe, siw take none)."""
+    attrs = [] if driver_id != IDS["RDMA_DRIVER_MLX5"] else [
         (IDS["UVERBS_ATTR_UHW_IN"], struct.calcsize(MLX5_UCONTEXT_REQ), uhw_in),
         (IDS["UVERBS_ATTR_UHW_OUT"], out_len, uhw_out)]
-    return request(IDS["UVERBS_OBJECT_DEVICE"], GET_CONTEXT_METHOD, attrs,
-                   IDS["RDMA_DRIVER_MLX5"] if mlx5 else 0)
+    return request(IDS["UVERBS_OBJECT_DEVICE"], GET_CONTEXT_METHOD, attrs, driver_id)
 
 
-def data_direct_request(buf: int, buf_len: int) -> bytes:
+def data_direct_request(buf: int, buf_len: int,
+                        driver_id: int = IDS["RDMA_DRIVER_MLX5"]) -> bytes:
     """``MLX5_IB_METHOD_GET_DATA_DIRECT_SYSFS_PATH``: its one output attribute, the
     path buffer at address ``buf`` (as libmlx5's ``mlx5dv_get_data_direct_sysfs_path``
     fills it)."""
     return request(IDS["UVERBS_OBJECT_DEVICE"], DATA_DIRECT_METHOD,
-                   [(DATA_DIRECT_ATTR, buf_len, buf)], IDS["RDMA_DRIVER_MLX5"])
+                   [(DATA_DIRECT_ATTR, buf_len, buf)], driver_id)
 
 
 def _address(buf: array.array[int]) -> int:
@@ -118,21 +125,22 @@ def _call(fd: int, req: bytes, step: str) -> None:
         raise OSError(e.errno, f"{e.strerror} (answering {step})") from None
 
 
-def data_direct_path(node: str, mlx5: bool = True) -> str:
+def data_direct_path(node: str, driver_id: int = IDS["RDMA_DRIVER_MLX5"]) -> str:
     """The sysfs path (``/sys`` + the kernel's answer) of the Data Direct DMA function
     of the RDMA device whose uverbs character device is ``node``
-    (``/dev/infiniband/uverbsN``).  ``mlx5``: send mlx5's context request (False: the
-    generic one, for other drivers).  :class:`OSError` with the kernel's errno
+    (``/dev/infiniband/uverbsN``), whose driver is ``driver_id`` (the kernel refuses
+    another's with ``EINVAL``; only mlx5 has the method, the others answer
+    ``EPROTONOSUPPORT``).  :class:`OSError` with the kernel's errno
     otherwise: ``ENODEV`` (no DMA function), ``EPROTONOSUPPORT`` (no such method:
     another driver, or a kernel before 6.12), ``EACCES`` (the node's mode)..."""
     fd = os.open(node, os.O_RDWR | os.O_CLOEXEC)
     try:
         req = array.array("B", struct.pack(MLX5_UCONTEXT_REQ, *MLX5_UCONTEXT_DEFAULTS))
         resp = array.array("B", bytes(512))
-        _call(fd, get_context_request(_address(req), _address(resp), len(resp), mlx5),
+        _call(fd, get_context_request(_address(req), _address(resp), len(resp), driver_id),
               "UVERBS_METHOD_GET_CONTEXT")
         out = array.array("B", bytes(PATH_MAX))
-        _call(fd, data_direct_request(_address(out), len(out)),
+        _call(fd, data_direct_request(_address(out), len(out), driver_id),
               "MLX5_IB_METHOD_GET_DATA_DIRECT_SYSFS_PATH")
     finally:
         os.close(fd)
