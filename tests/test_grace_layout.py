@@ -34,7 +34,7 @@ from tests.conftest import fast_tmpdir
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "rdma_topo"
 FIXTURES = ("gpu-dgx-a100", "gpu-pcie-2socket")
-TREES = (*GRACE_HOSTS, *OTHER_HOSTS, "gb300-nvl72-novpd", *FIXTURES)
+TREES = (*GRACE_HOSTS, *OTHER_HOSTS, "gb300-nvl72-novpd", "gb300-nvl72-crossed", *FIXTURES)
 #: rdma_topo's words for a layout: check's first line, or its error.
 RDMA_TOPO_KIND = (("All ConnectX DMA functions", "dma-based"),
                   ("All NUMA-based complexes", "numa-based"),
@@ -78,6 +78,9 @@ def hosts() -> Iterator[dict[str, Host]]:
         fake = GRACE_HOSTS["gb300-nvl72"](vpd=False).materialize(  # type: ignore[call-arg]
             base / "novpd")
         out["gb300-nvl72-novpd"] = read_host(fake.sysfs, fake.root / "proc")
+        fake = GRACE_HOSTS["gb300-nvl72"](crossed=True).materialize(  # type: ignore[call-arg]
+            base / "crossed")
+        out["gb300-nvl72-crossed"] = read_host(fake.sysfs, fake.root / "proc")
         for name in FIXTURES:
             fake = testing.materialize(name, base / name)
             out[name] = read_host(fake.sysfs, fake.root / "proc")
@@ -112,7 +115,7 @@ def _their_names(c: dict[str, Any], pfs: set[str]) -> dict[str, list[str]]:
             if a in pfs}
 
 
-@pytest.mark.parametrize("tree", ["gb300-nvl72", "dgx-station-gb300"])
+@pytest.mark.parametrize("tree", ["gb300-nvl72", "gb300-nvl72-crossed", "dgx-station-gb300"])
 def test_dma_based_complexes_are_rdma_topos(tree: str, hosts: dict[str, Host]) -> None:
     """Each DMA function: the same GPU, the same PFs (tied by VPD V3, as rdma_topo
     ties them) with the same RDMA devices; the NIC's VPD name is rdma_topo's."""

@@ -57,6 +57,8 @@ def trees() -> dict[str, Callable[[Path], Path]]:
         out[name] = lambda d, make=make: make().materialize(d).sysfs
     out["gb300-nvl72-novpd"] = \
         lambda d: GRACE_HOSTS["gb300-nvl72"](vpd=False).materialize(d).sysfs  # type: ignore
+    out["gb300-nvl72-crossed"] = \
+        lambda d: GRACE_HOSTS["gb300-nvl72"](crossed=True).materialize(d).sysfs  # type: ignore
     for name in FIXTURES:
         out[name] = lambda d, name=name: testing.materialize(name, d).sysfs
     return out

@@ -109,11 +109,13 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         import json
     if not args.assign:
         if args.json:
-            from ..placement import read_layout
+            from ..placement import read_dra, read_layout
 
             doc = host_json(host)
             doc["problems"] = [*doc["problems"], *_link_problems(host)]
-            doc["layout"] = read_layout(host).as_dict()  # rdma_topo's layout names
+            lay = read_layout(host)
+            doc["layout"] = lay.as_dict()  # rdma_topo's layout names
+            doc["dra"] = read_dra(host, lay)  # Kubernetes DRA's attributes, the pairing
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             sys.stdout.write(render_matrix(host, args.smi_format, args.underline, args.legend))

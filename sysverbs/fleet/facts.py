@@ -49,7 +49,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from ..devices.diagnosis import CODES
 from ..ground.hostroot import HostRoot
@@ -223,6 +223,10 @@ class HostFacts:
     acs_redirects: tuple[AcsRedirect, ...] = ()
     #: the NICs whose DMA the IOMMU translates (``iommu_translated``)
     translated_nics: tuple[TranslatedNic, ...] = ()
+    #: the layout (placement's ``read_layout``: dma-based, numa-based, inline, pcie) and
+    #: the GPUs for which aligning on DRA's pcieRoot picks other NICs than its pairing
+    layout: str = ""
+    pcie_root_misaligned: tuple[int, ...] = ()
 
     def device(self, name: str) -> Optional[DeviceFacts]:
         for d in self.devices:
@@ -471,11 +475,20 @@ class _Topology:
         self.findings: Optional[Findings] = None
         self.acs_redirects: tuple[AcsRedirect, ...] = ()
         self.translated_nics: tuple[TranslatedNic, ...] = ()
+        self.layout = ""
+        self.misaligned: tuple[int, ...] = ()
 
 
 def _topology(out: _Topology, model: HostModel, gpu_links: bool,
               environ: Optional[Mapping[str, str]] = None) -> None:
-    from ..placement import acs_redirects, assign, degraded_links, translated_nics
+    from ..placement import (
+        acs_redirects,
+        assign,
+        degraded_links,
+        read_dra,
+        read_layout,
+        translated_nics,
+    )
     from ..rank.whynot import read_findings
 
     host: Host = model.placement
@@ -492,9 +505,15 @@ def _topology(out: _Topology, model: HostModel, gpu_links: bool,
                                   host.smi_class(g, n) or "N/A")
                           for g in host.gpus for n in placed)
     if host.gpus:
+        lay = read_layout(host)  # the Grace pairing follows it; DRA's pcieRoot may not
+        out.layout = lay.kind
+        dra: Any = read_dra(host, lay)
+        off = {d["name"] for d in dra["devices"] if d.get("pairing", {}).get(
+            "pcie_root_aligned") is False}
+        out.misaligned = tuple(g.index for g in host.gpus if g.name in off)
         out.assigned = tuple(
             GpuAssigned(a.gpu.index, bus[a.gpu.index], n.device, n.port, n.smi or "N/A")
-            for a in assign(host) if a.gpu is not None for n in a.nics)
+            for a in assign(host, layout=lay) if a.gpu is not None for n in a.nics)
 
 
 # ----------------------------------------------------------------------------- NCCL
@@ -591,4 +610,5 @@ def _collect(model: HostModel, opts: Options, options: Mapping[str, object],
         nccl_transport=nccl[1] if nccl is not None else "",
         nccl_gid_problems=nccl[2] if nccl is not None else (),
         collectors=tuple(results), pcie_links=topo.pcie_links, findings=topo.findings,
-        acs_redirects=topo.acs_redirects, translated_nics=topo.translated_nics)
+        acs_redirects=topo.acs_redirects, translated_nics=topo.translated_nics,
+        layout=topo.layout, pcie_root_misaligned=topo.misaligned)

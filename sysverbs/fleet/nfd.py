@@ -213,6 +213,12 @@ def _host_features(facts: HostFacts) -> list[Feature]:
         worst = facts.worst_assigned_link()
         if worst is not None:
             label("gpu-nic.worst-link", worst)
+        if facts.layout in ("dma-based", "numa-based"):  # Grace: rdma_topo's names
+            label("gpu-nic.layout", facts.layout)
+            # DRA: aligning GPU and NIC on resource.kubernetes.io/pcieRoot would pick
+            # other NICs than the pairing (every Grace GPU: docs/placement.md)
+            label("gpu-nic.pcie-root-aligned",
+                  "false" if facts.pcie_root_misaligned else "true")
     if "topology" not in failed and facts.pcie_links:
         label("pcie.degraded", "true")
     found = facts.findings if "topology" not in failed else None

@@ -26,8 +26,10 @@ from ._anchor import find_anchor, gpu_anchor
 from ._bind import CPU_MODES, MEM_MODES, cpu_node, cpu_set, mem_node, socket_nodes
 from ._cpus import CpuTopology, read_cpus
 from ._distance import Distance
+from ._dra import read_dra
+from ._gpumem import gpu_memory_node
 from ._host import Anchor, Gpu, Host, Nic, Port
-from ._layout import Layout, layout, parse_vpd, read_layout, read_vpd
+from ._layout import Layout, layout, parse_vpd, read_data_direct, read_layout, read_vpd
 from ._pci import PciDevice
 from ._read import GPU_CLASSES, read_host, read_host_at
 from ._smi import FORMATS, host_json, render_matrix
@@ -95,7 +97,10 @@ __all__ = [
     "local_rank",
     "mem_node",
     "parse_vpd",
+    "gpu_memory_node",
     "read_cpus",
+    "read_data_direct",
+    "read_dra",
     "read_host",
     "read_layout",
     "read_vpd",

@@ -14,13 +14,17 @@ from ..ground.records import FrozenRecord, init
 from ._distance import Distance, smi_rank
 from ._host import Anchor, Gpu, Host, Nic, Port, endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
+from ._pairing import nic_roles, pairing
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Optional, TypedDict, Union
 
     from typing_extensions import Unpack
+
+    from ._layout import Layout
+    from ._pairing import GpuPairing
 
     Target = Union[Gpu, Anchor]
 
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
         require_usable: bool
         include_vfs: bool
         include_bond_slaves: bool
+        include_non_compute: bool
 
 #: The launchers' local rank, the first set wins: torchrun, Open MPI, Slurm, MPICH's
 #: Hydra (and Intel MPI), HPE/Cray PALS, MVAPICH2, IBM's jsrun.
@@ -42,7 +47,7 @@ RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
                   "JSM_NAMESPACE_LOCAL_RANK")
 #: The names of the NIC filters (``NicFilters``, for the type checker).
 FILTER_NAMES = ("link_layer", "min_rate_gbps", "require_active", "require_usable",
-                "include_vfs", "include_bond_slaves")
+                "include_vfs", "include_bond_slaves", "include_non_compute")
 _LINK_LAYERS = {"ib": "InfiniBand", "infiniband": "InfiniBand", "eth": "Ethernet",
                 "ethernet": "Ethernet", "roce": "Ethernet"}
 #: The link layers NCCL's IB transport cannot join in one communicator.
@@ -72,7 +77,7 @@ class NicChoice(FrozenRecord):
     ``link_layer``, ``netdevs``; its distance to the GPU and why it was chosen."""
 
     __slots__ = _fields = ("device", "port", "link_layer", "netdevs", "address",
-                           "rate_gbps", "smi", "nccl", "hops", "reason")
+                           "rate_gbps", "smi", "nccl", "hops", "reason", "dma_function")
     device: str
     port: int
     link_layer: Optional[str]
@@ -83,19 +88,24 @@ class NicChoice(FrozenRecord):
     nccl: Optional[str]
     hops: Optional[int]
     reason: str
+    dma_function: Optional[str]  # its CX-8's Data Direct DMA function (Grace, CX-8)
 
     def __init__(self, device: str, port: int, link_layer: Optional[str],
                  netdevs: tuple[str, ...], address: Optional[str], rate_gbps: Optional[float],
-                 smi: Optional[str], nccl: Optional[str], hops: Optional[int], reason: str
-                 ) -> None:
+                 smi: Optional[str], nccl: Optional[str], hops: Optional[int], reason: str,
+                 dma_function: Optional[str] = None) -> None:
         init(self, device, port, link_layer, netdevs, address, rate_gbps, smi, nccl, hops,
-             reason)
+             reason, dma_function)
 
     def as_dict(self) -> dict[str, object]:
-        return {"device": self.device, "port": self.port, "link_layer": self.link_layer,
-                "netdevs": list(self.netdevs), "address": self.address,
-                "rate_gbps": self.rate_gbps, "smi": self.smi, "nccl": self.nccl,
-                "hops": self.hops, "reason": self.reason}
+        out: dict[str, object] = {
+            "device": self.device, "port": self.port, "link_layer": self.link_layer,
+            "netdevs": list(self.netdevs), "address": self.address,
+            "rate_gbps": self.rate_gbps, "smi": self.smi, "nccl": self.nccl,
+            "hops": self.hops, "reason": self.reason}
+        if self.dma_function is not None:
+            out["dma_function"] = self.dma_function
+        return out
 
 
 class Filtered(FrozenRecord):
@@ -125,18 +135,21 @@ class Assignment(FrozenRecord):
     :class:`~sysverbs.placement.Anchor` (``gpu`` is then its GPU, if it is one).
     """
 
-    __slots__ = _fields = ("gpu", "rank", "nics", "reason", "filtered", "anchor")
+    __slots__ = _fields = ("gpu", "rank", "nics", "reason", "filtered", "anchor",
+                           "pairing")
     gpu: Optional[Gpu]
     rank: Optional[int]
     nics: tuple[NicChoice, ...]
     reason: str
     filtered: tuple[Filtered, ...]
     anchor: Optional[Anchor]
+    pairing: Optional[GpuPairing]  # the Grace rule the NICs follow (placement/_pairing)
 
     def __init__(self, gpu: Optional[Gpu], rank: Optional[int], nics: tuple[NicChoice, ...],
                  reason: str, filtered: tuple[Filtered, ...] = (),
-                 anchor: Optional[Anchor] = None) -> None:
-        init(self, gpu, rank, nics, reason, filtered, anchor)
+                 anchor: Optional[Anchor] = None, pairing: Optional[GpuPairing] = None
+                 ) -> None:
+        init(self, gpu, rank, nics, reason, filtered, anchor, pairing)
 
     def as_dict(self) -> dict[str, object]:
         g = self.gpu
@@ -150,6 +163,8 @@ class Assignment(FrozenRecord):
         }
         if self.anchor is not None:
             out["anchor"] = self.anchor.as_dict()
+        if self.pairing is not None:
+            out["pairing"] = self.pairing.as_dict()
         return out
 
 
@@ -186,9 +201,10 @@ def _usable_names(host: Host) -> tuple[Optional[frozenset[str]], str]:
     return frozenset(d.name for d in found if d.usable), ""
 
 
-def candidates(host: Host, **filters: Unpack[NicFilters]
-               ) -> tuple[list[_Candidate], list[Filtered]]:
-    """The ports the filters keep (in PCI address order) and those they leave out."""
+def candidates(host: Host, *, drop: Optional[Mapping[str, str]] = None,
+               **filters: Unpack[NicFilters]) -> tuple[list[_Candidate], list[Filtered]]:
+    """The ports the filters keep (in PCI address order) and those they leave out;
+    ``drop``: devices left out by role (name -> why: not a compute NIC)."""
     unknown = sorted(set(filters) - set(FILTER_NAMES))
     if unknown:
         raise WrongTypeError(f"unexpected keyword argument {unknown[0]!r}")
@@ -217,6 +233,10 @@ def candidates(host: Host, **filters: Unpack[NicFilters]
         if nic.kind in ("vf", "sf") and not include_vfs:
             what = "an SR-IOV VF" if nic.kind == "vf" else "a sub-function"
             out.append(Filtered(nic.name, None, "vf", f"{what} (include_vfs to use it)"))
+            continue
+        if drop and nic.name in drop:
+            out.append(Filtered(nic.name, None, "role", f"not a compute NIC: {drop[nic.name]} "
+                                "(include_non_compute to use it)"))
             continue
         if nic.bond_slave and not include_bond_slaves:
             out.append(Filtered(nic.name, None, "bond_slave",
@@ -258,9 +278,10 @@ def candidates(host: Host, **filters: Unpack[NicFilters]
     return keep, out
 
 
-def _choice(c: _Candidate, d: Distance, reason: str) -> NicChoice:
+def _choice(c: _Candidate, d: Distance, reason: str, dma: Optional[str] = None
+            ) -> NicChoice:
     return NicChoice(c.nic.name, c.port.port, c.port.link_layer, c.port.netdevs,
-                     c.nic.address, c.port.rate_gbps, d.smi, d.nccl, d.hops, reason)
+                     c.nic.address, c.port.rate_gbps, d.smi, d.nccl, d.hops, reason, dma)
 
 
 def _hops(n: Optional[int]) -> str:
@@ -357,6 +378,7 @@ def assign(
     gpus: Optional[Sequence[Target]] = None,
     *,
     split_ties: bool = True,
+    layout: Optional[Layout] = None,
     **filters: Unpack[NicFilters],
 ) -> tuple[Assignment, ...]:
     """One :class:`Assignment` per GPU (``gpus``: default all, in index order).
@@ -383,6 +405,14 @@ def assign(
     (:func:`~sysverbs.placement.find_anchor`: an NVMe drive, a NIC, any PCI function):
     each gets NICs as a GPU would, in the order given, after the GPUs; two anchors on
     one PCI function get the same NICs.
+
+    On a Grace host the layout (``layout``, default :func:`read_layout` of the host)
+    decides instead of PCIe distance (:mod:`._pairing`): with Data Direct each GPU gets
+    all ports of the CX-8 whose DMA function sits below its switch, or none when that
+    CX-8 is unresolved (``pairing`` says why and names the candidates); NUMA-based,
+    the compute NICs of its CPU node, shared out as above (that 1:1 split is sysverbs'
+    own tie-break).  There only compute NICs are candidates (``include_non_compute``:
+    BlueField and other NICs too).
     """
     host_arg(host)
     given = list(host.gpus) if gpus is None else items_arg(gpus, "gpus")
@@ -400,13 +430,21 @@ def assign(
         if g.address not in order:
             order[g.address] = (0, g.index) if isinstance(g, Gpu) else (1, pos)
             gpu_list.append(g)
-    keep, filtered = candidates(host, **filters)
+    if layout is None:
+        from ._layout import read_layout
+
+        layout = read_layout(host)
+    pairs = pairing(host, layout)
+    drop: dict[str, str] = {}
+    if pairs and not filters.get("include_non_compute", False):
+        drop = {n: r.reason for n, r in nic_roles(host).items() if r.role != "compute"}
+    keep, filtered = candidates(host, drop=drop, **filters)
     ftuple = tuple(filtered)
     if not gpu_list:
         return ()
     if not keep:
         why = "no NIC port left after the filters" if filtered else "no RDMA device"
-        return tuple(_assignment(g, (), why, ftuple) for g in given)
+        return tuple(_assignment(g, (), why, ftuple, pairs.get(g.address)) for g in given)
     # Every pair is ranked by its nvidia-smi class and hops; the full distance (with
     # NCCL's path type) is computed only for the pairs chosen.
     rank: dict[str, list[tuple[int, int]]] = {}  # GPU -> the rank of each port
@@ -432,9 +470,23 @@ def assign(
         best[g.address] = sorted((i for i, r in enumerate(ranks) if r[0] == top),
                                  key=lambda i: keep[i].key)
     out: dict[str, Assignment] = {}
-    for group in _groups(gpu_list, best, order):
+    paired = {g.address: pairs[g.address] for g in gpu_list
+              if isinstance(g, Gpu) and g.address in pairs}
+    for a, p in paired.items():  # the Grace rule, not PCIe distance
+        best[a] = [i for i, c in enumerate(keep) if c.nic.name in p.nics]
+        if not best[a]:
+            why = "" if p.status == "unresolved" else (
+                "; none of its NICs' ports is left after the filters")
+            out[a] = _assignment(next(g for g in gpu_list if g.address == a), (),
+                                 p.reason + why, ftuple, p)
+    for group in _groups([g for g in gpu_list if g.address not in out], best, order):
         mine, notes = _share(group, best, split_ties, order)
         for g in group:
+            gp = paired.get(g.address)
+            if gp is not None:
+                out[g.address] = _paired(g, gp, mine[g.address], keep, notes[g.address],
+                                         len(group), dist_of, ftuple)
+                continue
             picked = sorted(mine[g.address], key=lambda i: rank[g.address][i])
             choices = []
             for i in picked:
@@ -455,11 +507,29 @@ def assign(
                  else _assignment(g, a.nics, a.reason, ftuple) for g, a in zip(given, done))
 
 
+def _paired(g: Target, p: GpuPairing, mine: list[int], keep: list[_Candidate], note: str,
+            k: int, dist_of: Callable[[Target, int], Distance],
+            ftuple: tuple[Filtered, ...]) -> Assignment:
+    """The Assignment of a GPU paired by the Grace rule (``mine``: its ports)."""
+    choices = []
+    for i in sorted(mine, key=lambda i: keep[i].key):
+        c, d = keep[i], dist_of(g, i)
+        choices.append(_choice(c, d, f"{p.rule} pairing ({_cls(d)} by PCIe "
+                               f"distance): {d.reason}", p.dma_function))
+    reason = p.reason
+    if k > 1:
+        reason += ("; " + note.replace("at the nearest class", "on the node") +
+                   "; this 1:1 split is sysverbs' own tie-break: no NVIDIA rule pairs "
+                   "them 1:1 (split_ties=False gives each GPU all)")
+    return _assignment(g, tuple(choices), reason, ftuple, p)
+
+
 def _assignment(g: Target, nics: tuple[NicChoice, ...], reason: str,
-                filtered: tuple[Filtered, ...]) -> Assignment:
+                filtered: tuple[Filtered, ...], pairing: Optional[GpuPairing] = None
+                ) -> Assignment:
     if isinstance(g, Anchor):
         return Assignment(g.gpu, None, nics, reason, filtered, g)
-    return Assignment(g, None, nics, reason, filtered)
+    return Assignment(g, None, nics, reason, filtered, pairing=pairing)
 
 
 # ------------------------------------------------------------------------ ranks, CUDA
@@ -587,5 +657,5 @@ def assign_rank(
         if a.gpu is not None and a.gpu.address == gpu.address:
             return Assignment(gpu, rank, a.nics,
                               f"{why_rank} -> GPU{gpu.index} ({gpu.address}; {why_vis}); "
-                              f"{a.reason}", a.filtered)
+                              f"{a.reason}", a.filtered, pairing=a.pairing)
     return Assignment(gpu, rank, (), "internal: GPU not in plan")  # pragma: no cover

@@ -72,10 +72,11 @@ def cpu_node(topo: CpuTopology, node: Optional[int], allowed: frozenset[int]
 def mem_node(topo: CpuTopology, node: int, allowed_mems: frozenset[int]
              ) -> tuple[Optional[int], str]:
     """The memory node for a rank whose CPUs are ``node``'s: that node when it has
-    memory this process may use, else the nearest that has (by distance)."""
+    memory this process may use, else the nearest that has (by distance) among the nodes
+    with CPUs: a CPU-less node (a Grace GPU's HBM, CXL memory) is never chosen."""
     if node in topo.memory and node in allowed_mems:
         return node, f"node {node}, where the CPUs are"
-    usable = [m for m in sorted(topo.memory) if m in allowed_mems]
+    usable = [m for m in sorted(topo.memory) if m in allowed_mems and topo.nodes.get(m)]
     near = _nearest(topo, node, usable)
     why = "has no memory" if node not in topo.memory else "is not in the allowed memory nodes"
     if near is None:

@@ -4,9 +4,10 @@ the PCI tree alone (docs/placement.md, "Grace and Data Direct").
 * ``dma-based``: a ConnectX-8 Data Direct DMA function (15b3:2100) exists.  Each sits
   below a CX switch (15b3:197c/1979) under a Grace/Vera root port, beside one GPU below
   the same switch; the CX-8's RDMA PFs are in other PCI domains.  No sysfs link ties a
-  PF to its DMA function: the one sysfs fact that does is the VPD ``V3`` keyword both
-  carry (``vpd``, readable by root only), which rdma_topo matches; without it the
-  complex says ``unresolved`` with the candidates.
+  PF to its DMA function: the kernel tells it through a uverbs ioctl
+  (:func:`read_data_direct`, taken first); the one sysfs fact that does is the VPD
+  ``V3`` keyword both carry (``vpd``, readable by root only), which rdma_topo matches;
+  without either the complex says ``unresolved`` with the candidates.
 * ``numa-based``: a GPU sits directly under a Grace/Vera root port (GB200 with CX-7,
   GH200): no PCIe path joins GPU and NIC; GPUs pair with the ConnectX PFs of their
   CPU NUMA node (BlueField-3 and other NICs are no compute NICs).
@@ -24,6 +25,7 @@ only Grace and Vera root ports count.
 
 from __future__ import annotations
 
+import errno
 import os
 
 from ..ground.records import FrozenRecord, init
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     VpdRead = Union[bytes, str]
 
 __all__ = ["CX_DMA", "CX_NICS", "CX_SWITCHES", "GRACE_ROOT_PORTS", "KINDS", "Layout",
-           "layout", "parse_vpd", "read_layout", "read_vpd"]
+           "layout", "parse_vpd", "read_data_direct", "read_layout", "read_vpd"]
 
 NVIDIA, MELLANOX = 0x10DE, 0x15B3
 #: Root ports of NVIDIA's CPUs (device id -> CPU), as rdma_topo's device table has them.
@@ -166,8 +168,41 @@ def _v3(vpd: Mapping[str, VpdRead], address: str) -> tuple[Optional[str], str]:
     return (v3, "") if v3 else (None, "its vpd has no V3 keyword")
 
 
+def read_data_direct(host: Host) -> dict[str, str]:
+    """What the kernel says of each ConnectX PF's Data Direct DMA function (the uverbs
+    ioctl of :mod:`sysverbs.devices.datadirect`, on each of its RDMA devices): by PF
+    address, the DMA function's address, or ``"errno NAME: text"``.  Only on this
+    machine (sysfs ``/sys``, not recorded) with a DMA function: a tree's device nodes
+    are stand-ins or this machine's, neither the tree's devices."""
+    live = os.path.abspath(host.sysfs_path) == "/sys" and not host.recorded
+    if not live or not _dma_functions(host):
+        return {}
+    from ..devices.datadirect import data_direct_path
+
+    pfs = {d.address for d in _cx_pfs(host)}
+    out: dict[str, str] = {}
+    for nic in host.nics:
+        if nic.address not in pfs or nic.uverbs is None or nic.address in out:
+            continue
+        try:
+            path = data_direct_path(os.path.join(host.dev_dir, f"uverbs{nic.uverbs}"))
+            out[nic.address] = os.path.basename(path.rstrip("/"))
+        except OSError as e:
+            name = errno.errorcode.get(e.errno or 0, str(e.errno))
+            out[nic.address] = f"errno {name}: {e.strerror}"
+    return out
+
+
+def _kernel_tie(host: Host, dd: Mapping[str, str], dma: str) -> tuple[list[PciDevice], str]:
+    """The PFs the kernel ties to DMA function ``dma``, or none and what it said."""
+    pfs = [d for d in _cx_pfs(host) if dd.get(d.address) == dma]
+    said = sorted({v for v in dd.values() if v.startswith("errno ")})
+    return pfs, ("; the kernel's ioctl answered " + ", ".join(said)) if said else ""
+
+
 def _dma_complex(host: Host, dma: PciDevice, vpd: Mapping[str, VpdRead],
-                 taken: set[str], names: Mapping[str, list[str]]) -> dict[str, object]:
+                 taken: set[str], names: Mapping[str, list[str]],
+                 dd: Mapping[str, str]) -> dict[str, object]:
     pci = host.pci
     up = [pci.get(b) for b in dma.bridges[:3]]
     dsp, usp, rp = (up + [None, None, None])[:3]
@@ -185,6 +220,13 @@ def _dma_complex(host: Host, dma: PciDevice, vpd: Mapping[str, VpdRead],
             entry["gpu"] = gpus[0]
         else:
             entry["problem"] = f"{len(gpus)} GPUs below its switch {usp.address} (1 expected)"
+    by_kernel, kernel_said = _kernel_tie(host, dd, dma.address)
+    if by_kernel:
+        taken.update(d.address for d in by_kernel)
+        entry["nic"] = {"status": "resolved", "via": "the kernel (uverbs ioctl "
+                        "MLX5_IB_METHOD_GET_DATA_DIRECT_SYSFS_PATH)",
+                        "pfs": [_pf_entry(d, names) for d in by_kernel]}
+        return entry
     v3, why = _v3(vpd, dma.address)
     pfs = [d for d in _cx_pfs(host) if v3 is not None and _v3(vpd, d.address)[0] == v3]
     if pfs:
@@ -195,15 +237,17 @@ def _dma_complex(host: Host, dma: PciDevice, vpd: Mapping[str, VpdRead],
     if v3 is not None:
         why = f"no ConnectX PF has its VPD V3 keyword {v3}"
     entry["nic"] = {"status": "unresolved",
-                    "reason": f"no sysfs link ties a PF to its DMA function, and {why}",
+                    "reason": f"no sysfs link ties a PF to its DMA function, and {why}"
+                              f"{kernel_said}",
                     "candidates": []}
     return entry
 
 
-def _dma_based(host: Host, dmas: list[PciDevice], vpd: Mapping[str, VpdRead]) -> Layout:
+def _dma_based(host: Host, dmas: list[PciDevice], vpd: Mapping[str, VpdRead],
+               dd: Mapping[str, str]) -> Layout:
     names = _rdma_names(host)
     taken: set[str] = set()
-    out = [_dma_complex(host, d, vpd, taken, names) for d in dmas]
+    out = [_dma_complex(host, d, vpd, taken, names, dd) for d in dmas]
     left = [_pf_entry(d, names) for d in _cx_pfs(host)
             if d.device == 0x1023 and d.address not in taken]
     for entry in out:
@@ -258,12 +302,14 @@ def _inline(host: Host) -> Optional[Layout]:
                   "(no DMA function): PCIe locality pairs them", tuple(out))
 
 
-def layout(host: Host, vpd: Optional[Mapping[str, VpdRead]] = None) -> Layout:
+def layout(host: Host, vpd: Optional[Mapping[str, VpdRead]] = None,
+           data_direct: Optional[Mapping[str, str]] = None) -> Layout:
     """The layout of ``host`` (see the module's text); ``vpd``: what :func:`read_vpd`
-    read (None: nothing read, every DMA function's NIC unresolved)."""
+    read, ``data_direct``: what :func:`read_data_direct` read (the kernel's tie, taken
+    first; None for either: nothing read, the NIC unresolved without the other)."""
     dmas = _dma_functions(host)
     if dmas:
-        return _dma_based(host, dmas, vpd or {})
+        return _dma_based(host, dmas, vpd or {}, data_direct or {})
     gpus = _nvidia_gpus(host)
     on_rp = [g for g in gpus if g.bridges and _is(host.pci.get(g.bridges[0]), NVIDIA,
                                                  GRACE_ROOT_PORTS)]
@@ -278,5 +324,6 @@ def layout(host: Host, vpd: Optional[Mapping[str, VpdRead]] = None) -> Layout:
 
 
 def read_layout(host: Host) -> Layout:
-    """:func:`layout` with the VPD images read from the host's sysfs."""
-    return layout(host, read_vpd(host))
+    """:func:`layout` with what the kernel's ioctl says (a live host) and the VPD
+    images read from the host's sysfs."""
+    return layout(host, read_vpd(host), read_data_direct(host))

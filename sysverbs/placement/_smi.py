@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..ground.errors import UsageError
 from ..ground.text import cpulist_text
 from ._distance import numa_affinity
+from ._gpumem import gpu_memory_node
 from ._host import endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
 
@@ -90,7 +91,9 @@ def render_matrix(host: Host, fmt: str = "535", underline: bool = False,
             pci = gpus[i].pci
             node = numa_affinity(pci, host.numa_nodes)[0]
             numa = str(node) if node is not None else UNDECIDED
-            tail = [cpulist(pci.local_cpus), numa] + (["", "N/A"] if fmt == "535" else [])
+            mem = gpu_memory_node(host, gpus[i])  # Grace: the GPU memory's own node
+            tail = [cpulist(pci.local_cpus), numa] + (
+                ["", "N/A" if mem is None else str(mem)] if fmt == "535" else [])
         else:
             tail = ["", "", "", ""] if fmt == "535" else ["", ""]
         lines.append(names[i] + "\t" + "\t".join(cells + tail))
@@ -120,7 +123,7 @@ def host_json(host: Host) -> dict[str, Any]:
         "host_bridges": list(host.host_bridges),
         "gpus": [{"name": g.name, "index": g.index, "address": g.address,
                   "vendor": g.vendor, "uuid": g.uuid, "minor": g.minor, "model": g.model,
-                  "numa_node": g.pci.numa_node,
+                  "numa_node": g.pci.numa_node, "memory_node": gpu_memory_node(host, g),
                   "numa_affinity": numa_affinity(g.pci, host.numa_nodes)[0],
                   "numa_affinity_source": numa_affinity(g.pci, host.numa_nodes)[1],
                   "cpus": cpulist(g.pci.local_cpus),

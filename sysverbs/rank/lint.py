@@ -25,7 +25,7 @@ from .versions import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["LintWarning", "LintResult", "lint_hca", "gid_warnings"]
+__all__ = ["LintWarning", "LintResult", "dma_base", "gid_warnings", "lint_hca"]
 
 class LintWarning(NamedTuple):
     """One problem: a short ``code``, the ``entry`` it is about, what NCCL does
@@ -133,6 +133,9 @@ class _Host(NamedTuple):
     def devices(self, m: _Meant) -> list[str]:
         """The devices an entry means: its name exactly when it is exact or names a
         device, else (a prefix on purpose) every device it starts."""
+        base = dma_base(m.name, self.names)
+        if base is not None:  # NCCL's Data Direct name: the device meant is its base
+            return [base]
         if m.exact or m.name in self.names:
             return [m.name] if m.name in self.names else []
         return sorted((n for n in self.names if n.startswith(m.name)), key=_natural)
@@ -166,6 +169,19 @@ class _Found(NamedTuple):
     exact: bool
     meant: Optional[set[tuple[str, int]]]
     unclear: str
+
+
+def dma_base(name: str, names: Sequence[str]) -> Optional[str]:
+    """The device a ``<ibdev>_dma`` name stands for (NCCL's name for a Data Direct
+    interface, never a verbs name), or None.
+
+    >>> dma_base("mlx5_0_dma", ["mlx5_0"]), dma_base("mlx5_0", ["mlx5_0"])
+    ('mlx5_0', None)
+    """
+    if name in names or not name.endswith("_dma"):
+        return None
+    base = name[:-4]
+    return base if base in names else None
 
 
 def _natural(name: str) -> tuple[tuple[int, str], ...]:
@@ -253,6 +269,13 @@ def _lint(text: str, ports: Sequence[IbPort], host: _Host, env: dict[str, str],
         matching = [p for p in ports if (p.device == ent.prefix if filt.exact
                                          else p.device.startswith(ent.prefix))]
         dev_names = sorted({p.device for p in matching}, key=_natural)
+        dma_of = dma_base(ent.prefix, names)
+        if not matching and dma_of is not None:
+            warns.append(LintWarning(
+                "dma-name", ent.text, f"'{ent.prefix}' is NCCL's name for {dma_of}'s Data "
+                "Direct (CX-8) interface, made after NCCL_IB_HCA is matched against the "
+                f"verbs names: it matches no device; write '{dma_of}'", ""))
+            continue
         if not matching:
             warns.append(LintWarning(
                 "no-match", ent.text, f"'{ent.prefix}' matches no device on this host "
@@ -458,10 +481,11 @@ def lint_hca(value: Optional[str], ports: Sequence[IbPort],
     number, one that does not fit a C ``int`` and wraps, or an empty port before
     2.30.7), ``no-port``/``port-inactive`` (the port does not exist, or is not ACTIVE
     or not IB/Ethernet), ``collision`` (a name that also matches longer names: use
-    ``=``), ``no-match`` (an entry that matches no device).  About what NCCL then
-    does: ``selects-none`` (no IB device: sockets), ``bad-plane``/``too-many-planes``
-    (since 2.30.7 a plane ID NCCL cannot use: its IB transport fails to start),
-    ``mixed-link-layer`` (InfiniBand and RoCE ports in one
+    ``=``), ``no-match`` (an entry that matches no device), ``dma-name`` (NCCL's
+    ``<ibdev>_dma`` name of a Data Direct interface, which NCCL_IB_HCA never matches).
+    About what NCCL then does: ``selects-none`` (no IB device: sockets),
+    ``bad-plane``/``too-many-planes`` (since 2.30.7 a plane ID NCCL cannot use: its IB
+    transport fails to start), ``mixed-link-layer`` (InfiniBand and RoCE ports in one
     selection: a connection between them fails), ``merge-incompatible`` (ports of one
     NIC with different link layers: the merge fails; before 2.26.2 so does the init),
     ``table-full`` (more device ports than NCCL's table holds); for a RoCE port whose GID

@@ -152,25 +152,27 @@ GB300_RAILS = (("0008", "0000", 0, "ibp3s0"), ("0009", "0002", 0, "ibP2p3s0"),
                ("0018", "0010", 1, "ibP16p3s0"), ("0019", "0012", 1, "ibP18p3s0"))
 
 
-def gb300_nvl72_tray(*, vpd: bool = True) -> HostBuilder:
+def gb300_nvl72_tray(*, vpd: bool = True, crossed: bool = False) -> HostBuilder:
     """A GB300 NVL72 compute tray: 2 Grace, 4 GB300 (10de:31c2) at
     ``00{08,09,18,19}:06:00.0``, each with a CX-8 DMA function at ``<D>:03:00.0``;
     the 4 CX-8 PFs (15b3:1023, InfiniBand XDR) at ``00{00,02,10,12}:03:00.0`` named as
     rdma-core's udev rules name them; a dual-port BlueField-3 (Ethernet, ``roceP22p1s0f0``)
     at ``0016:01:00.x`` and one at ``0006:01:00.x`` (choice: mirrors socket 1's); 34
     NUMA nodes.  ``vpd=False``: no ``vpd`` files (what a reader without root sees: the
-    PF-DMA link cannot be resolved)."""
+    PF-DMA link cannot be resolved).  ``crossed``: each socket's two CX-8s serve the
+    GPUs the other way round (the PF in 0000 the GPU in 0009...): no capture says which
+    way a tray is wired, so pairing must follow the tie, not the addresses."""
     b = HostBuilder()
     _grace_numa(b, 4, sockets=2, hbm_kb=279 << 20, lpddr_kb=489960 * _MB)  # choice: HBM
     for i, (gdom, pdom, numa, name) in enumerate(GB300_RAILS):
-        sn = f"MT2451X0{i:04d}"  # choice: serial numbers
         gpu_dsp = "02:03.0"  # NVIDIA's LKML tree of a GB tray
         _dma_segment(b, gdom, numa, gpu_dsp=gpu_dsp, model="gb300", hbm_node=2 + 8 * i,
-                     v3=_uuid(i), sn=sn, vpd=vpd)
+                     v3=_uuid(i), sn=f"MT2451X0{i:04d}", vpd=vpd)  # choice: serials
         parent = _nic_segment(b, pdom, numa, True)
+        j = i ^ 1 if crossed else i  # the DMA function (GPU) this PF's CX-8 serves
         _cx(b, f"{parent}/{pdom}:03:00.0", "cx8",
-            vpd_image("NVIDIA ConnectX-8", {"SN": sn, "V3": _uuid(i)}) if vpd else b"",
-            name=name, link_layer="InfiniBand")
+            vpd_image("NVIDIA ConnectX-8", {"SN": f"MT2451X0{j:04d}", "V3": _uuid(j)})
+            if vpd else b"", name=name, link_layer="InfiniBand")
     for dom, numa, tag in (("0006", 0, "P6"), ("0016", 1, "P22")):
         parent = _nic_segment(b, dom, numa, False)
         for fn in (0, 1):

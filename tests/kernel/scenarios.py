@@ -520,6 +520,10 @@ echo "===END"
 
 #: rxe0 on dummy0 (up, IPv4 and IPv6 addresses: RoCE v2 GIDs; MAC ...:02) and rxe1 on
 #: v0 (MAC ...:01), whose veth peer v1 is down (port DOWN).
+DATA_DIRECT = f"""rdma link add siw0 type siw netdev v1 >/dev/null 2>&1 || true
+timeout 60 {shlex.quote(PYTHON)} -S -m tests.kernel.vm_probes data_direct || echo '{{}}'
+rdma link del siw0 >/dev/null 2>&1 || true
+"""
 ATTRIBUTES_SETUP = """set -e
 modprobe rdma_ucm >/dev/null 2>&1 || true
 ip link set dummy0 up
@@ -623,6 +627,8 @@ def real_tools_scenarios() -> list[dict[str, Any]]:
                 {"steps": [{"op": "rdma_get"}], "options": {"source": "sysfs"}},
             ),
             cmd("pickle", [PYTHON, "-S", "-m", "tests.kernel.vm_probes", "attributes"]),
+            # the Data Direct ioctl on rxe and, where the kernel has it, siw (never fails)
+            cmd("data_direct", ["sh", "-c", DATA_DIRECT], timeout=120),
             sh(NO_DEVICES),
             # rdma_ucm's modules hold ib_core (the last scenario unloads it)
             sh(

@@ -4,6 +4,7 @@
     python -m tests.kernel.vm_probes monitor udev|poll   # print the events, one JSON line each
     python -m tests.kernel.vm_probes sources             # the udev and sysfs source listings
     python -m tests.kernel.vm_probes attributes          # attributes, topology, diagnose (pickled)
+    python -m tests.kernel.vm_probes data_direct         # the Data Direct ioctl's answers (JSON)
 
 ``monitor`` and ``sources`` need pyudev: run them with the virtual environment's
 Python (without ``-S``).  ``monitor`` creates ``/run/sv/ready-<kind>`` once it
@@ -84,6 +85,27 @@ def attributes() -> None:
     sys.stdout.write(base64.b64encode(pickle.dumps(data)).decode() + "\n")
 
 
+def data_direct() -> None:
+    """The Data Direct ioctl on every RDMA device, sent as for an mlx5 device (what
+    sysverbs sends) and as for its own driver (rxe, siw): {device: {"mlx5"|"own":
+    "path:<answer>" or "ERRNO: text"}}."""
+    import errno
+
+    from sysverbs.devices.datadirect import IDS, data_direct_path, uverbs_device
+
+    out: dict[str, dict[str, str]] = {}
+    for name in sorted(os.listdir("/sys/class/infiniband")):
+        node = "/dev/infiniband/" + uverbs_device("/sys", name)
+        own = IDS["RDMA_DRIVER_SIW"] if name.startswith("siw") else IDS["RDMA_DRIVER_RXE"]
+        for variant, driver in (("mlx5", IDS["RDMA_DRIVER_MLX5"]), ("own", own)):
+            try:
+                got = "path:" + data_direct_path(node, driver)
+            except OSError as e:
+                got = f"{errno.errorcode.get(e.errno or 0, e.errno)}: {e.strerror}"
+            out.setdefault(name, {})[variant] = got
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "monitor":
@@ -92,5 +114,7 @@ if __name__ == "__main__":
         sources()
     elif what == "attributes":
         attributes()
+    elif what == "data_direct":
+        data_direct()
     else:
         raise SystemExit(f"unknown probe {what!r}")

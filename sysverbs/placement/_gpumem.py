@@ -1,0 +1,42 @@
+"""A GPU's memory NUMA node: on Grace (GH200, GB200, GB300) the driver onlines the GPU's
+memory as CPU-less NUMA nodes and ``/proc/driver/nvidia/gpus/<BDF>/numa_status`` names
+the node in its ``Node:`` line (hwloc reads that line, ``topology-linux.c``).  That node
+is never the GPU's node for placement: its PCI ``numa_node`` (the CPU node) is.  This is
+what nvidia-smi's ``GPU NUMA ID`` column shows (2, 10, 18, 26 on a GB200 tray)."""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
+    from ._host import Gpu, Host
+
+__all__ = ["gpu_memory_node", "parse_numa_status"]
+
+
+def parse_numa_status(text: str) -> Optional[int]:
+    """The node of a ``numa_status`` text's ``Node:`` line (None: none, or -1).
+
+    >>> parse_numa_status("Node: 2\\n"), parse_numa_status("Node: -1\\n")
+    (2, None)
+    """
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "Node":
+            value = value.strip()
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def gpu_memory_node(host: Host, gpu: Gpu) -> Optional[int]:
+    """``gpu``'s memory node from its ``numa_status`` (None: no such file or line)."""
+    path = os.path.join(host.proc_path, "driver", "nvidia", "gpus", gpu.address,
+                        "numa_status")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return parse_numa_status(f.read(4096))
+    except OSError:
+        return None
