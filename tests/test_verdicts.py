@@ -24,7 +24,8 @@ from sysverbs.devices.readable import unknown_files
 from sysverbs.rank.netplugin import net_transport
 from tests import staging
 from tests.conftest import fast_tmpdir, require
-from tests.test_diagnose import Seen, fixture, run, run_as_nobody, scenario
+from tests.diagnose_runs import Seen, fixture, run, run_as_nobody
+from tests.test_diagnose import scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
