@@ -9,11 +9,14 @@
 The public names are those of :data:`_API` below.  The modules of the first call are
 imported with the package; the others when one of their names is first used, so
 that ``import sysverbs`` stays cheap (tests/test_layout.py lists the modules it loads).
-Public modules: :mod:`sysverbs.errors`, :mod:`sysverbs.attributes`,
-:mod:`sysverbs.topology`, :mod:`sysverbs.diagnosis`, :mod:`sysverbs.rdmacm`,
-:mod:`sysverbs.fork`, :mod:`sysverbs.devices.monitor`, :mod:`sysverbs.enrich`,
-:mod:`sysverbs.enums`, :mod:`sysverbs.nccl`, :mod:`sysverbs.environment`,
-:mod:`sysverbs.placement`, :mod:`sysverbs.recording` and :mod:`sysverbs.testing`.
+Every other public name is imported from the module where its code lives (each layer's
+folder, docs/architecture.md): :mod:`sysverbs.ground.errors`, :mod:`sysverbs.ground.enums`,
+:mod:`sysverbs.engine.fork`, :mod:`sysverbs.devices.attributes`,
+:mod:`sysverbs.devices.topology`, :mod:`sysverbs.devices.diagnosis`,
+:mod:`sysverbs.devices.rdmacm`, :mod:`sysverbs.devices.monitor`,
+:mod:`sysverbs.devices.enrich`, :mod:`sysverbs.placement`, :mod:`sysverbs.rank.nccl`,
+:mod:`sysverbs.rank.environment`, :mod:`sysverbs.rank.launch`, :mod:`sysverbs.testing`
+(its recording format: :mod:`sysverbs.testing.umockdev`) and :mod:`sysverbs.compat.pyverbs`.
 """
 
 from __future__ import annotations
@@ -129,8 +132,6 @@ del _module
 
 
 def __getattr__(name: str) -> Any:
-    if name == "errors":  # ``sysverbs.errors.UsageError`` after a bare ``import sysverbs``
-        return __import__(f"{__name__}.errors", None, None, ("_",), 0)
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

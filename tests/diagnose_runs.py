@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from sysverbs import recording
-from sysverbs.diagnosis import DiagnosisList, diagnose
+from sysverbs import testing
+from sysverbs.devices.diagnosis import DiagnosisList, diagnose
+from sysverbs.testing import umockdev
 from tests import staging, trees
 
 ROOT = os.geteuid() == 0
 REPO = Path(__file__).resolve().parents[1]
-diagnose_module = importlib.import_module("sysverbs.diagnosis")
+diagnose_module = importlib.import_module("sysverbs.devices.diagnosis")
 PROVIDER_LIB = "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so"
 
 
@@ -108,14 +109,14 @@ def rxe(uverbs: str = "uverbs0", name: str = "rxe0", **kw: Any) -> trees.Tree:
     return trees.rxe_dev(uverbs, name, **kw)
 
 
-def fixture(name: str) -> Callable[[Path], recording.Host]:
-    return lambda root: recording.materialize(recording.fixture_path(name), root)
+def fixture(name: str) -> Callable[[Path], testing.FakeHost]:
+    return lambda root: testing.materialize(testing.fixture_path(name), root)
 
 
 # -- scenarios: (id, build the tree, diagnose it, check) ------------------------------------
 
 
-def without_node(rec: recording.Recording, uverbs: str) -> recording.Recording:
+def without_node(rec: umockdev.Recording, uverbs: str) -> umockdev.Recording:
     """``rec`` without the N: (and S:) lines of uverbs device ``uverbs``."""
     import dataclasses
 
@@ -123,4 +124,4 @@ def without_node(rec: recording.Recording, uverbs: str) -> recording.Recording:
            if r.subsystem == "infiniband_verbs" and r.path.endswith("/" + uverbs) else r
            for r in rec]
     assert out != list(rec)
-    return recording.Recording(tuple(out))
+    return umockdev.Recording(tuple(out))

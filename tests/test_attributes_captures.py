@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from sysverbs.attributes import (
+from sysverbs.devices.attributes import (
     LinkLayer,
     PhysState,
     PortState,
     Rate,
     device_attributes,
 )
-from sysverbs.topology import device_topology
+from sysverbs.devices.topology import device_topology
 
 LSHCA = Path(__file__).resolve().parent / "data" / "lshca-connectx"
 FILES = sorted(LSHCA.glob("*.decoded.json"))

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from sysverbs import recording
-from sysverbs.diagnosis import CODES, diagnose
+from sysverbs import testing
+from sysverbs.devices.diagnosis import CODES, diagnose
+from sysverbs.testing import umockdev
 from tests import trees
 from tests.diagnose_runs import (
     PROVIDER_LIB,
@@ -34,7 +35,6 @@ from tests.diagnose_runs import (
 
 
 def test_doctests() -> None:
-    # the implementation modules: the public paths only re-export (no examples)
     result = doctest.testmod(importlib.import_module('sysverbs.devices.diagnosis'))
     assert result.attempted and result.failed == 0, 'sysverbs.devices.diagnosis'
 
@@ -397,8 +397,8 @@ def _(s: Seen) -> None:
 
 def _recorded_without_a_node(root: Path) -> Seen:
     """A recording whose host had no /dev node for one device (no N: line)."""
-    rec = without_node(recording.load(recording.fixture_path("rxe")), "uverbs0")
-    recording.materialize(rec, root)
+    rec = without_node(umockdev.load(testing.fixture_path("rxe")), "uverbs0")
+    testing.materialize(rec, root)
     return run(root, recorded=True)
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sysverbs.diagnosis import CODES, diagnose
+from sysverbs.devices.diagnosis import CODES, diagnose
 from tests import trees
 from tests.diagnose_runs import fixture, run, rxe
 from tests.fuzz.profiles import fuzz_settings

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 import sysverbs
-from sysverbs import recording
-from sysverbs.diagnosis import DiagnosisList, diagnose
+from sysverbs import testing
+from sysverbs.devices.diagnosis import DiagnosisList, diagnose
 from tests import listing_hosts, trees
 from tests.diagnose_runs import diagnose_module
 
 # -- consistency, output, state --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", recording.fixture_names())
+@pytest.mark.parametrize("name", testing.fixture_names())
 @pytest.mark.parametrize("providers", ["builtin", "installed"])
 def test_listed_is_what_get_device_list_returns(ftmp: Path, name: str, providers: str) -> None:
     host = listing_hosts.materialize(name, ftmp)
@@ -64,7 +64,7 @@ def test_diagnose_is_silent(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -
 
 
 def test_report_and_str(tmp_path: Path) -> None:
-    host = recording.materialize(recording.fixture_path("smi"), tmp_path)
+    host = testing.materialize(testing.fixture_path("smi"), tmp_path)
     found = diagnose(sysfs_path=host.sysfs, dev_dir=host.dev, providers="builtin")
     text = found.report()
     assert "smi1: management device, no verbs" in text and "[management_device]" in text
@@ -107,7 +107,7 @@ def test_doctor_on_the_readme_demo_fixture(
 
     assert main(["doctor", "--fixture", "dgx-demo"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    host = recording.materialize(recording.fixture_path("dgx-demo"), tempfile.mkdtemp())
+    host = testing.materialize(testing.fixture_path("dgx-demo"), tempfile.mkdtemp())
     try:
         kernel = sorted(os.listdir(host.sysfs / "class/infiniband"))
         verbs = host.sysfs / "class/infiniband_verbs"

@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 
 import sysverbs
-from sysverbs import recording
-from sysverbs.diagnosis import diagnose
+from sysverbs import testing
+from sysverbs.devices.diagnosis import diagnose
+from sysverbs.testing import umockdev
 from tests import listing_hosts, trees
 from tests.diagnose_runs import ROOT, diagnose_module, null_node, rxe, seen_of, without_node
 
 
 def test_recorded_is_a_bool(tmp_path: Path) -> None:
-    with pytest.raises(sysverbs.errors.WrongTypeError):
+    with pytest.raises(sysverbs.ground.errors.WrongTypeError):
         diagnose(sysfs_path=tmp_path, recorded="yes")  # type: ignore[arg-type]
 
 
@@ -29,7 +30,7 @@ def test_recorded_trusts_only_plain_file_stand_ins(tmp_path: Path) -> None:
     """``recorded=True`` takes a plain file for a recording's stand-in and nothing
     else: a directory, or a real char device with the wrong numbers, is the error it
     is; without ``recorded`` the stand-in is the error a copied /dev is."""
-    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    host = testing.materialize(testing.fixture_path("rxe"), tmp_path)
     node = host.dev / "uverbs0"
     live = diagnose(**host.options())
     assert [r.code for r in live[0].reasons] == ["dev_node_wrong"]
@@ -73,7 +74,7 @@ def _umockdev_nodes(recording_file: Path, names: list[str]) -> dict[str, Any]:
         pytest.skip("umockdev-run is not installed")
     from tests.conftest import fast_tmp
 
-    cmd = recording.umockdev_run_command(
+    cmd = umockdev.umockdev_run_command(
         recording_file, [sys.executable, "-c", _STAT_NODES, *names], umockdev_run=umockdev_run)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, TMPDIR=fast_tmp()))
@@ -82,7 +83,7 @@ def _umockdev_nodes(recording_file: Path, names: list[str]) -> dict[str, Any]:
     return nodes
 
 
-def _recorded_nodes_match_umockdev(host: recording.Host, recording_file: Path) -> int:
+def _recorded_nodes_match_umockdev(host: testing.FakeHost, recording_file: Path) -> int:
     found = diagnose(recorded=True, **host.options(rdma_core="44"))
     names = sorted(os.listdir(host.sysfs / "class/infiniband_verbs"))
     names = [n for n in names if n.startswith("uverbs")]
@@ -109,7 +110,7 @@ def _recorded_nodes_match_umockdev(host: recording.Host, recording_file: Path) -
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("name", recording.fixture_names())
+@pytest.mark.parametrize("name", testing.fixture_names())
 def test_recorded_nodes_are_what_umockdev_replays(ftmp: Path, name: str) -> None:
     """The node ``recorded=True`` reports for each device (its type and numbers) is the
     node umockdev-run shows a program for the same recording (``stat`` of
@@ -123,9 +124,9 @@ def test_a_recorded_missing_node_is_missing_under_umockdev(ftmp: Path) -> None:
     """A recording without the N: line of a device: diagnose(recorded=True) says the
     recorded host had no node (no_dev_node), and umockdev-run has none either."""
     rec = without_node(listing_hosts.listing_recording("dgx-demo"), "uverbs18")
-    (ftmp / "r.umockdev").write_text(recording.dumps(rec), encoding="utf-8",
+    (ftmp / "r.umockdev").write_text(umockdev.dumps(rec), encoding="utf-8",
                                      errors="surrogateescape")
-    host = recording.materialize(rec, ftmp / "root")
+    host = testing.materialize(rec, ftmp / "root")
     assert _recorded_nodes_match_umockdev(host, ftmp / "r.umockdev") == 19
     (rxe0,) = [d for d in diagnose(recorded=True, **host.options()) if d.name == "rxe0"]
     assert [r.code for r in rxe0.reasons] == ["no_dev_node"] and rxe0.node is None

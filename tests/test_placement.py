@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import sysverbs.placement as placement
-from sysverbs import cli, recording
-from sysverbs.errors import NotFoundError, UsageError
+from sysverbs import cli, testing
+from sysverbs.ground.errors import NotFoundError, UsageError
 from sysverbs.placement import assign, assign_rank, local_rank, read_host, visible_gpus
 
 from .pcitree import PciTree
@@ -39,9 +39,10 @@ def test_topo_imports_only_what_the_matrix_needs(tmp_path: Path) -> None:
     """``sysverbs topo`` (the matrix) loads neither the assignment nor the modules of
     other commands, nor json or typing (benchmarks/bench_placement.py measures why)."""
     t = two_socket(tmp_path / "host")
-    unwanted = ["json", "typing", "subprocess", "sysverbs.topology", "sysverbs.attributes",
-                "sysverbs.diagnosis", "sysverbs.placement._assign", "dataclasses", "shutil",
-                "sysverbs.cli.nccl", "sysverbs.cli.env"]
+    unwanted = ["json", "typing", "subprocess", "sysverbs.devices.topology",
+                "sysverbs.devices.attributes", "sysverbs.devices.diagnosis",
+                "sysverbs.placement._assign", "dataclasses", "shutil", "sysverbs.cli.nccl",
+                "sysverbs.cli.env"]
     # (what the interpreter loads by itself does not count: PyPy's site loads typing)
     code = ("import contextlib, io, sys\n"
             "before = set(sys.modules)\n"
@@ -317,7 +318,7 @@ def test_filter_keywords_are_checked(tmp_path: Path) -> None:
     """The NIC filters are declared once (``NicFilters``); a misspelt or mistyped one is
     a WrongTypeError (a TypeError) in assign() and assign_rank(), never ignored, and a
     bad link layer a UsageError (a ValueError)."""
-    from sysverbs.errors import WrongTypeError
+    from sysverbs.ground.errors import WrongTypeError
 
     t = PciTree(tmp_path)
     t.gpu("pci0000:00/0000:00:03.0/0000:05:00.0")
@@ -440,7 +441,7 @@ def test_topo_reads_the_proc_beside_the_sysfs_root(capsys: pytest.CaptureFixture
     assert cli.main(["topo", "--fixture", "gpu-pcie-2socket", "--json"]) == 0
     uuids = [g["uuid"] for g in json.loads(capsys.readouterr().out)["gpus"]]
     assert len(uuids) == 4 and all(u and u.startswith("GPU-") for u in uuids)
-    host = recording.materialize(recording.fixture_path("gpu-pcie-2socket"), tmp_path)
+    host = testing.materialize(testing.fixture_path("gpu-pcie-2socket"), tmp_path)
     assert cli.main(["topo", "--sysfs-path", str(host.sysfs), "--json"]) == 0
     assert [g["uuid"] for g in json.loads(capsys.readouterr().out)["gpus"]] == uuids
     assert cli.main(["topo", "--sysfs-path", str(host.sysfs), "--json",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sysverbs import recording
+from sysverbs import testing
 from sysverbs.placement import read_host
 
 from .pcitree import PciTree
@@ -62,7 +62,7 @@ def test_two_socket_fixtures_without_numa_node(tmp_path: Path) -> None:
     from sysverbs.placement import host_json, render_matrix
 
     for name in ("gpu-pcie-2socket", "gpu-hgx-h100", "gpu-dgx-b200"):
-        fake = recording.materialize(recording.fixture_path(name), tmp_path / name)
+        fake = testing.materialize(testing.fixture_path(name), tmp_path / name)
         before = read_host(fake.sysfs, fake.proc)
         want = [g.pci.numa_node for g in before.gpus]
         for f in (fake.sysfs / "devices").rglob("numa_node"):

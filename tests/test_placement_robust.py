@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sysverbs.errors import NotFoundError
+from sysverbs.ground.errors import NotFoundError
 from sysverbs.placement import assign, assign_rank, read_host
 from tests.fuzz.profiles import fuzz_settings
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import sysverbs.placement as placement
-from sysverbs import recording
-from sysverbs.errors import NotFoundError, UsageError
+from sysverbs import testing
+from sysverbs.ground.errors import NotFoundError, UsageError
 from sysverbs.placement import assign, assign_rank, read_host
 
 from .pcitree import PciTree
@@ -26,7 +26,7 @@ GPU_FIXTURES = ("gpu-dgx-a100", "gpu-dgx-b200", "gpu-hgx-h100", "gpu-mi300x",
 
 def _fixture_host(name: str, tmp: Path) -> placement.Host:
 
-    fake = recording.materialize(recording.fixture_path(name), tmp)
+    fake = testing.materialize(testing.fixture_path(name), tmp)
     return read_host(fake.sysfs, fake.proc, fake.dev)
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from sysverbs import errors
-from sysverbs import recording as rec
-from sysverbs.recording import Attribute, Record, Recording
+from sysverbs import testing
+from sysverbs.ground import errors
+from sysverbs.testing import umockdev
+from sysverbs.testing.umockdev import Attribute, Record, Recording
 from tests.umockdev_oracle import umockdev_run_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +58,7 @@ def read(path: Path) -> bytes:
 
 
 def test_parse_simple() -> None:
-    r = rec.parse(SIMPLE)
+    r = umockdev.parse(SIMPLE)
     assert len(r) == 3
     pci, ib, uv = r.records
     assert pci.subsystem == "pci" and pci.name == "0000:04:00.0"
@@ -77,13 +78,13 @@ def test_parse_simple() -> None:
 
 
 def test_parse_empty_and_trailing_blank_lines() -> None:
-    assert rec.parse("") == Recording(())
-    r = rec.parse("P: /devices/x\nE: SUBSYSTEM=foo\n\n\n\nP: /devices/y\nE: SUBSYSTEM=foo")
+    assert umockdev.parse("") == Recording(())
+    r = umockdev.parse("P: /devices/x\nE: SUBSYSTEM=foo\n\n\n\nP: /devices/y\nE: SUBSYSTEM=foo")
     assert [x.path for x in r] == ["/devices/x", "/devices/y"]
 
 
 def test_parse_keys_and_values_as_umockdev() -> None:
-    r = rec.parse(
+    r = umockdev.parse(
         "P: /devices/x\n"
         "E: SUBSYSTEM=foo\n"
         "E: WEIRD=a=b=c\n"  # key stops at the first '='
@@ -123,13 +124,13 @@ def test_parse_keys_and_values_as_umockdev() -> None:
     ],
 )
 def test_unescape(escaped: str, raw: bytes) -> None:
-    assert rec.unescape(escaped) == raw
+    assert umockdev.unescape(escaped) == raw
 
 
 @pytest.mark.parametrize("bad", ["trailing\\", "\\0", "a\\000b", "\\400"])
 def test_unescape_rejects(bad: str) -> None:
     with pytest.raises(ValueError):
-        rec.unescape(bad)
+        umockdev.unescape(bad)
 
 
 @pytest.mark.parametrize(
@@ -137,15 +138,15 @@ def test_unescape_rejects(bad: str) -> None:
     [b"", b"x\n", b"a\tb\\c\"d\r\x0b\x0c\x08", bytes(range(1, 256)), b"\xc3\xa9\n", b"=="],
 )
 def test_escape_roundtrip(raw: bytes) -> None:
-    text = rec.escape(raw)
+    text = umockdev.escape(raw)
     assert "\n" not in text
-    assert rec.unescape(text) == raw
+    assert umockdev.unescape(text) == raw
 
 
 def test_escape_matches_g_strescape() -> None:
-    assert rec.escape(b'a"b\\\n\x01\x7f\xe9') == 'a\\"b\\\\\\n\\001\\177\\351'
+    assert umockdev.escape(b'a"b\\\n\x01\x7f\xe9') == 'a\\"b\\\\\\n\\001\\177\\351'
     with pytest.raises(ValueError):
-        rec.escape(b"a\0b")
+        umockdev.escape(b"a\0b")
 
 
 BAD_INPUTS = [
@@ -180,7 +181,7 @@ BAD_INPUTS = [
 @pytest.mark.parametrize(("text", "line", "msg"), BAD_INPUTS)
 def test_parse_rejects_with_line_number(text: str, line: int, msg: str) -> None:
     with pytest.raises(ValueError) as info:
-        rec.parse(text)
+        umockdev.parse(text)
     assert str(info.value).startswith(f"line {line}: "), str(info.value)
     assert msg in str(info.value)
 
@@ -194,7 +195,7 @@ def test_rejected_inputs_are_rejected_by_umockdev_too(tmp_path: Path) -> None:
     for n, text in enumerate(syntax_errors):
         f = tmp_path / f"bad{n}.umockdev"
         f.write_text(text)
-        proc = subprocess.run(rec.umockdev_run_command(f, ["true"], umockdev_run=umockdev_run),
+        proc = subprocess.run(umockdev.umockdev_run_command(f, ["true"], umockdev_run=umockdev_run),
                               capture_output=True, text=True)
         assert proc.returncode != 0, text
 
@@ -203,10 +204,10 @@ def test_rejected_inputs_are_rejected_by_umockdev_too(tmp_path: Path) -> None:
 
 
 def test_dumps_roundtrip() -> None:
-    r = rec.parse(SIMPLE)
-    text = rec.dumps(r)
-    assert rec.parse(text) == r
-    assert rec.dumps(rec.parse(text)) == text
+    r = umockdev.parse(SIMPLE)
+    text = umockdev.dumps(r)
+    assert umockdev.parse(text) == r
+    assert umockdev.dumps(umockdev.parse(text)) == text
 
 
 def test_dumps_uses_hex_for_nul_and_keeps_order() -> None:
@@ -214,10 +215,10 @@ def test_dumps_uses_hex_for_nul_and_keeps_order() -> None:
                           (Attribute("b", b"1\0"), Attribute("a", b"\xff\n"),
                            Attribute("l", b"", "../y"), Attribute("h", b"\n", binary=True)),
                           node="x0", node_contents=b"\x01"),))
-    text = rec.dumps(r)
+    text = umockdev.dumps(r)
     assert "H: b=3100\n" in text and "A: a=\\377\\n\n" in text and "H: h=0A\n" in text
     assert "N: x0=01\n" in text
-    back = rec.parse(text)
+    back = umockdev.parse(text)
     assert [a.name for a in back.records[0].attributes] == ["b", "a", "l", "h"]
     assert back.records[0].value("b") == b"1\0"
 
@@ -233,11 +234,11 @@ def test_dumps_uses_hex_for_nul_and_keeps_order() -> None:
 )
 def test_dumps_rejects_unrepresentable(record: Record) -> None:
     with pytest.raises(ValueError):
-        rec.dumps([record])
+        umockdev.dumps([record])
 
 
 def test_record_helpers() -> None:
-    r = rec.parse(SIMPLE)
+    r = umockdev.parse(SIMPLE)
     uv = r.records[2]
     uv2 = uv.with_attribute("abi_version", "7\n")
     assert uv2.value("abi_version") == b"7\n"
@@ -252,19 +253,19 @@ def test_record_helpers() -> None:
 
 
 def test_class_file() -> None:
-    a = rec.class_file("/devices/virtual/net/lo", "/class/infiniband_verbs/abi_version", "6\n")
+    a = umockdev.class_file("/devices/virtual/net/lo", "/class/infiniband_verbs/abi_version", "6\n")
     assert a == Attribute("../../../../class/infiniband_verbs/abi_version", b"6\n")
     with pytest.raises(ValueError):
-        rec.class_file("/devices/x", "/class/../../etc/passwd", "x")
+        umockdev.class_file("/devices/x", "/class/../../etc/passwd", "x")
 
 
 # ------------------------------------------------------------------ materialize
 
 
 def test_materialize_layout(tmp_path: Path) -> None:
-    host = rec.materialize(rec.parse(SIMPLE), tmp_path / "root")
+    host = testing.materialize(umockdev.parse(SIMPLE), tmp_path / "root")
     root = tmp_path / "root"
-    assert host == rec.Host(root, root / "sys", root / "dev" / "infiniband", ("uverbs0",))
+    assert host == testing.FakeHost(root, root / "sys", root / "dev" / "infiniband", ("uverbs0",))
     sysfs = host.sysfs
     pci = sysfs / "devices/pci0000:00/0000:00:02.0/0000:04:00.0"
     # bus and class links, relative as the kernel makes them
@@ -304,7 +305,7 @@ def test_materialize_from_file_and_uevent_override(tmp_path: Path) -> None:
     f.write_text("P: /devices/virtual/misc/foo\nN: foo=4142\nE: SUBSYSTEM=misc\n"
                  "E: ID_VENDOR=x\nE: USEC_INITIALIZED=1\nE: DEVNAME=/dev/foo\n"
                  "A: uevent=MAJOR=10\\n\n")
-    host = rec.materialize(f, tmp_path / "r")
+    host = testing.materialize(f, tmp_path / "r")
     d = host.sysfs / "devices/virtual/misc/foo"
     assert read(d / "uevent") == b"MAJOR=10\n"
     assert read(host.root / "dev/foo") == b"AB"
@@ -316,28 +317,28 @@ def test_materialize_uevent_drops_udev_only_keys(tmp_path: Path) -> None:
     text = ("P: /devices/virtual/net/eth9\nE: SUBSYSTEM=net\nE: DEVPATH=/devices/virtual/net/eth9\n"
             "E: INTERFACE=eth9\nE: ID_NET_NAME=eth9\nE: TAGS=:systemd:\nE: IFINDEX=9\n"
             "E: SYSTEMD_ALIAS=/sys/x\nE: .HIDDEN=1\n")
-    host = rec.materialize(rec.parse(text), tmp_path)
+    host = testing.materialize(umockdev.parse(text), tmp_path)
     assert read(host.sysfs / "class/net/eth9/uevent") == b"INTERFACE=eth9\nIFINDEX=9\n"
 
 
 def test_materialize_is_deterministic(tmp_path: Path) -> None:
-    path = rec.fixture_path("mlx5-cx6")
-    a = rec.materialize(path, tmp_path / "a")
-    b = rec.materialize(path, tmp_path / "b")
+    path = testing.fixture_path("mlx5-cx6")
+    a = testing.materialize(path, tmp_path / "a")
+    b = testing.materialize(path, tmp_path / "b")
     assert _snapshot(a.root) == _snapshot(b.root)
     assert a.dev_nodes == b.dev_nodes
 
 
 def test_materialize_twice_into_one_root_conflicts(tmp_path: Path) -> None:
-    rec.materialize(rec.parse(SIMPLE), tmp_path)
+    testing.materialize(umockdev.parse(SIMPLE), tmp_path)
     with pytest.raises(ValueError, match="line 1: device .* already present"):
-        rec.materialize(rec.parse(SIMPLE), tmp_path)
+        testing.materialize(umockdev.parse(SIMPLE), tmp_path)
 
 
 def test_materialize_combines_recordings(tmp_path: Path) -> None:
-    rec.materialize(rec.fixture_path("empty"), tmp_path / "r")
+    testing.materialize(testing.fixture_path("empty"), tmp_path / "r")
     extra = "P: /devices/virtual/infiniband/rxe9\nE: SUBSYSTEM=infiniband\nA: node_type=1: CA\\n\n"
-    rec.materialize(rec.parse(extra), tmp_path / "r")
+    testing.materialize(umockdev.parse(extra), tmp_path / "r")
     assert read(tmp_path / "r/sys/class/infiniband/rxe9/node_type") == b"1: CA\n"
     assert read(tmp_path / "r/sys/class/infiniband_verbs/abi_version") == b"6\n"
 
@@ -383,7 +384,7 @@ def test_materialize_leaves_out_links_out_of_root(tmp_path: Path, text: str) -> 
     out.mkdir()
     before = _snapshot(tmp_path)
     with pytest.warns(errors.RecordingWarning, match="^line 3: link sys/devices/x/"):
-        rec.materialize(rec.parse(text.replace("{out}", str(out))), root)
+        testing.materialize(umockdev.parse(text.replace("{out}", str(out))), root)
     added = set(_snapshot(tmp_path)) - set(before)
     assert {p for p in added if not p.startswith("a/b/root") and p not in ("a", "a/b")} == set()
     assert not (root / "sys/devices/x/out").is_symlink()
@@ -398,7 +399,7 @@ def test_materialize_never_writes_outside_root(tmp_path: Path, text: str, msg: s
     out.mkdir()
     before = _snapshot(tmp_path)
     with pytest.raises(ValueError) as info:
-        rec.materialize(rec.parse(text.replace("{out}", str(out))), root)
+        testing.materialize(umockdev.parse(text.replace("{out}", str(out))), root)
     assert str(info.value).startswith(msg), str(info.value)
     after = _snapshot(tmp_path)
     outside = {p for p in set(after) - set(before)
@@ -412,7 +413,7 @@ def test_materialize_dotdot_inside_sys_is_allowed(tmp_path: Path) -> None:
     text = ("P: /devices/virtual/net/lo\nE: SUBSYSTEM=net\n"
             "A: ../../../../class/infiniband_mad/abi_version=5\\n\n"
             "A: ../lo/../../net/lo/again=1\n")
-    host = rec.materialize(rec.parse(text), tmp_path)
+    host = testing.materialize(umockdev.parse(text), tmp_path)
     assert read(host.sysfs / "class/infiniband_mad/abi_version") == b"5\n"
     assert read(host.sysfs / "devices/virtual/net/lo/again") == b"1"
 

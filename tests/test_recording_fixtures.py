@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from sysverbs import recording as rec
-from sysverbs.recording import Record
+from sysverbs import testing
+from sysverbs.testing import umockdev
+from sysverbs.testing.umockdev import Record
 from tests import listing_hosts
 from tests.conftest import fast_tmp
 from tests.umockdev_oracle import umockdev_run_or_skip
@@ -51,14 +52,14 @@ PCI_MODALIAS = re.compile(
 
 
 def test_fixture_names() -> None:
-    names = rec.fixture_names()
+    names = testing.fixture_names()
     assert names == sorted(names)
     assert set(names) == EXPECTED_FIXTURES
     for name in names:
-        path = rec.fixture_path(name)
-        assert path.is_file() and path == rec.fixture_path(name + ".umockdev")
+        path = testing.fixture_path(name)
+        assert path.is_file() and path == testing.fixture_path(name + ".umockdev")
     with pytest.raises(KeyError):
-        rec.fixture_path("no-such-fixture")
+        testing.fixture_path("no-such-fixture")
 
 
 def test_generated_fixtures_are_what_their_generator_writes() -> None:
@@ -85,7 +86,7 @@ def test_generated_fixture_has_the_real_hosts_devices(capture: str, fixture: str
     database (tests/data/<capture>/rdma-records-only.txt) is in the fixture at the
     same DEVPATH, with the same device numbers, names, driver and PCI ids."""
     text = (ROOT / "tests/data" / capture / "rdma-records-only.txt").read_text()
-    mine = {r.path: dict(r.properties) for r in rec.load(rec.fixture_path(fixture))}
+    mine = {r.path: dict(r.properties) for r in umockdev.load(testing.fixture_path(fixture))}
     compared = 0
     for record in text.split("\n\n"):
         path = re.search(r"^P: (\S+)$", record, re.M)
@@ -103,10 +104,10 @@ def test_generated_fixture_has_the_real_hosts_devices(capture: str, fixture: str
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_FIXTURES))
 def test_fixture_parses_and_materializes(name: str, tmp_path: Path) -> None:
-    text = rec.fixture_path(name).read_text()
-    r = rec.parse(text)
-    assert rec.dumps(r) == text  # canonical form
-    host = rec.materialize(rec.fixture_path(name), tmp_path)
+    text = testing.fixture_path(name).read_text()
+    r = umockdev.parse(text)
+    assert umockdev.dumps(r) == text  # canonical form
+    host = testing.materialize(testing.fixture_path(name), tmp_path)
     verbs = host.sysfs / "class" / "infiniband_verbs"
     assert read(verbs / "abi_version") == b"6\n"
     for uverbs in sorted(p for p in verbs.iterdir() if p.name != "abi_version"):
@@ -138,11 +139,11 @@ def test_fixture_contents() -> None:
     """Spot checks of what the fixtures are meant to show."""
 
     def ibdevs(name: str) -> dict[str, Record]:
-        r = rec.load(rec.fixture_path(name))
+        r = umockdev.load(testing.fixture_path(name))
         return {x.name: x for x in r.subsystem("infiniband")}
 
     def uverbs(name: str) -> dict[str, tuple[str, str]]:
-        r = rec.load(rec.fixture_path(name))
+        r = umockdev.load(testing.fixture_path(name))
         return {(x.value("ibdev") or b"").decode().strip(): (
             x.name, (x.value("abi_version") or b"").decode().strip())
             for x in r.subsystem("infiniband_verbs")}
@@ -172,7 +173,7 @@ def test_fixture_contents() -> None:
     assert rxe0.path == "/devices/virtual/infiniband/rxe0" and rxe0.attribute("device") is None
     assert set(uverbs("azure-vf")) == {"rdmaP23800p0s2", "ibP57247p0s2"}
     assert uverbs("empty") == {} and ibdevs("empty") == {}
-    mlx4 = rec.load(rec.fixture_path("mlx4"))
+    mlx4 = umockdev.load(testing.fixture_path("mlx4"))
     vf = mlx4.find("/devices/pci0000:00/0000:00:03.0/0000:04:00.2")
     assert vf is not None and vf.attribute("physfn").link == "../0000:04:00.0"  # type: ignore
 
@@ -242,12 +243,12 @@ def _walk(argv: list[str]) -> dict[str, object]:
 def test_umockdev_equivalence(name: str, tmp_path: Path) -> None:
     """umockdev-run -d FIXTURE shows the same RDMA sysfs and /dev as materialize()."""
     umockdev_run = umockdev_run_or_skip()
-    fixture = rec.fixture_path(name)
-    host = rec.materialize(fixture, tmp_path / "root")
+    fixture = testing.fixture_path(name)
+    host = testing.materialize(fixture, tmp_path / "root")
     script = tmp_path / "walk.py"
     script.write_text(WALK)
     ours = _walk([sys.executable, str(script), str(host.sysfs), str(host.dev)])
-    theirs = _walk(rec.umockdev_run_command(
+    theirs = _walk(umockdev.umockdev_run_command(
         fixture, [sys.executable, str(script), "/sys", "/dev/infiniband"],
         umockdev_run=umockdev_run))
     assert theirs == ours
@@ -282,7 +283,7 @@ def test_real_libibverbs_under_umockdev(name: str) -> None:
     with_uverbs = {(x.value("ibdev") or b"").decode().rstrip("\n")
                    for x in r.subsystem("infiniband_verbs")}
     env = dict(os.environ, IBV_SHOW_WARNINGS="1", TMPDIR=fast_tmp())
-    proc = subprocess.run(rec.umockdev_run_command(listing_hosts.listing_file(name),
+    proc = subprocess.run(umockdev.umockdev_run_command(listing_hosts.listing_file(name),
                                                    [ibv_devices],
                                                    umockdev_run=umockdev_run),
                           capture_output=True, text=True, env=env, timeout=120)
@@ -295,7 +296,7 @@ def test_real_libibverbs_under_umockdev(name: str) -> None:
 
 
 def test_umockdev_run_command() -> None:
-    cmd = rec.umockdev_run_command(Path("/x/a.umockdev"), ["ibv_devices", "-v"])
+    cmd = umockdev.umockdev_run_command(Path("/x/a.umockdev"), ["ibv_devices", "-v"])
     assert cmd == ["umockdev-run", "-d", "/x/a.umockdev", "--", "ibv_devices", "-v"]
-    cmd = rec.umockdev_run_command(["a", Path("b")], ["true"], umockdev_run="/bin/u")
+    cmd = umockdev.umockdev_run_command(["a", Path("b")], ["true"], umockdev_run="/bin/u")
     assert cmd == ["/bin/u", "-d", "a", "-d", "b", "--", "true"]

@@ -1,4 +1,4 @@
-"""``sysverbs.launch.plan`` against hwloc: for every rank of every bundled GPU fixture
+"""``sysverbs.rank.launch.plan`` against hwloc: for every rank of every bundled GPU fixture
 and of generated hosts, in every CPU mode, the plan's ``cpus`` and ``mems`` are what
 hwloc computes for the rank's anchor, with the split rule of docs/run.md applied on
 top of hwloc's answers.
@@ -57,7 +57,7 @@ from typing import Callable, Optional
 
 import pytest
 
-from sysverbs.launch import CPU_MODES, Plan, plan
+from sysverbs.rank.launch import CPU_MODES, Plan, plan
 from sysverbs.testing import HostBuilder, fixture_names, fixture_path, materialize
 from tests.conftest import fast_tmpdir, require
 from tests.oracle import hwloc

@@ -114,7 +114,7 @@ def test_topology_scan_reads_each_class_directory_once(hosts: dict[int, Path]) -
     """A loop of device_topology over every device in a TopologyScan: each uverbs and
     umad entry's ``ibdev`` file is read once, and the answers are those of calls
     made one by one without a scan (which read every entry's for each device)."""
-    from sysverbs.topology import TopologyScan, device_topology
+    from sysverbs.devices.topology import TopologyScan, device_topology
 
     root = hosts[4 * N]
     sysfs = root / "sys"
@@ -138,8 +138,8 @@ def test_topology_scan_reads_each_class_directory_once(hosts: dict[int, Path]) -
 
 
 def test_a_scan_that_is_not_one_is_a_wrong_type_error(hosts: dict[int, Path]) -> None:
-    from sysverbs.errors import WrongTypeError
-    from sysverbs.topology import device_topology
+    from sysverbs.devices.topology import device_topology
+    from sysverbs.ground.errors import WrongTypeError
 
     with pytest.raises(WrongTypeError, match="scan is a TopologyScan, not dict"):
         device_topology("mlx5_0", sysfs_path=hosts[N] / "sys", scan={})  # type: ignore[arg-type]

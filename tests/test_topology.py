@@ -1,4 +1,4 @@
-"""sysverbs.topology: PCI function, NUMA and CPUs, SR-IOV, auxiliary devices,
+"""sysverbs.devices.topology: PCI function, NUMA and CPUs, SR-IOV, auxiliary devices,
 netdevs per port and char devices, on the bundled fixtures, the DGX B200 udev
 capture and broken trees."""
 
@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sysverbs
-import sysverbs.topology as topology_module
-from sysverbs import recording
+import sysverbs.devices.topology as topology_module
+from sysverbs import testing
 from sysverbs.devices.topology import _AUX_RDMA, device_topology, parse_cpulist
 from tests import listing_hosts
 from tests.fuzz.profiles import fuzz_settings
@@ -27,7 +27,6 @@ DATA = Path(__file__).resolve().parent / "data"  # real machines' data: see PROV
 
 
 def test_doctests() -> None:
-    # the implementation modules: the public paths only re-export (no examples)
     result = doctest.testmod(importlib.import_module('sysverbs.devices.topology'))
     assert result.attempted and result.failed == 0, 'sysverbs.devices.topology'
 
@@ -38,7 +37,7 @@ def hosts() -> Iterator[listing_hosts.LazyHosts]:
         yield hosts
 
 
-def topo(host: recording.Host, name: str) -> topology_module.Topology:
+def topo(host: testing.FakeHost, name: str) -> topology_module.Topology:
     return device_topology(name, sysfs_path=host.sysfs, dev_dir=host.dev)
 
 
@@ -71,7 +70,7 @@ def test_ipoib_by_port_guid_not_node_guid(hosts: listing_hosts.LazyHosts) -> Non
 
 def test_ipoib_node_guid_address_is_not_mapped(tmp_path: Path) -> None:
     """A netdev whose address carries the node GUID (not port 1's GUID) is not port 1's."""
-    host = recording.materialize(recording.fixture_path("mlx4"), tmp_path)
+    host = testing.materialize(testing.fixture_path("mlx4"), tmp_path)
     addr = host.sysfs / "devices/pci0000:00/0000:00:03.0/0000:04:00.0/net/ib0/address"
     addr.write_text("00:00:10:c9:fe:80:00:00:00:00:00:00:24:8a:07:03:00:e5:3d:40\n")
     assert topo(host, "mlx4_0").port_netdevs(1) == ()
@@ -91,7 +90,7 @@ def test_roce_netdevs(hosts: listing_hosts.LazyHosts) -> None:
 
 
 def test_rxe_parent_netdev(tmp_path: Path) -> None:
-    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    host = testing.materialize(testing.fixture_path("rxe"), tmp_path)
     t = topo(host, "rxe1")
     assert t.parent is None and t.pci is None and t.auxiliary is None
     assert [(n.name, n.via) for n in t.netdevs] == [("v0", "gid_attrs")]
@@ -157,7 +156,7 @@ def test_char_devices(hosts: listing_hosts.LazyHosts) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
 def test_char_device_nodes_and_rdma_cm(tmp_path: Path) -> None:
-    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    host = testing.materialize(testing.fixture_path("rxe"), tmp_path)
     for name, (major, minor) in (
         ("uverbs0", (231, 192)),
         ("uverbs1", (231, 1)),
@@ -183,7 +182,7 @@ def test_char_device_nodes_and_rdma_cm(tmp_path: Path) -> None:
 
 
 def test_numa_and_local_cpus(tmp_path: Path) -> None:
-    host = recording.materialize(recording.fixture_path("mlx5-cx6"), tmp_path)
+    host = testing.materialize(testing.fixture_path("mlx5-cx6"), tmp_path)
     pci = host.sysfs / "devices/pci0000:00/0000:00:02.0/0000:04:00.0"
     (pci / "local_cpulist").write_text("0-3,8,10-11\n")
     (pci / "local_cpus").write_text("00000000,00000f0f\n")
@@ -218,7 +217,7 @@ def test_parse_cpulist(text: str, expect: object) -> None:
 
 
 def test_device_object(tmp_path: Path) -> None:
-    host = recording.materialize(recording.fixture_path("mlx5-cx6"), tmp_path)
+    host = testing.materialize(testing.fixture_path("mlx5-cx6"), tmp_path)
     devs = sysverbs.get_device_list(
         sysfs_path=host.sysfs, dev_dir=host.dev, providers="builtin", rdma_core="44"
     )

@@ -23,7 +23,7 @@ def _natural(name: str) -> list[Any]:
 
 def netdev_links(sysfs_path: str, dev_dir: str) -> list[dict[str, Any]]:
     """One entry per (RDMA device, port, netdev), in ``ibdev2netdev``'s order: devices
-    by name, ports by number, netdevs as :func:`sysverbs.topology.device_topology`
+    by name, ports by number, netdevs as :func:`sysverbs.devices.topology.device_topology`
     finds them."""
     from ..devices.topology import TopologyScan, device_topology
 

@@ -16,10 +16,10 @@ Netdevs of a port:
   multi-port HCA it differs from the node GUID).
 
 >>> import tempfile
->>> from sysverbs import recording
->>> from sysverbs.topology import device_topology
+>>> from sysverbs import testing
+>>> from sysverbs.devices.topology import device_topology
 >>> with tempfile.TemporaryDirectory() as tmp:
-...     host = recording.materialize(recording.fixture_path("mlx4"), tmp)
+...     host = testing.materialize(testing.fixture_path("mlx4"), tmp)
 ...     topo = device_topology("mlx4_0", sysfs_path=host.sysfs, dev_dir=host.dev)
 >>> topo.pci.address, hex(topo.pci.vendor), topo.pci.numa_node, len(topo.pci.virtfns)
 ('0000:04:00.0', '0x15b3', 0, 8)

@@ -8,7 +8,7 @@
   driver, NUMA node and PCIe root), ``rdma_cm`` and this process's RLIMIT_MEMLOCK;
 * ``topology``: :func:`sysverbs.placement.read_host`, the GPU/NIC classes of ``sysverbs
   topo``'s matrix and :func:`sysverbs.placement.assign`'s NIC port for each GPU;
-* ``nccl``: :func:`sysverbs.nccl.predict_ib`, the device ports NCCL's IB transport would
+* ``nccl``: :func:`sysverbs.rank.nccl.predict_ib`, the device ports NCCL's IB transport would
   use with this process's environment and NCCL's config files, and so which network NCCL
   would use between nodes: a net plugin's (aws-ofi-nccl on EFA), IB, or sockets.
 
@@ -19,7 +19,7 @@ files are ``unknown`` (unreadable or unparseable: :mod:`sysverbs.devices.readabl
 its series, has ``usable`` None and its findings as ``error``, and the discovery part
 records ``success`` False (what it covers is not known to be healthy).  Bad sysfs content never
 raises: the listing options are checked first (a wrong option is the caller's
-:class:`~sysverbs.errors.UsageError`), everything after is guarded.  The records are plain
+:class:`~sysverbs.ground.errors.UsageError`), everything after is guarded.  The records are plain
 frozen dataclasses: :mod:`sysverbs.fleet.metrics` turns them into Prometheus metrics,
 other writers (node labels) read them as they are.
 
@@ -503,7 +503,7 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     """One snapshot of the host (see the module's docstring).
 
     ``options`` are the listing options of :func:`sysverbs.get_device_list` (checked
-    first: a bad one raises :class:`~sysverbs.errors.UsageError`).  ``gpu_links``: also
+    first: a bad one raises :class:`~sysverbs.ground.errors.UsageError`).  ``gpu_links``: also
     the GPU x NIC classes (False: :attr:`HostFacts.gpu_links` is empty; the assignment
     is still made).  ``proc_path``: the ``/proc`` root for the GPUs' UUIDs (default: the
     ``proc`` beside the sysfs root: ``/proc`` for ``/sys``).  ``recorded``: the tree is

@@ -47,7 +47,7 @@ def _pci_below(host: Host, target: bytes) -> Optional[str]:
 
 def find_anchor(host: Host, spec: str) -> Anchor:
     """The :class:`Anchor` ``spec`` names on ``host`` (see the module).  A name that
-    is none of these is a :class:`~sysverbs.errors.NotFoundError` saying where it was
+    is none of these is a :class:`~sysverbs.ground.errors.NotFoundError` saying where it was
     looked for; a device that is not below a PCI function (a virtual netdev, a RAM
     disk) one saying so."""
     host_arg(host)

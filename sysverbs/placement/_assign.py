@@ -377,7 +377,7 @@ def assign(
     reason says so (``split_ties=False``: each gets all its candidates).  Within a GPU,
     ports are listed nearest first (fewest hops), then by PCI address, so the answer
     does not depend on readdir order.  A GPU that is not one of the host's is a
-    :class:`~sysverbs.errors.NotFoundError`.
+    :class:`~sysverbs.ground.errors.NotFoundError`.
 
     ``gpus`` may also hold :class:`~sysverbs.placement.Anchor` objects
     (:func:`~sysverbs.placement.find_anchor`: an NVMe drive, a NIC, any PCI function):
@@ -556,10 +556,10 @@ def assign_rank(
     The rank's GPU is ``visible[rank]`` (or the only visible GPU when the launcher
     gives each rank one); NICs are balanced over the visible GPUs (all GPUs when a
     rank sees one), so every rank computes the same plan.  A ``rank`` that is not an int
-    is a :class:`~sysverbs.errors.WrongTypeError`, a negative one a
-    :class:`~sysverbs.errors.UsageError`; a rank that has no GPU (no visible GPU, or
+    is a :class:`~sysverbs.ground.errors.WrongTypeError`, a negative one a
+    :class:`~sysverbs.ground.errors.UsageError`; a rank that has no GPU (no visible GPU, or
     ``rank`` >= the number of visible GPUs when more than one is visible) a
-    :class:`~sysverbs.errors.NotFoundError`.  No rank at all (none given, none in
+    :class:`~sysverbs.ground.errors.NotFoundError`.  No rank at all (none given, none in
     ``env``) gives an :class:`Assignment` with ``gpu`` None and the reason.  ``env``
     must map str to str.
     """

@@ -135,7 +135,7 @@ class Host(FrozenRecord):
     nics: tuple[Nic, ...]
     problems: tuple[str, ...]
     #: the tree is a recording of another host (a bundled fixture): its device nodes
-    #: are stand-ins, judged as :func:`sysverbs.diagnosis.diagnose` ``recorded=True`` does
+    #: are stand-ins, judged as :func:`sysverbs.devices.diagnosis.diagnose` ``recorded=True`` does
     recorded: bool
     _cache: dict[object, object]  # what the distances computed (not compared, not shown)
 
@@ -208,7 +208,7 @@ class Host(FrozenRecord):
 
 
 def host_arg(host: object) -> Host:
-    """``host`` if it is a :class:`Host`, else :class:`~sysverbs.errors.WrongTypeError`."""
+    """``host`` if it is a :class:`Host`, else :class:`~sysverbs.ground.errors.WrongTypeError`."""
     if not isinstance(host, Host):
         from ..ground.errors import WrongTypeError
 

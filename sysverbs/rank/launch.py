@@ -10,7 +10,7 @@ NUMA node gives the CPUs (``cpu``: :data:`CPU_MODES`) and the memory node (``mem
 
 >>> import tempfile
 >>> from sysverbs import testing
->>> from sysverbs.launch import plan
+>>> from sysverbs.rank.launch import plan
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     fake = testing.materialize("gpu-hgx-h100", tmp)
 ...     p = plan(local_rank=3, cpu="exclusive", sysfs_path=fake.sysfs, environ={})
@@ -142,8 +142,8 @@ class Plan(FrozenRecord):
         ``MPOL_BIND`` on :attr:`mems`).  Both survive ``exec``
         and are inherited by new threads and children.  The environment is not
         changed (:meth:`exec` passes :attr:`env`).  A plan of another sysfs root is a
-        :class:`~sysverbs.errors.UsageError`; a refused call a
-        :class:`~sysverbs.errors.BindingError` with the kernel's errno."""
+        :class:`~sysverbs.ground.errors.UsageError`; a refused call a
+        :class:`~sysverbs.ground.errors.BindingError` with the kernel's errno."""
         if not self.live:
             raise UsageError(f"this plan is for the host under {self.sysfs_path}, not "
                              "this one: it can be shown, not applied")
@@ -184,7 +184,7 @@ class Plan(FrozenRecord):
              fallback: bool = False) -> NoReturn:
         """:meth:`apply`, then replace this process with ``argv`` (searched in PATH)
         with ``environ`` (default ``os.environ``) and :attr:`env`.  ``fallback``: a
-        :class:`~sysverbs.errors.BindingError` does not stop it: the command runs
+        :class:`~sysverbs.ground.errors.BindingError` does not stop it: the command runs
         unbound (the caller says so)."""
         args = [os.fsdecode(a) for a in argv]
         if not args:
@@ -354,7 +354,7 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     ``sched_getaffinity`` and ``Mems_allowed_list``).  ``local_size``: the number of
     ranks near one ``near`` device (default from :data:`SIZE_VARIABLES`).  ``nics``:
     False leaves the NIC variables out.  An empty CPU or memory set is a
-    :class:`~sysverbs.errors.BindingError` naming the cause.
+    :class:`~sysverbs.ground.errors.BindingError` naming the cause.
     """
     from ..ground.hostroot import HostRoot
     from ..placement import local_rank as rank_from

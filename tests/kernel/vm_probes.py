@@ -69,9 +69,9 @@ def sources() -> None:
 
 def attributes() -> None:
     import sysverbs
-    from sysverbs.attributes import device_attributes
-    from sysverbs.diagnosis import diagnose
-    from sysverbs.topology import device_topology
+    from sysverbs.devices.attributes import device_attributes
+    from sysverbs.devices.diagnosis import diagnose
+    from sysverbs.devices.topology import device_topology
 
     names = sorted(os.listdir("/sys/class/infiniband"))
     found = diagnose()
