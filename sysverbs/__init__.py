@@ -12,7 +12,7 @@ that ``import sysverbs`` stays cheap (tests/test_layout.py lists the modules it 
 Every other public name is imported from the module where its code lives (each layer's
 folder, docs/architecture.md): :mod:`sysverbs.ground.errors`, :mod:`sysverbs.ground.enums`,
 :mod:`sysverbs.engine.fork`, :mod:`sysverbs.devices.attributes`,
-:mod:`sysverbs.devices.topology`, :mod:`sysverbs.devices.diagnosis`,
+:mod:`sysverbs.devices.location`, :mod:`sysverbs.devices.diagnosis`,
 :mod:`sysverbs.devices.rdmacm`, :mod:`sysverbs.devices.monitor`,
 :mod:`sysverbs.devices.enrich`, :mod:`sysverbs.placement`, :mod:`sysverbs.rank.nccl`,
 :mod:`sysverbs.rank.environment`, :mod:`sysverbs.rank.launch`, :mod:`sysverbs.testing`
@@ -48,8 +48,8 @@ _API: dict[str, tuple[str, ...]] = {
         "device_attributes", "port_attributes", "DeviceAttributes", "PortAttributes",
         "Gid", "GidType", "LinkLayer", "PortState", "PhysState", "Rate",
     ),
-    "devices.topology": (
-        "device_topology", "Topology", "PciFunction", "AuxDevice", "Netdev", "CharDevice",
+    "devices.location": (
+        "device_location", "DeviceLocation", "PciFunction", "AuxDevice", "Netdev", "CharDevice",
     ),
     "devices.diagnosis": ("diagnose", "Diagnosis", "DiagnosisList", "Reason"),
 }
@@ -73,16 +73,16 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/test_layout.py com
         port_attributes,
     )
     from .devices.diagnosis import Diagnosis, DiagnosisList, Reason, diagnose
-    from .devices.monitor import DeviceEvent, DeviceMonitor, monitor
-    from .devices.rdmacm import ContextList, rdma_free_devices, rdma_get_devices
-    from .devices.topology import (
+    from .devices.location import (
         AuxDevice,
         CharDevice,
+        DeviceLocation,
         Netdev,
         PciFunction,
-        Topology,
-        device_topology,
+        device_location,
     )
+    from .devices.monitor import DeviceEvent, DeviceMonitor, monitor
+    from .devices.rdmacm import ContextList, rdma_free_devices, rdma_get_devices
     from .engine.api import (
         DeviceList,
         Options,

@@ -214,7 +214,7 @@ def test_path_options_bad(func: str, option: str, value: Any) -> None:
 @given(value=_NOT_PATHS)
 def test_path_arguments_bad(value: Any) -> None:
     for func in (lambda: sysverbs.device_attributes("mlx5_0", sysfs_path=value),
-                 lambda: sysverbs.device_topology("mlx5_0", sysfs_path=value),
+                 lambda: sysverbs.device_location("mlx5_0", sysfs_path=value),
                  lambda: sysverbs.device_attributes(value),
                  lambda: placement.read_host(sysfs_path=value),
                  lambda: monitor(sysfs_path=value, backend="poll")):
@@ -318,7 +318,7 @@ def _entry_points(h: FakeHost) -> dict[str, Callable[[], Any]]:
         "diagnose": lambda: sysverbs.diagnose(**listing),
         "rdma_get_devices": lambda: sysverbs.rdma_get_devices(**listing),
         "device_attributes": each_device(sysverbs.device_attributes),
-        "device_topology": each_device(sysverbs.device_topology),
+        "device_location": each_device(sysverbs.device_location),
         "read_host": lambda: placement.render_matrix(placement.read_host(**o)),
         "assign_rank": lambda: placement.assign_rank(placement.read_host(**o), 0, {}),
         "rank_environment": lambda: rank_environment(environ={}, local_rank=0, **o),
@@ -441,7 +441,7 @@ def test_recording_any_text(text: str) -> None:
 
 @pytest.mark.parametrize("value", [3, "x", None, [1], b"x"], ids=repr)
 def test_models_of_the_wrong_type(host: FakeHost, value: Any) -> None:
-    """What is not a Host, a Gpu, a Nic or a Device where one is taken.  Failed before:
+    """What is not a Topology, a Gpu, a Nic or a Device where one is taken.  Failed before:
     AttributeError or TypeError from each."""
     from sysverbs.devices import enrich
     from sysverbs.testing import record_host

@@ -123,7 +123,7 @@ def test_devices_imports_no_heavy_module() -> None:
                         "--sysfs-path", "/nonexistent"], capture_output=True, text=True,
                        env=env)
     mods = {line.split("|")[-1].strip() for line in p.stderr.splitlines() if "|" in line}
-    for heavy in ("sysverbs.devices.attributes", "sysverbs.devices.topology",
+    for heavy in ("sysverbs.devices.attributes", "sysverbs.devices.location",
                   "sysverbs.devices.diagnosis", "sysverbs.cli.devinfo", "sysverbs.cli.tools",
                   "sysverbs.testing"):
         assert heavy not in mods

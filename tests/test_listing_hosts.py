@@ -14,7 +14,7 @@ import pytest
 
 import sysverbs
 from sysverbs import testing
-from sysverbs.devices.topology import device_topology
+from sysverbs.devices.location import device_location
 from sysverbs.testing import umockdev
 from tests import listing_hosts
 from tests.oracle import harness
@@ -41,7 +41,7 @@ def _answers(host: testing.FakeHost) -> list[object]:
     try:
         for dev in devices:
             out.append((dev.name, dev.guid, dev.index, dev.ibdev_path, dev.dev_path))
-            out.append(repr(device_topology(dev.name, sysfs_path=host.sysfs,
+            out.append(repr(device_location(dev.name, sysfs_path=host.sysfs,
                                             dev_dir=host.dev)))
     finally:
         sysverbs.free_device_list(devices)

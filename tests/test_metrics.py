@@ -377,14 +377,14 @@ def test_a_part_that_raises_leaves_the_others(part: str,
     """A part whose code raises: its success is 0 and its error recorded, the other
     parts fill in; a device whose read raises keeps its name and diagnosis."""
     import sysverbs.devices.diagnosis as diagnosis
-    import sysverbs.devices.topology as topology
+    import sysverbs.devices.location as topology
     import sysverbs.placement as placement
     import sysverbs.rank.nccl as nccl
 
     def boom(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("injected")
 
-    real_topology = topology.device_topology
+    real_topology = topology.device_location
 
     def one_bad(device: Any, **kw: Any) -> Any:
         if os.path.basename(os.fsdecode(device)) == "mlx5_3":
@@ -392,7 +392,7 @@ def test_a_part_that_raises_leaves_the_others(part: str,
         return real_topology(device, **kw)
 
     target = {"discovery": (diagnosis, "diagnose", boom), "device": (topology,
-              "device_topology", one_bad), "topology": (placement, "read_host", boom),
+              "device_location", one_bad), "topology": (placement, "read_host", boom),
               "nccl": (nccl, "predict_ib", boom)}[part]
     monkeypatch.setattr(target[0], target[1], target[2])
     facts = fixture_facts("gpu-dgx-a100")

@@ -39,7 +39,7 @@ def test_topo_imports_only_what_the_matrix_needs(tmp_path: Path) -> None:
     """``sysverbs topo`` (the matrix) loads neither the assignment nor the modules of
     other commands, nor json or typing (benchmarks/bench_placement.py measures why)."""
     t = two_socket(tmp_path / "host")
-    unwanted = ["json", "typing", "subprocess", "sysverbs.devices.topology",
+    unwanted = ["json", "typing", "subprocess", "sysverbs.devices.location",
                 "sysverbs.devices.attributes", "sysverbs.devices.diagnosis",
                 "sysverbs.placement._assign", "dataclasses", "shutil", "sysverbs.cli.nccl",
                 "sysverbs.cli.env"]

@@ -175,7 +175,7 @@ def compare(host: Any, topo: hwloc.HwlocTopology) -> None:
 
 
 def compare_numa_affinity(host: Any, topo: hwloc.HwlocTopology) -> None:
-    """``Host.numa_affinity`` (nvidia-smi's NUMA Affinity column) of every GPU and NIC
+    """``Topology.numa_affinity`` (nvidia-smi's NUMA Affinity column) of every GPU and NIC
     is the one node of the object hwloc hangs it below, and None where that object
     spans several nodes (the Machine of a multi-node host)."""
     for busid in _endpoints(topo):

@@ -24,7 +24,7 @@ GPU_FIXTURES = ("gpu-dgx-a100", "gpu-dgx-b200", "gpu-hgx-h100", "gpu-mi300x",
                 "gpu-pcie-2socket", "gpu-cloud-vm", "gpu-sriov-sf")
 
 
-def _fixture_host(name: str, tmp: Path) -> placement.Host:
+def _fixture_host(name: str, tmp: Path) -> placement.Topology:
 
     fake = testing.materialize(testing.fixture_path(name), tmp)
     return read_host(fake.sysfs, fake.proc, fake.dev)
@@ -40,7 +40,7 @@ def _mirror_bits(val: int, pow2: int) -> int:
     return out
 
 
-def nccl_local_net(host: placement.Host, gpu: placement.Gpu,
+def nccl_local_net(host: placement.Topology, gpu: placement.Gpu,
                    nics: list[placement.Nic]) -> tuple[list[str], str]:
     """NCCL's ncclTopoGetLocalNet for channel 0 (NVIDIA/nccl src/graph/topo.cc, 2.19 and
     later; bandwidths taken equal): the GPU's local nets are the NICs at its best path

@@ -317,7 +317,7 @@ NEAR = {"gen-ccx4": ("os=mlx5_0", "os=mlx5_2", "pci=0000:81:00.0"),
 
 @pytest.fixture(scope="module", autouse=True)
 def read_once() -> Iterator[None]:
-    """Each tree read once: ``plan`` gets the one :class:`~sysverbs.placement.Host`
+    """Each tree read once: ``plan`` gets the one :class:`~sysverbs.placement.Topology`
     and :class:`~sysverbs.placement.CpuTopology` of a tree for all its calls here
     (the trees do not change; the readers are what every first call runs), so that
     the 400 plans cost milliseconds each, not the 3,000 file reads of a big host."""

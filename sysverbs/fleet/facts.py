@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
     from ..devices.diagnosis import DiagnosisList
     from ..engine.api import ListOptions, Options
-    from ..placement import DegradedLink, Host
+    from ..placement import DegradedLink, Topology
 
     T = TypeVar("T")
 
@@ -344,14 +344,14 @@ def _read_device(name: str, opts: Options, devices: str, listed: Optional[bool],
                  usable: Optional[bool], reasons: tuple[str, ...], provider: str
                  ) -> DeviceFacts:
     from ..devices.attributes import device_attributes
-    from ..devices.topology import device_topology
+    from ..devices.location import device_location
 
     ibdev = os.path.join(opts.sysfs_path, "class", "infiniband", name)
     if not os.path.isdir(ibdev):  # a uverbs entry naming a device the kernel lacks
         return DeviceFacts(name, listed, usable, reasons, provider, "", "", "", "", "", "",
                            ())
     attrs = device_attributes(ibdev)
-    topo = device_topology(ibdev, dev_dir=opts.dev_dir)
+    topo = device_location(ibdev, dev_dir=opts.dev_dir)
     ports = []
     for p in attrs.ports:
         netdevs = [n.name for n in topo.netdevs if n.port == p.port]
@@ -420,7 +420,7 @@ class _Discovery:
 def _discover(out: _Discovery, opts: Options, options: Mapping[str, object],
               recorded: bool, probe_open: bool) -> None:
     from ..devices.diagnosis import diagnose
-    from ..devices.topology import TopologyScan
+    from ..devices.location import LocationScan
 
     diagnosis: Optional[DiagnosisList] = None
     failure: Optional[Exception] = None
@@ -432,7 +432,7 @@ def _discover(out: _Discovery, opts: Options, options: Mapping[str, object],
     by_name = {d.name: d for d in diagnosis} if diagnosis is not None else {}
     names = list(by_name) + [n for n in _kernel_names(opts.sysfs_path) if n not in by_name]
     devices = os.path.realpath(os.path.join(opts.sysfs_path, "devices"))
-    with TopologyScan():  # the char-device directories read once, not once per device
+    with LocationScan():  # the char-device directories read once, not once per device
         out.devices = tuple(_device(n, opts, devices, by_name.get(n)) for n in names)
     if diagnosis is not None:
         out.host_reasons = tuple(dict.fromkeys(r.code for r in diagnosis.host))
@@ -460,7 +460,7 @@ class _Topology:
 def _topology(out: _Topology, root: HostRoot, gpu_links: bool) -> None:
     from ..placement import assign, degraded_links, read_host
 
-    host: Host = read_host(root.sysfs, root.proc, root.dev, recorded=root.recorded)
+    host: Topology = read_host(root.sysfs, root.proc, root.dev, recorded=root.recorded)
     out.pcie_links = degraded_links(host)
     out.gpus = tuple(GpuFacts(g.index, g.address, nvml_bus_id(g.address), g.vendor)
                      for g in host.gpus)

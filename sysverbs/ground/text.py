@@ -1,4 +1,4 @@
-"""Two sysfs text formats shared by :mod:`sysverbs.devices.topology`,
+"""Two sysfs text formats shared by :mod:`sysverbs.devices.location`,
 :mod:`sysverbs.devices.attributes` and :mod:`sysverbs.placement`, in a module that
 imports nothing else (placement reads them on the path of ``sysverbs topo`` and must
 not import those modules).

@@ -26,11 +26,11 @@ from ._anchor import find_anchor, gpu_anchor
 from ._bind import CPU_MODES, MEM_MODES, cpu_node, cpu_set, mem_node, socket_nodes
 from ._cpus import CpuTopology, read_cpus
 from ._distance import Distance
-from ._host import Anchor, Gpu, Host, Nic, Port
 from ._layout import Layout, layout, parse_vpd, read_layout, read_vpd
 from ._pci import PciDevice
 from ._read import GPU_CLASSES, read_host, read_host_at
 from ._smi import FORMATS, host_json, render_matrix
+from ._topology import Anchor, Gpu, Nic, Port, Topology
 
 #: The names of ``_assign``, imported on first use (``sysverbs topo`` without
 #: ``--assign`` does not need them).
@@ -68,7 +68,7 @@ __all__ = [
     "Filtered",
     "GPU_CLASSES",
     "Gpu",
-    "Host",
+    "Topology",
     "Layout",
     "Nic",
     "NicChoice",

@@ -1,6 +1,6 @@
 """Which RDMA device (and port) each GPU, or each local rank, should use.
 
-Pure functions over a :class:`~sysverbs.placement.Host` (plus ``diagnose()``
+Pure functions over a :class:`~sysverbs.placement.Topology` (plus ``diagnose()``
 for the optional *usable* filter and the environment for ranks).
 """
 
@@ -12,8 +12,8 @@ from ..engine.api import environ_arg, index_arg, items_arg
 from ..ground.errors import NotFoundError, UsageError, WrongTypeError
 from ..ground.records import FrozenRecord, init
 from ._distance import Distance, smi_rank
-from ._host import Anchor, Gpu, Host, Nic, Port, endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
+from ._topology import Anchor, Gpu, Nic, Port, Topology, endpoints, host_arg, smi_between
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def _norm_link_layer(value: Optional[str]) -> Optional[str]:
     return norm
 
 
-def _usable_names(host: Host) -> tuple[Optional[frozenset[str]], str]:
+def _usable_names(host: Topology) -> tuple[Optional[frozenset[str]], str]:
     try:
         from ..devices.diagnosis import diagnose
 
@@ -186,7 +186,7 @@ def _usable_names(host: Host) -> tuple[Optional[frozenset[str]], str]:
     return frozenset(d.name for d in found if d.usable), ""
 
 
-def candidates(host: Host, **filters: Unpack[NicFilters]
+def candidates(host: Topology, **filters: Unpack[NicFilters]
                ) -> tuple[list[_Candidate], list[Filtered]]:
     """The ports the filters keep (in PCI address order) and those they leave out."""
     unknown = sorted(set(filters) - set(FILTER_NAMES))
@@ -353,7 +353,7 @@ def _share(group: Sequence[Target], best: Mapping[str, list[int]], split_ties: b
 
 
 def assign(
-    host: Host,
+    host: Topology,
     gpus: Optional[Sequence[Target]] = None,
     *,
     split_ties: bool = True,
@@ -503,7 +503,7 @@ def _select(pool: Sequence[Gpu], name: str, value: str, notes: list[str]) -> lis
     return out
 
 
-def visible_gpus(host: Host, env: Optional[Mapping[str, str]] = None
+def visible_gpus(host: Topology, env: Optional[Mapping[str, str]] = None
                  ) -> tuple[tuple[Gpu, ...], str]:
     """The GPUs a CUDA process would see, in its index order, and how that was decided.
 
@@ -546,7 +546,7 @@ def visible_gpus(host: Host, env: Optional[Mapping[str, str]] = None
 
 
 def assign_rank(
-    host: Host,
+    host: Topology,
     rank: Optional[int] = None,
     env: Optional[Mapping[str, str]] = None,
     **filters: Unpack[NicFilters],

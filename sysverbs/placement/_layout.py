@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Optional, Union
 
-    from ._host import Host
     from ._pci import PciDevice
+    from ._topology import Topology
 
     #: A function's ``vpd``: its bytes, or why there are none ("absent", "unreadable").
     VpdRead = Union[bytes, str]
@@ -112,22 +112,22 @@ def _is(dev: Optional[PciDevice], vendor: int, devices: object) -> bool:
     return dev is not None and dev.vendor == vendor and dev.device in devices  # type: ignore
 
 
-def _nvidia_gpus(host: Host) -> list[PciDevice]:
+def _nvidia_gpus(host: Topology) -> list[PciDevice]:
     return [g.pci for g in host.gpus
             if g.pci.vendor == NVIDIA and (g.pci.pci_class or 0) >> 16 == 0x03]
 
 
-def _dma_functions(host: Host) -> list[PciDevice]:
+def _dma_functions(host: Topology) -> list[PciDevice]:
     return sorted((d for d in host.pci.values() if _ids(d) == (MELLANOX, CX_DMA)),
                   key=lambda d: bdf_key(d.address))
 
 
-def _cx_pfs(host: Host) -> list[PciDevice]:
+def _cx_pfs(host: Topology) -> list[PciDevice]:
     return sorted((d for d in host.pci.values() if _is(d, MELLANOX, CX_NICS)),
                   key=lambda d: bdf_key(d.address))
 
 
-def read_vpd(host: Host) -> dict[str, VpdRead]:
+def read_vpd(host: Topology) -> dict[str, VpdRead]:
     """The ``vpd`` of each DMA function and ConnectX PF: its bytes, ``"absent"`` (no
     file) or ``"unreadable"`` (the kernel makes it 0600: root only).  Nothing on a host
     without a DMA function (a VPD read goes to the device: it is only made when
@@ -145,7 +145,7 @@ def read_vpd(host: Host) -> dict[str, VpdRead]:
     return out
 
 
-def _rdma_names(host: Host) -> dict[str, list[str]]:
+def _rdma_names(host: Topology) -> dict[str, list[str]]:
     names: dict[str, list[str]] = {}
     for nic in host.nics:
         if nic.address is not None:
@@ -166,7 +166,7 @@ def _v3(vpd: Mapping[str, VpdRead], address: str) -> tuple[Optional[str], str]:
     return (v3, "") if v3 else (None, "its vpd has no V3 keyword")
 
 
-def _dma_complex(host: Host, dma: PciDevice, vpd: Mapping[str, VpdRead],
+def _dma_complex(host: Topology, dma: PciDevice, vpd: Mapping[str, VpdRead],
                  taken: set[str], names: Mapping[str, list[str]]) -> dict[str, object]:
     pci = host.pci
     up = [pci.get(b) for b in dma.bridges[:3]]
@@ -200,7 +200,7 @@ def _dma_complex(host: Host, dma: PciDevice, vpd: Mapping[str, VpdRead],
     return entry
 
 
-def _dma_based(host: Host, dmas: list[PciDevice], vpd: Mapping[str, VpdRead]) -> Layout:
+def _dma_based(host: Topology, dmas: list[PciDevice], vpd: Mapping[str, VpdRead]) -> Layout:
     names = _rdma_names(host)
     taken: set[str] = set()
     out = [_dma_complex(host, d, vpd, taken, names) for d in dmas]
@@ -218,7 +218,7 @@ def _dma_based(host: Host, dmas: list[PciDevice], vpd: Mapping[str, VpdRead]) ->
     return Layout("dma-based", reason, tuple(out))
 
 
-def _numa_based(host: Host, gpus: list[PciDevice], on_rp: list[PciDevice]) -> Layout:
+def _numa_based(host: Topology, gpus: list[PciDevice], on_rp: list[PciDevice]) -> Layout:
     names = _rdma_names(host)
     pfs = _cx_pfs(host)
     nodes = sorted({g.numa_node for g in gpus if g.numa_node is not None})
@@ -239,7 +239,7 @@ def _numa_based(host: Host, gpus: list[PciDevice], on_rp: list[PciDevice]) -> La
     return Layout("numa-based", reason, tuple(out))
 
 
-def _inline(host: Host) -> Optional[Layout]:
+def _inline(host: Topology) -> Optional[Layout]:
     names = _rdma_names(host)
     out: list[dict[str, object]] = []
     for g in _nvidia_gpus(host):
@@ -258,7 +258,7 @@ def _inline(host: Host) -> Optional[Layout]:
                   "(no DMA function): PCIe locality pairs them", tuple(out))
 
 
-def layout(host: Host, vpd: Optional[Mapping[str, VpdRead]] = None) -> Layout:
+def layout(host: Topology, vpd: Optional[Mapping[str, VpdRead]] = None) -> Layout:
     """The layout of ``host`` (see the module's text); ``vpd``: what :func:`read_vpd`
     read (None: nothing read, every DMA function's NIC unresolved)."""
     dmas = _dma_functions(host)
@@ -277,6 +277,6 @@ def layout(host: Host, vpd: Optional[Mapping[str, VpdRead]] = None) -> Layout:
                   "locality applies")
 
 
-def read_layout(host: Host) -> Layout:
+def read_layout(host: Topology) -> Layout:
     """:func:`layout` with the VPD images read from the host's sysfs."""
     return layout(host, read_vpd(host))

@@ -403,7 +403,7 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     is neither a name nor a tuple a :class:`~sysverbs.ground.errors.WrongTypeError`.
     """
     from ..devices.attributes import numbered_entries, read_text, resolve_ibdev
-    from ..devices.topology import TopologyScan, device_topology
+    from ..devices.location import LocationScan, device_location
     from ..ground.hostroot import HostRoot
 
     if nics is not None:
@@ -429,7 +429,7 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     else:
         wanted = [(*_split(a), False) for a in nics]
     out: list[Nic] = []
-    scan = TopologyScan()  # the char-device directories read once, not once per NIC
+    scan = LocationScan()  # the char-device directories read once, not once per NIC
     for name, port, auto in wanted:
         ibdev, _ = resolve_ibdev(name, root)
         if not os.path.isdir(ibdev):
@@ -459,7 +459,7 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
                 [e.ndev for e in gids.entries if e.ndev] + ([parent] if parent else [])))
             if not names:
                 if topo is None:
-                    topo = device_topology(name, sysfs_path=root, dev_dir=dev_dir, scan=scan)
+                    topo = device_location(name, sysfs_path=root, dev_dir=dev_dir, scan=scan)
                 names = list(topo.port_netdevs(p))
             netdevs = tuple(
                 Netdev(nd, _net_state(root, nd) if live or addresses is not None else None,

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any, NoReturn, Optional, Union
 
-    from ..placement import Anchor, CpuTopology, Host
+    from ..placement import Anchor, CpuTopology, Topology
 
 __all__ = ["CPU_MODES", "MEM_MODES", "SIZE_VARIABLES", "SCHEMA", "Plan", "plan"]
 
@@ -239,7 +239,7 @@ def _local_size(env: Mapping[str, str]) -> tuple[Optional[int], str]:
     return None, "none of " + ", ".join(SIZE_VARIABLES) + " is set"
 
 
-def _anchors(host: Host, near: Union[None, str, Sequence[str]], rank: Optional[int],
+def _anchors(host: Topology, near: Union[None, str, Sequence[str]], rank: Optional[int],
              why_rank: str, env: Mapping[str, str], local_size: Optional[int]
              ) -> tuple[int, list[Anchor], str]:
     """The anchors of every rank on the host (for the split modes and the NICs'
@@ -294,7 +294,7 @@ def _anchors(host: Host, near: Union[None, str, Sequence[str]], rank: Optional[i
                                                f"{rank_gpu.address} ({why_vis})")
 
 
-def _nics(host: Host, me: int, peers: list[Anchor], rank: Optional[int],
+def _nics(host: Topology, me: int, peers: list[Anchor], rank: Optional[int],
           env: dict[str, str], sysfs_path: Optional[str], dev_dir: Optional[str],
           list_options: Optional[Mapping[str, Any]]
           ) -> tuple[tuple[str, ...], dict[str, str], dict[str, str], str, list[str]]:
@@ -435,7 +435,7 @@ def _allowed(topo: CpuTopology, live: bool, cpus: Optional[frozenset[int]],
 
 def _sets(topo: CpuTopology, cpu: str, mem: str, me: int, peers: list[Anchor],
           node: Optional[int], numa: Optional[int], ok_cpus: frozenset[int],
-          ok_mems: frozenset[int], host: Host, reasons: dict[str, str],
+          ok_mems: frozenset[int], host: Topology, reasons: dict[str, str],
           warnings: list[str]) -> tuple[frozenset[int], frozenset[int]]:
     anchor = peers[me]
     if not ok_cpus:
@@ -477,7 +477,7 @@ def _sets(topo: CpuTopology, cpu: str, mem: str, me: int, peers: list[Anchor],
     return cpus, frozenset({target})
 
 
-def _position(host: Host, topo: CpuTopology, me: int, peers: list[Anchor],
+def _position(host: Topology, topo: CpuTopology, me: int, peers: list[Anchor],
               ok_cpus: frozenset[int]) -> tuple[int, int, str]:
     """The index of ``peers[me]`` among the ranks whose anchors have its CPU node,
     their number, and who they are (the split modes).  A GPU anchor's share is keyed

@@ -61,7 +61,7 @@ import sysverbs.cli.env  # noqa: F401
 import sysverbs.cli.tools  # noqa: F401
 import sysverbs.cli.topo  # noqa: F401
 import sysverbs.devices.diagnosis  # noqa: F401
-import sysverbs.devices.topology  # noqa: F401
+import sysverbs.devices.location  # noqa: F401
 import sysverbs.placement  # noqa: F401
 import sysverbs.providers._data  # noqa: F401
 import sysverbs.rank.environment  # noqa: F401

@@ -1,4 +1,4 @@
-"""sysverbs.devices.topology: PCI function, NUMA and CPUs, SR-IOV, auxiliary devices,
+"""sysverbs.devices.location: PCI function, NUMA and CPUs, SR-IOV, auxiliary devices,
 netdevs per port and char devices, on the bundled fixtures, the DGX B200 udev
 capture and broken trees."""
 
@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sysverbs
-import sysverbs.devices.topology as topology_module
+import sysverbs.devices.location as location_module
 from sysverbs import testing
-from sysverbs.devices.topology import _AUX_RDMA, device_topology, parse_cpulist
+from sysverbs.devices.location import _AUX_RDMA, device_location, parse_cpulist
 from tests import listing_hosts
 from tests.fuzz.profiles import fuzz_settings
 
@@ -27,8 +27,8 @@ DATA = Path(__file__).resolve().parent / "data"  # real machines' data: see PROV
 
 
 def test_doctests() -> None:
-    result = doctest.testmod(importlib.import_module('sysverbs.devices.topology'))
-    assert result.attempted and result.failed == 0, 'sysverbs.devices.topology'
+    result = doctest.testmod(importlib.import_module('sysverbs.devices.location'))
+    assert result.attempted and result.failed == 0, 'sysverbs.devices.location'
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +37,8 @@ def hosts() -> Iterator[listing_hosts.LazyHosts]:
         yield hosts
 
 
-def topo(host: testing.FakeHost, name: str) -> topology_module.Topology:
-    return device_topology(name, sysfs_path=host.sysfs, dev_dir=host.dev)
+def topo(host: testing.FakeHost, name: str) -> location_module.DeviceLocation:
+    return device_location(name, sysfs_path=host.sysfs, dev_dir=host.dev)
 
 
 def test_pci_identity(hosts: listing_hosts.LazyHosts) -> None:
@@ -223,7 +223,7 @@ def test_device_object(tmp_path: Path) -> None:
     )
     try:
         for dev in devs:
-            t = device_topology(dev)
+            t = device_location(dev)
             assert t.name == dev.name
             assert [c.name for c in t.char_devices if c.kind == "uverbs"] == [dev.dev_name]
             assert t.char_devices[0].node == os.path.join(
@@ -250,9 +250,9 @@ def test_broken_trees(tmp_path: Path) -> None:
     (root / "class/infiniband_mad").mkdir()
     os.mkfifo(root / "class/infiniband_mad/umad0")
     for name in ("d0", "d1", "d2", "absent"):
-        t = device_topology(name, sysfs_path=root, dev_dir=tmp_path / "dev")
+        t = device_location(name, sysfs_path=root, dev_dir=tmp_path / "dev")
         assert t.pci is None and t.netdevs == () and t.auxiliary is None
-    t0 = device_topology("d0", sysfs_path=root, dev_dir=tmp_path / "dev")
+    t0 = device_location("d0", sysfs_path=root, dev_dir=tmp_path / "dev")
     assert [(c.name, c.dev, c.node_exists) for c in t0.char_devices] == [("uverbs0", None, False)]
 
 
@@ -338,6 +338,6 @@ def test_broken_trees_never_raise(entries: list[tuple[str, str, bytes]]) -> None
                 os.symlink("../../../..", path)
             else:
                 os.mkfifo(path)
-        t = device_topology("dev0", sysfs_path=root, dev_dir=Path(tmp) / "dev")
+        t = device_location("dev0", sysfs_path=root, dev_dir=Path(tmp) / "dev")
         assert t.name == "dev0"
         hash(t.pci) if t.pci is not None else None
