@@ -7,7 +7,7 @@ RoCE v1 and v2; the other 252 zero).
 
 Measured, in this process, median and 95th percentile of ``--rounds`` calls:
 
-(a) ``sysverbs.environment.predict``: NCCL's GID scan on every port
+(a) ``sysverbs.rank.environment.predict``: NCCL's GID scan on every port
     (``ncclIbGetGidIndex`` over 255 candidates each) and the variables with their
     reasons, from NICs already read (the target: <= 5 ms);
 (b) ``predict`` plus ``render`` of all three formats;
@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sysverbs import environment  # noqa: E402
+from sysverbs.rank import environment  # noqa: E402
 from sysverbs.rank.gid import GidEntry, GidTable  # noqa: E402
 from sysverbs.testing import HostBuilder  # noqa: E402
 

@@ -16,7 +16,7 @@ import statistics
 import tempfile
 import time
 
-from sysverbs import nccl
+from sysverbs.rank import nccl
 from sysverbs.testing import HostBuilder
 
 TARGET_MS = 5.0

@@ -9,11 +9,14 @@
 The public names are those of :data:`_API` below.  The modules of the first call are
 imported with the package; the others when one of their names is first used, so
 that ``import sysverbs`` stays cheap (tests/test_layout.py lists the modules it loads).
-Public modules: :mod:`sysverbs.errors`, :mod:`sysverbs.attributes`,
-:mod:`sysverbs.topology`, :mod:`sysverbs.diagnosis`, :mod:`sysverbs.rdmacm`,
-:mod:`sysverbs.fork`, :mod:`sysverbs.devices.monitor`, :mod:`sysverbs.enrich`,
-:mod:`sysverbs.enums`, :mod:`sysverbs.nccl`, :mod:`sysverbs.environment`,
-:mod:`sysverbs.placement`, :mod:`sysverbs.recording` and :mod:`sysverbs.testing`.
+Every other public name is imported from the module where its code lives (each layer's
+folder, docs/architecture.md): :mod:`sysverbs.ground.errors`, :mod:`sysverbs.ground.enums`,
+:mod:`sysverbs.engine.fork`, :mod:`sysverbs.devices.attributes`,
+:mod:`sysverbs.devices.location`, :mod:`sysverbs.devices.diagnosis`,
+:mod:`sysverbs.devices.rdmacm`, :mod:`sysverbs.devices.monitor`,
+:mod:`sysverbs.devices.enrich`, :mod:`sysverbs.placement`, :mod:`sysverbs.rank.nccl`,
+:mod:`sysverbs.rank.environment`, :mod:`sysverbs.rank.launch`, :mod:`sysverbs.testing`
+(its recording format: :mod:`sysverbs.testing.umockdev`) and :mod:`sysverbs.compat.pyverbs`.
 """
 
 from __future__ import annotations
@@ -45,8 +48,8 @@ _API: dict[str, tuple[str, ...]] = {
         "device_attributes", "port_attributes", "DeviceAttributes", "PortAttributes",
         "Gid", "GidType", "LinkLayer", "PortState", "PhysState", "Rate",
     ),
-    "devices.topology": (
-        "device_topology", "Topology", "PciFunction", "AuxDevice", "Netdev", "CharDevice",
+    "devices.location": (
+        "device_location", "DeviceLocation", "PciFunction", "AuxDevice", "Netdev", "CharDevice",
     ),
     "devices.diagnosis": ("diagnose", "Diagnosis", "DiagnosisList", "Reason"),
 }
@@ -70,16 +73,16 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/test_layout.py com
         port_attributes,
     )
     from .devices.diagnosis import Diagnosis, DiagnosisList, Reason, diagnose
-    from .devices.monitor import DeviceEvent, DeviceMonitor, monitor
-    from .devices.rdmacm import ContextList, rdma_free_devices, rdma_get_devices
-    from .devices.topology import (
+    from .devices.location import (
         AuxDevice,
         CharDevice,
+        DeviceLocation,
         Netdev,
         PciFunction,
-        Topology,
-        device_topology,
+        device_location,
     )
+    from .devices.monitor import DeviceEvent, DeviceMonitor, monitor
+    from .devices.rdmacm import ContextList, rdma_free_devices, rdma_get_devices
     from .engine.api import (
         DeviceList,
         Options,
@@ -129,8 +132,6 @@ del _module
 
 
 def __getattr__(name: str) -> Any:
-    if name == "errors":  # ``sysverbs.errors.UsageError`` after a bare ``import sysverbs``
-        return __import__(f"{__name__}.errors", None, None, ("_",), 0)
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

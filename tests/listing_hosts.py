@@ -25,7 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Union
 
-from sysverbs import recording
+import sysverbs.testing.host
+from sysverbs import testing
+from sysverbs.testing import umockdev
 from tests.conftest import fast_tmpdir
 
 #: The records left out: the CPUs and NUMA nodes.
@@ -33,10 +35,10 @@ SYSTEM = "/devices/system/"
 
 
 @functools.cache
-def listing_recording(name: str) -> recording.Recording:
+def listing_recording(name: str) -> umockdev.Recording:
     """Bundled fixture ``name`` without its ``/sys/devices/system`` records."""
-    whole = recording.load(recording.fixture_path(name))
-    return recording.Recording(tuple(r for r in whole if not r.path.startswith(SYSTEM)))
+    whole = umockdev.load(testing.fixture_path(name))
+    return umockdev.Recording(tuple(r for r in whole if not r.path.startswith(SYSTEM)))
 
 
 @functools.cache
@@ -50,13 +52,13 @@ def _dir() -> Path:
 @functools.cache
 def listing_file(name: str) -> Path:
     """:func:`listing_recording` as a umockdev file (for ``umockdev-run -d``)."""
-    path = _dir() / f"{name}{recording.FIXTURE_SUFFIX}"
-    path.write_text(recording.dumps(listing_recording(name)))
+    path = _dir() / f"{name}{sysverbs.testing.host.FIXTURE_SUFFIX}"
+    path.write_text(umockdev.dumps(listing_recording(name)))
     os.chmod(path, 0o644)
     return path
 
 
-class LazyHosts(dict[str, recording.Host]):
+class LazyHosts(dict[str, testing.FakeHost]):
     """Bundled fixture name -> its host in the listing form (:func:`materialize`),
     materialized below ``base`` on first use (a module that reads a few fixtures
     does not pay for all of them)."""
@@ -65,7 +67,7 @@ class LazyHosts(dict[str, recording.Host]):
         super().__init__()
         self.base = base
 
-    def __missing__(self, name: str) -> recording.Host:
+    def __missing__(self, name: str) -> testing.FakeHost:
         host = materialize(name, self.base / name)
         self[name] = host
         return host
@@ -77,11 +79,11 @@ class LazyHosts(dict[str, recording.Host]):
         with fast_tmpdir("sv-hosts-") as base:
             yield cls(base)
 
-    def all(self) -> dict[str, recording.Host]:
+    def all(self) -> dict[str, testing.FakeHost]:
         """Every bundled fixture (materializes those not yet used)."""
-        return {name: self[name] for name in recording.fixture_names()}
+        return {name: self[name] for name in testing.fixture_names()}
 
 
-def materialize(name: str, root: Union[str, os.PathLike[str]]) -> recording.Host:
-    """:func:`sysverbs.recording.materialize` of :func:`listing_recording`."""
-    return recording.materialize(listing_recording(name), root)
+def materialize(name: str, root: Union[str, os.PathLike[str]]) -> testing.FakeHost:
+    """:func:`sysverbs.testing.materialize` of :func:`listing_recording`."""
+    return testing.materialize(listing_recording(name), root)

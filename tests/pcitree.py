@@ -5,7 +5,7 @@ functions, ib, uverbs and net devices, NUMA nodes) and writes them at once with
 (devices/pciDDDD:BB/..., bus/pci/devices links, class/infiniband and class/net links,
 devices/system/node) and a test may change it on disk between calls.  What no device
 record holds (a function that ``bus/pci`` does not list, a plain parent directory,
-the driver directories) is a :class:`~sysverbs.recording.TreeEntry`.  Paths are given
+the driver directories) is a :class:`~sysverbs.testing.umockdev.TreeEntry`.  Paths are given
 below ``devices/``."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Optional
 
-from sysverbs.recording import Attribute, Record, Recording, TreeEntry, proc_file
 from sysverbs.testing import layout, materialize
+from sysverbs.testing.umockdev import Attribute, Record, Recording, TreeEntry, proc_file
 
 
 def _v(value: object) -> bytes:

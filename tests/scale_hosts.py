@@ -10,9 +10,9 @@ import os
 from dataclasses import replace
 from typing import Union
 
-from sysverbs.recording import Attribute
 from sysverbs.testing import FakeHost, HostBuilder
 from sysverbs.testing.layout import mad_device
+from sysverbs.testing.umockdev import Attribute
 
 __all__ = ["sriov_host", "shape", "COUNTERS"]
 

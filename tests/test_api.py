@@ -261,5 +261,5 @@ def test_dev_numbers_over_int_max_never_raise(tmp_path: Path) -> None:
         sysverbs.open_device(devs[0])
     (diag,) = sysverbs.diagnose(**opts)  # type: ignore[arg-type]
     assert not diag.usable
-    (uverbs,) = [c for c in sysverbs.device_topology(devs[0]).char_devices if c.kind == "uverbs"]
+    (uverbs,) = [c for c in sysverbs.device_location(devs[0]).char_devices if c.kind == "uverbs"]
     assert uverbs.node_ok is False

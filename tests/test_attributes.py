@@ -1,4 +1,4 @@
-"""sysverbs.attributes: device and port attributes from sysfs, parsed strictly.
+"""sysverbs.devices.attributes: device and port attributes from sysfs, parsed strictly.
 
 Fixture values, the kernel's exact formats (rate_show & co. in
 drivers/infiniband/core/sysfs.c), and broken trees where every value must give
@@ -21,8 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sysverbs
-from sysverbs import recording
-from sysverbs.attributes import (
+from sysverbs import testing
+from sysverbs.devices.attributes import (
     GidType,
     LinkLayer,
     PhysState,
@@ -33,13 +33,12 @@ from sysverbs.attributes import (
     parse_rate,
     port_attributes,
 )
-from sysverbs.enums import NodeType
+from sysverbs.ground.enums import NodeType
 from tests import listing_hosts
 from tests.fuzz.profiles import fuzz_settings
 
 
 def test_doctests() -> None:
-    # the implementation modules: the public paths only re-export (no examples)
     result = doctest.testmod(importlib.import_module('sysverbs.devices.attributes'))
     assert result.attempted and result.failed == 0, 'sysverbs.devices.attributes'
 
@@ -50,7 +49,7 @@ def hosts() -> Iterator[listing_hosts.LazyHosts]:
         yield hosts
 
 
-def _ibdevs(host: recording.Host) -> list[str]:
+def _ibdevs(host: testing.FakeHost) -> list[str]:
     d = host.sysfs / "class/infiniband"
     return sorted(os.listdir(d)) if d.is_dir() else []
 

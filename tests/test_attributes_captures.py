@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from sysverbs.attributes import (
+from sysverbs.devices.attributes import (
     LinkLayer,
     PhysState,
     PortState,
     Rate,
     device_attributes,
 )
-from sysverbs.topology import device_topology
+from sysverbs.devices.location import device_location
 
 LSHCA = Path(__file__).resolve().parent / "data" / "lshca-connectx"
 FILES = sorted(LSHCA.glob("*.decoded.json"))
@@ -190,7 +190,7 @@ def test_jazz03_ipoib_by_port_guid(tmp_path: Path) -> None:
     }
     mapped = 0
     for bdf, (dev, net) in expected.items():
-        topo = device_topology(str(pci / bdf / "infiniband" / dev))
+        topo = device_location(str(pci / bdf / "infiniband" / dev))
         if (pci / bdf / "net" / net / "address").is_file():  # ip address was recorded
             assert topo.port_netdevs(1) == (net,), (dev, topo.netdevs)
             assert topo.netdevs[0].via == "port_guid"
@@ -207,7 +207,7 @@ def test_cloud_hv01_forty_vfs(tmp_path: Path) -> None:
     pci = tmp_path / "sys/bus/pci/devices"
     vfs = []
     for bdf, name in devices:
-        topo = device_topology(str(pci / bdf / "infiniband" / name))
+        topo = device_location(str(pci / bdf / "infiniband" / name))
         a = device_attributes(str(pci / bdf / "infiniband" / name))
         assert topo.pci is not None
         if topo.pci.is_vf:
@@ -217,7 +217,7 @@ def test_cloud_hv01_forty_vfs(tmp_path: Path) -> None:
     assert len(vfs) == 40
     mlx5_0 = device_attributes(str(pci / "0000:5e:00.0/infiniband/mlx5_0")).ports[0]
     assert mlx5_0.port_guid == 0x248A070300A28CA4  # ib0: ...:24:8a:07:03:00:a2:8c:a4
-    topo = device_topology(str(pci / "0000:5e:00.0/infiniband/mlx5_0"))
+    topo = device_location(str(pci / "0000:5e:00.0/infiniband/mlx5_0"))
     assert topo.port_netdevs(1) == ("ib0",)
 
 
@@ -226,7 +226,7 @@ def test_roce_host_netdev_from_device_net(tmp_path: Path) -> None:
     netdev comes from the PCI function's net/ directory."""
     capture = _load(_capture("r-aa-zorro012"))
     build_capture_tree(capture, tmp_path)
-    topo = device_topology(str(tmp_path / "sys/bus/pci/devices/0000:10:00.0/infiniband/mlx5_0"))
+    topo = device_location(str(tmp_path / "sys/bus/pci/devices/0000:10:00.0/infiniband/mlx5_0"))
     assert [(n.name, n.via) for n in topo.netdevs] == [("ens4f0", "device/net")]
     assert topo.netdevs[0].address == "b8:ce:f6:8e:45:06"
     a = device_attributes(str(tmp_path / "sys/bus/pci/devices/0000:10:00.0/infiniband/mlx5_0"))

@@ -2,10 +2,10 @@
 surrogates, text cut inside a character, and sysfs trees with junk, loops, FIFOs,
 vanished files and directories in place of files.
 
-The contract (sysverbs/errors.py): a wrong argument is a
-:class:`~sysverbs.errors.UsageError` (:class:`~sysverbs.errors.WrongTypeError` for a
+The contract (sysverbs/ground/errors.py): a wrong argument is a
+:class:`~sysverbs.ground.errors.UsageError` (:class:`~sysverbs.ground.errors.WrongTypeError` for a
 wrong type); bad sysfs content gives a result, or ``OSError``/a
-:class:`~sysverbs.errors.SysverbsError`; nothing else escapes, nothing hangs.  The
+:class:`~sysverbs.ground.errors.SysverbsError`; nothing else escapes, nothing hangs.  The
 commands are in tests/test_bad_input_cli.py.
 """
 
@@ -22,10 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sysverbs
-from sysverbs import environment, errors, placement
+from sysverbs import placement
 from sysverbs.devices.monitor import monitor  # sysverbs.devices.monitor is the module once imported
-from sysverbs.environment import rank_environment
-from sysverbs.rank import nccl
+from sysverbs.ground import errors
+from sysverbs.rank import environment, nccl
+from sysverbs.rank.environment import rank_environment
 from sysverbs.testing import FakeHost
 from tests.bad_input import BREAK, CORRUPTIONS, attribute_files, build_host, copy_host, corrupt
 from tests.fuzz.profiles import fuzz_settings
@@ -213,7 +214,7 @@ def test_path_options_bad(func: str, option: str, value: Any) -> None:
 @given(value=_NOT_PATHS)
 def test_path_arguments_bad(value: Any) -> None:
     for func in (lambda: sysverbs.device_attributes("mlx5_0", sysfs_path=value),
-                 lambda: sysverbs.device_topology("mlx5_0", sysfs_path=value),
+                 lambda: sysverbs.device_location("mlx5_0", sysfs_path=value),
                  lambda: sysverbs.device_attributes(value),
                  lambda: placement.read_host(sysfs_path=value),
                  lambda: monitor(sysfs_path=value, backend="poll")):
@@ -317,7 +318,7 @@ def _entry_points(h: FakeHost) -> dict[str, Callable[[], Any]]:
         "diagnose": lambda: sysverbs.diagnose(**listing),
         "rdma_get_devices": lambda: sysverbs.rdma_get_devices(**listing),
         "device_attributes": each_device(sysverbs.device_attributes),
-        "device_topology": each_device(sysverbs.device_topology),
+        "device_location": each_device(sysverbs.device_location),
         "read_host": lambda: placement.render_matrix(placement.read_host(**o)),
         "assign_rank": lambda: placement.assign_rank(placement.read_host(**o), 0, {}),
         "rank_environment": lambda: rank_environment(environ={}, local_rank=0, **o),
@@ -414,10 +415,11 @@ def test_port_attributes_port_bad(host: FakeHost, port: Any) -> None:
 def test_recording_arguments_bad(tmp_path: Path, value: Any) -> None:
     """Failed before: AttributeError/TypeError from each, and ``load(3)`` read (and
     closed) file descriptor 3."""
-    from sysverbs import recording
+    from sysverbs import testing
+    from sysverbs.testing import umockdev
 
-    for func in (recording.parse, recording.unescape, recording.fixture_path,
-                 recording.load, lambda v: recording.materialize(v, tmp_path / "m")):
+    for func in (umockdev.parse, umockdev.unescape, testing.fixture_path,
+                 umockdev.load, lambda v: testing.materialize(v, tmp_path / "m")):
         _usage(functools.partial(func, value))
 
 
@@ -427,10 +429,10 @@ def test_recording_any_text(text: str) -> None:
     """An attribute value of any text: bytes, or a RecordingError naming why (a record
     with it likewise).  Failed before: ``unescape("\\ud800")`` raised
     UnicodeEncodeError."""
-    from sysverbs import recording
+    from sysverbs.testing import umockdev
 
-    for func in (recording.unescape,
-                 lambda t: recording.parse(f"P: /devices/x\nE: SUBSYSTEM=net\nA: a={t}\n")):
+    for func in (umockdev.unescape,
+                 lambda t: umockdev.parse(f"P: /devices/x\nE: SUBSYSTEM=net\nA: a={t}\n")):
         try:
             func(text)
         except errors.RecordingError:
@@ -439,9 +441,9 @@ def test_recording_any_text(text: str) -> None:
 
 @pytest.mark.parametrize("value", [3, "x", None, [1], b"x"], ids=repr)
 def test_models_of_the_wrong_type(host: FakeHost, value: Any) -> None:
-    """What is not a Host, a Gpu, a Nic or a Device where one is taken.  Failed before:
+    """What is not a Topology, a Gpu, a Nic or a Device where one is taken.  Failed before:
     AttributeError or TypeError from each."""
-    from sysverbs import enrich
+    from sysverbs.devices import enrich
     from sysverbs.testing import record_host
 
     h = placement.read_host(**_opts(host))
@@ -475,6 +477,6 @@ def test_set_stderr_bad(value: Any) -> None:
 @pytest.mark.parametrize("value", [3, None, 1.5, ["x"], "\ud800", "x\0y"], ids=repr)
 def test_rdma_cm_abi_bad(value: Any) -> None:
     """Failed before: ``rdma_cm_abi(3)`` TypeError from os.fsencode."""
-    from sysverbs import rdmacm
+    from sysverbs.devices import rdmacm
 
     _usage(lambda: rdmacm.rdma_cm_abi(value))

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from sysverbs import recording
+from sysverbs import testing
 from sysverbs.cli.devinfo import inet_ntop6, parse_port
 from sysverbs.engine.devlist import source_names
+from sysverbs.testing import umockdev
 from sysverbs.testing.cache import fixture_tree
 from tests.conftest import fast_tmp, lists_by_name, same_lines
 from tests.pcitree import PciTree
@@ -39,8 +40,8 @@ def sv(*argv: str, timeout: float = 60, **extra: str) -> subprocess.CompletedPro
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> recording.Host:
-    return recording.materialize(recording.fixture_path("mlx4"), tmp_path)
+def host(tmp_path: Path) -> testing.FakeHost:
+    return testing.materialize(testing.fixture_path("mlx4"), tmp_path)
 
 
 def test_help_for_every_command() -> None:
@@ -122,8 +123,9 @@ def test_devices_imports_no_heavy_module() -> None:
                         "--sysfs-path", "/nonexistent"], capture_output=True, text=True,
                        env=env)
     mods = {line.split("|")[-1].strip() for line in p.stderr.splitlines() if "|" in line}
-    for heavy in ("sysverbs.attributes", "sysverbs.topology", "sysverbs.diagnosis",
-                  "sysverbs.cli.devinfo", "sysverbs.cli.tools", "sysverbs.testing"):
+    for heavy in ("sysverbs.devices.attributes", "sysverbs.devices.location",
+                  "sysverbs.devices.diagnosis", "sysverbs.cli.devinfo", "sysverbs.cli.tools",
+                  "sysverbs.testing"):
         assert heavy not in mods
 
 
@@ -150,7 +152,7 @@ def test_devinfo_list_json() -> None:
     assert sorted(doc["devices"]) == ["rxe0", "rxe1"]
 
 
-def test_devinfo_from_sysfs(host: recording.Host) -> None:
+def test_devinfo_from_sysfs(host: testing.FakeHost) -> None:
     p = sv("devinfo", "--sysfs-path", str(host.sysfs), "--dev-dir", str(host.dev),
            "--providers", "builtin", "-v", "-d", "mlx4_0")
     assert p.returncode == 0, p.stderr
@@ -172,7 +174,7 @@ def test_devinfo_from_sysfs(host: recording.Host) -> None:
     assert {"state", "state_code", "link_layer", "gids", "active_speed"} <= set(dev["ports"][0])
 
 
-def test_devinfo_errors(host: recording.Host) -> None:
+def test_devinfo_errors(host: testing.FakeHost) -> None:
     base = ("--sysfs-path", str(host.sysfs), "--dev-dir", str(host.dev), "--providers",
             "builtin", "-d", "mlx4_0")
     p = sv("devinfo", *base, "-d", "nope")
@@ -258,7 +260,7 @@ def test_netdev_prints_what_the_real_ibdev2netdev_printed(tmp_path: Path) -> Non
     assert p.stdout == IBDEV2NETDEV.read_text()
 
 
-@pytest.mark.parametrize("fixture", recording.fixture_names())
+@pytest.mark.parametrize("fixture", testing.fixture_names())
 def test_netdev_on_every_fixture(fixture: str, tmp_path: Path) -> None:
     """On every (generated) fixture: exit 0, one line per link in ibdev2netdev's
     format, devices in string order, and the JSON says the same (``empty``, without RDMA
@@ -296,7 +298,7 @@ def test_doctor_exit_status_and_json(tmp_path: Path) -> None:
     assert [d["name"] for d in doc["devices"]] == ["rxe0", "rxe1"]
     if os.geteuid() != 0:
         pytest.skip("mknod needs root")
-    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    host = testing.materialize(testing.fixture_path("rxe"), tmp_path)
     for node in sorted(p for p in host.dev.iterdir() if p.name.startswith("uverbs")):
         dev = (host.sysfs / "class/infiniband_verbs" / node.name / "dev").read_text().split(":")
         node.unlink()
@@ -313,7 +315,7 @@ def test_doctor_exit_status_and_json(tmp_path: Path) -> None:
 
 
 def test_watch_polls_a_tree(tmp_path: Path) -> None:
-    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    host = testing.materialize(testing.fixture_path("rxe"), tmp_path)
     ib = host.sysfs / "class/infiniband/rxe1"
     verbs = [p for p in (host.sysfs / "class/infiniband_verbs").iterdir()
              if p.is_symlink() and (p / "ibdev").read_text().strip() == "rxe1"]
@@ -347,7 +349,7 @@ def test_watch_polls_a_tree(tmp_path: Path) -> None:
 
 
 def test_watch_timeout_without_events(tmp_path: Path) -> None:
-    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    host = testing.materialize(testing.fixture_path("rxe"), tmp_path)
     p = sv("watch", "--json", "--sysfs-path", str(host.sysfs), "--timeout", "0.3")
     assert (p.returncode, p.stdout) == (0, "")
     assert sv("watch", "--timeout", "-1").returncode == 2
@@ -359,15 +361,15 @@ def test_watch_timeout_without_events(tmp_path: Path) -> None:
 def test_snapshot_round_trip(tmp_path: Path) -> None:
     import sysverbs
 
-    host = recording.materialize(recording.fixture_path("dgx-demo"), tmp_path / "a")
+    host = testing.materialize(testing.fixture_path("dgx-demo"), tmp_path / "a")
     out = tmp_path / "snap.umockdev"
     p = sv("snapshot", "--sysfs-path", str(host.sysfs), "--dev-dir", str(host.dev),
            "-o", str(out))
     assert p.returncode == 0 and "wrote" in p.stderr
     assert sv("snapshot", "--sysfs-path", str(host.sysfs)).stdout == out.read_text()
-    again = recording.materialize(recording.load(out), tmp_path / "b")
+    again = testing.materialize(umockdev.load(out), tmp_path / "b")
 
-    def listing(h: recording.Host) -> list[Any]:
+    def listing(h: testing.FakeHost) -> list[Any]:
         devs = sysverbs.get_device_list(sysfs_path=h.sysfs, dev_dir=h.dev, providers="builtin",
                                         rdma_core="44")
         return sorted((d.name, d.dev_name, d.provider, sysverbs.get_device_guid(d))
@@ -389,15 +391,15 @@ def test_snapshot_same_list_for_libibverbs(otmp: Path, tmp_path: Path) -> None:
     by_name = lists_by_name(tmp_path)
     for fixture in ("dgx-demo", "mlx5-sriov", "efa"):
         work = tmp_path / fixture
-        orig = recording.materialize(recording.fixture_path(fixture), work / "orig")
+        orig = testing.materialize(testing.fixture_path(fixture), work / "orig")
         snap = sv("snapshot", "--sysfs-path", str(orig.sysfs), "--dev-dir", str(orig.dev))
         assert snap.returncode == 0, snap.stderr
         runs = []
-        for kind, src in (("orig", recording.fixture_path(fixture)), ("snap", None)):
+        for kind, src in (("orig", testing.fixture_path(fixture)), ("snap", None)):
             text = snap.stdout
 
             def build(root: Path, src: Any = src, text: str = text) -> Any:
-                return recording.materialize(src if src else recording.parse(text), root)
+                return testing.materialize(src if src else umockdev.parse(text), root)
 
             real_src, _, dst = harness.materialize_pair(work / kind, build)
             runs.append(harness.run_in_ns(real_src, dst, ["ibv_devices"]))

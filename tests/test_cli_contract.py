@@ -25,8 +25,8 @@ import pytest
 from sysverbs.cli import COMMANDS, _parser
 from sysverbs.cli.completion import command_words
 from sysverbs.cli.contract import POLICY
-from sysverbs.launch import SIZE_VARIABLES
 from sysverbs.placement import RANK_VARIABLES
+from sysverbs.rank.launch import SIZE_VARIABLES
 from sysverbs.testing import fixture_names
 from tests.inprocess import Run, run_main
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from sysverbs.environment import rank_environment
-from sysverbs.errors import NotFoundError, UsageError
-from sysverbs.launch import SIZE_VARIABLES
+from sysverbs.ground.errors import NotFoundError, UsageError
 from sysverbs.placement import RANK_VARIABLES, read_host
 from sysverbs.rank import nccl
+from sysverbs.rank.environment import rank_environment
+from sysverbs.rank.launch import SIZE_VARIABLES
 from sysverbs.testing import fixture_names
 from sysverbs.testing.cache import cached_fixture
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sysverbs import errors
 from sysverbs.compat.pyverbs import _scope, device, enums, fork, pyverbs_error
+from sysverbs.ground import errors
 from sysverbs.testing import HostBuilder
 
 ROOT = Path(__file__).resolve().parents[1]

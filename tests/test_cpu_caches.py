@@ -25,13 +25,13 @@ from typing import Optional
 
 import pytest
 
-from sysverbs import recording
-from sysverbs.testing import HostBuilder
+from sysverbs import testing
+from sysverbs.testing import HostBuilder, umockdev
 from tests.conftest import fast_tmpdir, require
 from tests.oracle import hwloc
 
 HWLOC_CALC = "hwloc-calc"
-GPU_FIXTURES = [n for n in recording.fixture_names() if n.startswith("gpu-")]
+GPU_FIXTURES = [n for n in testing.fixture_names() if n.startswith("gpu-")]
 
 # The real CPUs (see tools/fixturegen/gpu_hosts.py, CPU CACHES): the number of L3s,
 # the PUs of each, and one L3's size (bytes) and ways.
@@ -61,7 +61,7 @@ def _unavailable() -> Optional[str]:
 def roots() -> Iterator[dict[str, Path]]:
     require(_unavailable(), "hwloc (hwloc-calc, lstopo-no-graphics)")
     with fast_tmpdir("sv-caches-") as base:
-        yield {name: recording.materialize(recording.fixture_path(name), base / name).root
+        yield {name: testing.materialize(testing.fixture_path(name), base / name).root
                for name in GPU_FIXTURES}
 
 
@@ -105,7 +105,7 @@ def written_l3(root: Path) -> dict[int, frozenset[int]]:
     return out
 
 
-def gpus(rec: recording.Recording) -> list[recording.Record]:
+def gpus(rec: umockdev.Recording) -> list[umockdev.Record]:
     """The GPUs (display and processing-accelerator classes) of a fixture."""
     out = []
     for r in rec:
@@ -209,7 +209,7 @@ def test_hwloc_calc_recipe_for_a_gpu(name: str, roots: dict[str, Path]) -> None:
     root = roots[name]
     system = root / "sys/devices/system"
     l3 = written_l3(root)
-    found = gpus(recording.load(recording.fixture_path(name)))
+    found = gpus(umockdev.load(testing.fixture_path(name)))
     assert found
     for rec in (found[0], found[-1]):
         pci = root / "sys/bus/pci/devices" / rec.name

@@ -13,8 +13,8 @@ from typing import Any, Optional
 
 import pytest
 
-from sysverbs import recording
-from sysverbs.diagnosis import diagnose
+from sysverbs import testing
+from sysverbs.devices.diagnosis import diagnose
 from tests import listing_hosts, trees
 from tests.oracle import harness
 from tests.test_oracle_core import ALL_KINDS, _parse_tree
@@ -51,7 +51,7 @@ def check(
     return real_names
 
 
-@pytest.mark.parametrize("name", recording.fixture_names())
+@pytest.mark.parametrize("name", testing.fixture_names())
 def test_fixture(otmp: Path, name: str) -> None:
     check(otmp, lambda root: listing_hosts.materialize(name, root))
 

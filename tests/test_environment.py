@@ -1,4 +1,4 @@
-"""``sysverbs.environment`` and ``sysverbs.rank.gid``: NCCL's GID index rule and the
+"""``sysverbs.rank.environment`` and ``sysverbs.rank.gid``: NCCL's GID index rule and the
 environment for a rank, on fixture hosts and built trees.
 
 The real counterparts are elsewhere: the kernel lab's ``roce`` scenario
@@ -22,8 +22,9 @@ from typing import Optional
 
 import pytest
 
-from sysverbs import cli, environment
-from sysverbs.environment import Netdev, Nic, predict, rank_environment
+from sysverbs import cli
+from sysverbs.rank import environment
+from sysverbs.rank.environment import Netdev, Nic, predict, rank_environment
 from sysverbs.rank.gid import (
     TYPE_EINVAL,
     TYPE_MISSING,
@@ -53,7 +54,6 @@ MLX5 = [(0, LL, V1), (1, LL, V2), (2, V4, V1), (3, V4, V2)]
 
 
 def test_doctests() -> None:
-    # the implementation modules: the public paths only re-export (no examples)
     result = doctest.testmod(importlib.import_module('sysverbs.rank.gid'))
     assert result.attempted and result.failed == 0, 'sysverbs.rank.gid'
     result = doctest.testmod(importlib.import_module('sysverbs.rank.environment'))
@@ -212,9 +212,9 @@ def test_fixture_bnxt_re_has_only_link_local_gids(tmp_path: Path) -> None:
 
 
 def _fixture(tmp_path: Path, name: str) -> dict[str, str]:
-    from sysverbs import recording
+    from sysverbs import testing
 
-    host = recording.materialize(recording.fixture_path(name), tmp_path)
+    host = testing.materialize(testing.fixture_path(name), tmp_path)
     return {"sysfs_path": str(host.sysfs), "dev_dir": str(host.dev)}
 
 
@@ -576,9 +576,9 @@ PLACED_HCA = {
 def test_without_nics_placement_chooses(ftmp: Path, fixture: str) -> None:
     """Without NICs, a rank on a GPU host gets the NICs placement assigns to its GPU,
     with ports and '=' (and the reason names the rank's GPU)."""
-    from sysverbs import recording
+    from sysverbs import testing
 
-    host = recording.materialize(recording.fixture_path(fixture), ftmp)
+    host = testing.materialize(testing.fixture_path(fixture), ftmp)
     roots = {"sysfs_path": str(host.sysfs), "dev_dir": str(host.dev)}
     for rank, want in enumerate(PLACED_HCA[fixture]):
         env = rank_environment(environ={"LOCAL_RANK": str(rank)}, proc_path=str(host.proc),

@@ -1,4 +1,4 @@
-"""sysverbs.errors: one base per kind, and the built-in classes callers caught before."""
+"""sysverbs.ground.errors: one base per kind, and the built-in classes callers caught before."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import sysverbs
-from sysverbs import errors, recording
+from sysverbs import testing
+from sysverbs.ground import errors
 
 
 def _classes() -> list[type[BaseException]]:
@@ -64,7 +65,7 @@ def test_udev_unavailable_is_an_oserror_with_errno_and_pickles() -> None:
 
 def test_an_unknown_fixture_is_an_unknown_fixture_error(tmp_path: Path) -> None:
     with pytest.raises(errors.UnknownFixtureError, match="no bundled fixture 'nope'") as e:
-        recording.fixture_path("nope")
+        testing.fixture_path("nope")
     assert str(e.value).startswith("no bundled fixture 'nope'")  # not KeyError's quoting
 
 

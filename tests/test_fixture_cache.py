@@ -26,7 +26,7 @@ from typing import Any, Callable
 import pytest
 
 from sysverbs import SysverbsWarning
-from sysverbs.errors import UnknownFixtureError
+from sysverbs.ground.errors import UnknownFixtureError
 from sysverbs.testing import cache, fixture_path, load_fixture, materialize
 from sysverbs.testing.cache import cached_fixture, fixture_tree
 from tests import staging

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from sysverbs import recording, testing
+from sysverbs import testing
 from sysverbs.fleet import metrics
 from sysverbs.fleet.facts import (
     CollectorResult,
@@ -43,7 +43,7 @@ from sysverbs.fleet.facts import (
     nvml_bus_id,
 )
 from sysverbs.fleet.nfd import MAX_FILE_SIZE, feature_file
-from sysverbs.testing import HostBuilder
+from sysverbs.testing import HostBuilder, umockdev
 from sysverbs.testing.cache import fixture_tree
 from tests import prom
 from tests.conftest import fast_tmpdir, require
@@ -67,7 +67,7 @@ VMBUS = ("/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/"
          "7870a1b2-0000-4000-8000-000000000001")
 
 
-def build(root: Path) -> recording.Host:
+def build(root: Path) -> testing.FakeHost:
     hb = HostBuilder()
     hb.mlx5(link_layer="Ethernet", node_guid=GUID, ib_attrs=ROCE_GIDS, netdev="enp3s0np0")
     hb.mlx5(ib_attrs={"ports/1/gid_attrs/types/0": "IB/RoCE v1"})
@@ -80,25 +80,25 @@ def build(root: Path) -> recording.Host:
     return host
 
 
-def facts_of(host: recording.Host, **kw: Any) -> HostFacts:
+def facts_of(host: testing.FakeHost, **kw: Any) -> HostFacts:
     return collect_facts(sysfs_path=host.sysfs, dev_dir=host.dev, providers="builtin",
                          source="sysfs", recorded=True, environ={}, **kw)
 
 
 @pytest.fixture(scope="module")
-def tree() -> Iterator[recording.Host]:
+def tree() -> Iterator[testing.FakeHost]:
     with fast_tmpdir("fleet-values-") as tmp:
         yield build(Path(tmp))
 
 
 @pytest.fixture(scope="module")
-def series(tree: recording.Host) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+def series(tree: testing.FakeHost) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     page = metrics.render(facts_of(tree)).decode()
     return {(name, labels): value for name, labels, value in prom.samples(page)}
 
 
 @pytest.fixture(scope="module")
-def detail(tree: recording.Host) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+def detail(tree: testing.FakeHost) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """``--detail``'s page: every reason and GID type, 0 or not."""
     page = metrics.render(facts_of(tree), detail=True).decode()
     return {(name, labels): value for name, labels, value in prom.samples(page)}
@@ -157,7 +157,7 @@ def test_device_info_labels(series: dict[Any, float]) -> None:
 
 
 @pytest.mark.oracle
-def test_ibv_devices_agrees(tree: recording.Host, tmp_path: Path) -> None:
+def test_ibv_devices_agrees(tree: testing.FakeHost, tmp_path: Path) -> None:
     """The real libibverbs lists the device sysverbs calls listed but not usable, and
     prints the GUID with its leading zeros, as the info series does."""
     require(harness.unavailable_reason(), "libibverbs oracle")
@@ -177,8 +177,8 @@ def test_rdma_cm_with_a_bad_abi_is_not_available(tmp_path: Path) -> None:
     tests/test_rdmacm_oracle.py's test_rdma_cm_abi) and its /dev node."""
     found = {}
     for abi in ("4", "5"):
-        entries = [recording.TreeEntry("sys/class/misc/rdma_cm/abi_version", f"{abi}\n".encode()),
-                   recording.TreeEntry("dev/infiniband/rdma_cm")]
+        entries = [umockdev.TreeEntry("sys/class/misc/rdma_cm/abi_version", f"{abi}\n".encode()),
+                   umockdev.TreeEntry("dev/infiniband/rdma_cm")]
         host = testing.materialize(HostBuilder().mlx5(), tmp_path / abi, entries=entries)
         facts = facts_of(host, gpu_links=False)
         found[abi] = (facts.rdma_cm_available, "rdma_cm_abi" in (facts.host_reasons or ()))
@@ -348,8 +348,8 @@ def test_a_live_tree_opens_the_nodes(tmp_path: Path) -> None:
     serves fails to open, unless told not to open (``probe_open``); rdma_cm's node is
     opened too (a directory fails)."""
     require(None if os.geteuid() == 0 else "needs root", "mknod of a char device")
-    entries = [recording.TreeEntry("sys/class/misc/rdma_cm/abi_version", b"4\n"),
-               recording.TreeEntry("dev/infiniband/rdma_cm", directory=True)]
+    entries = [umockdev.TreeEntry("sys/class/misc/rdma_cm/abi_version", b"4\n"),
+               umockdev.TreeEntry("dev/infiniband/rdma_cm", directory=True)]
     host = testing.materialize(HostBuilder().mlx5(), tmp_path, entries=entries)
     node = Path(host.dev) / "uverbs0"
     node.unlink()
@@ -371,7 +371,7 @@ def test_a_live_tree_opens_the_nodes(tmp_path: Path) -> None:
     assert live().rdma_cm_available is True
 
 
-def test_a_file_of_exactly_64_kib_is_whole(tree: recording.Host) -> None:
+def test_a_file_of_exactly_64_kib_is_whole(tree: testing.FakeHost) -> None:
     """NFD reads a file of up to 64 KiB: one of exactly 65,536 bytes keeps every line,
     one byte more and its last line is left out (said why)."""
     facts = facts_of(tree)
@@ -390,7 +390,7 @@ def test_a_file_of_exactly_64_kib_is_whole(tree: recording.Host) -> None:
     assert len(short.features) + len(short.dropped) == len(base.features)
 
 
-def test_a_failed_diagnosis_says_nothing_of_rdma_cm(tree: recording.Host,
+def test_a_failed_diagnosis_says_nothing_of_rdma_cm(tree: testing.FakeHost,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     import sysverbs.devices.diagnosis as diagnosis
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from sysverbs import errors
 from sysverbs.compat.pyverbs import enums, fork
-from sysverbs.launch import plan
+from sysverbs.ground import errors
 from sysverbs.placement import CpuTopology, cpu_set, mem_node, read_cpus
 from sysverbs.providers.static import static_link, static_names, unmodeled
+from sysverbs.rank.launch import plan
 from sysverbs.testing import HostBuilder
 from tests.conftest import require
 from tests.test_launch import NODE0, NODE1, cpus, two_node_host

@@ -20,8 +20,8 @@ import pytest
 
 from sysverbs import testing
 from sysverbs.placement import (
-    Host,
     Layout,
+    Topology,
     layout,
     parse_vpd,
     read_host,
@@ -69,7 +69,7 @@ def rdma_topo_complexes(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def hosts() -> Iterator[dict[str, Host]]:
+def hosts() -> Iterator[dict[str, Topology]]:
     with fast_tmpdir("sv-layout-") as base:
         out = {}
         for name, make in {**GRACE_HOSTS, **OTHER_HOSTS}.items():
@@ -99,7 +99,7 @@ def test_data_is_recorded_for_every_tree() -> None:
 
 
 @pytest.mark.parametrize("tree", TREES)
-def test_layout_kind_is_rdma_topos(tree: str, hosts: dict[str, Host]) -> None:
+def test_layout_kind_is_rdma_topos(tree: str, hosts: dict[str, Topology]) -> None:
     theirs = rdma_topo_kind(recorded(tree))
     ours = read_layout(hosts[tree])
     assert ours.kind in ("dma-based", "numa-based", "inline", "pcie") and ours.reason
@@ -116,7 +116,7 @@ def _their_names(c: dict[str, Any], pfs: set[str]) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("tree", ["gb300-nvl72", "gb300-nvl72-crossed", "dgx-station-gb300"])
-def test_dma_based_complexes_are_rdma_topos(tree: str, hosts: dict[str, Host]) -> None:
+def test_dma_based_complexes_are_rdma_topos(tree: str, hosts: dict[str, Topology]) -> None:
     """Each DMA function: the same GPU, the same PFs (tied by VPD V3, as rdma_topo
     ties them) with the same RDMA devices; the NIC's VPD name is rdma_topo's."""
     ours = read_layout(hosts[tree])
@@ -146,7 +146,7 @@ def _their_numa_pfs(t: dict[str, Any]) -> set[str]:
 
 
 @pytest.mark.parametrize("tree", ["gb200-nvl72", "gh200"])
-def test_numa_based_complexes_are_rdma_topos(tree: str, hosts: dict[str, Host]) -> None:
+def test_numa_based_complexes_are_rdma_topos(tree: str, hosts: dict[str, Topology]) -> None:
     """One complex per NUMA node: its GPUs and its ConnectX PFs (BlueField-3 left
     out, named in ``left_out``), with their RDMA devices."""
     ours = {c["numa_node"]: c for c in read_layout(hosts[tree]).complexes}
@@ -163,7 +163,7 @@ def test_numa_based_complexes_are_rdma_topos(tree: str, hosts: dict[str, Host]) 
             ["mlx5_2", "mlx5_3"], ["mlx5_6", "mlx5_7"]]
 
 
-def test_inline_complex_is_rdma_topos(hosts: dict[str, Host]) -> None:
+def test_inline_complex_is_rdma_topos(hosts: dict[str, Topology]) -> None:
     """The GPU and the PFs below its CX switch; rdma_topo names one PF of them."""
     (c,) = read_layout(hosts["inline-cx8"]).complexes
     (t,) = rdma_topo_complexes(recorded("inline-cx8"))
@@ -172,7 +172,7 @@ def test_inline_complex_is_rdma_topos(hosts: dict[str, Host]) -> None:
     assert _pf_names(c) == {"0000:03:00.0": ["mlx5_0"], "0000:03:00.1": ["mlx5_1"]}
 
 
-def test_without_vpd_the_nic_is_unresolved(hosts: dict[str, Host]) -> None:
+def test_without_vpd_the_nic_is_unresolved(hosts: dict[str, Topology]) -> None:
     """Without ``vpd`` rdma_topo stops (no V3 UUID); sysverbs keeps each GPU's DMA
     function (a PCIe fact) and says ``unresolved`` with every CX-8 PF as a candidate,
     never a guess."""
@@ -190,7 +190,7 @@ def test_without_vpd_the_nic_is_unresolved(hosts: dict[str, Host]) -> None:
             "0000:03:00.0", "0002:03:00.0", "0010:03:00.0", "0012:03:00.0"]
 
 
-def test_unreadable_or_mismatched_vpd_is_unresolved(hosts: dict[str, Host]) -> None:
+def test_unreadable_or_mismatched_vpd_is_unresolved(hosts: dict[str, Topology]) -> None:
     """The pure function: a DMA function whose vpd is unreadable (not root), or whose
     V3 no PF carries, leaves its NIC unresolved and says why."""
     host = hosts["dgx-station-gb300"]
@@ -232,7 +232,7 @@ def test_topo_json_has_the_layout(tmp_path: Path) -> None:
         ("0019:06:00.0", "0019:03:00.0", [["ibP18p3s0"]])]
 
 
-def test_vpd_is_read_only_with_a_dma_function(hosts: dict[str, Host]) -> None:
+def test_vpd_is_read_only_with_a_dma_function(hosts: dict[str, Topology]) -> None:
     """A VPD read goes to the device: hosts without a DMA function read none."""
     assert read_vpd(hosts["gb200-nvl72"]) == {}
     assert sorted(read_vpd(hosts["gb300-nvl72"])) == [

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sysverbs.placement import Host, assign, layout, read_host, read_vpd
+from sysverbs.placement import Topology, assign, layout, read_host, read_vpd
 from sysverbs.placement._pairing import nic_roles
 from sysverbs.rank.lint import dma_base
 from sysverbs.testing.builder_grace import GRACE_HOSTS
@@ -40,7 +40,7 @@ def trees() -> Iterator[dict[str, Path]]:
 
 
 @pytest.fixture(scope="module")
-def hosts(trees: dict[str, Path]) -> dict[str, Host]:
+def hosts(trees: dict[str, Path]) -> dict[str, Topology]:
     return {name: read_host(root / "sys", root / "proc") for name, root in trees.items()}
 
 
@@ -57,7 +57,7 @@ def rdma_topo_pairs(tree: str) -> dict[str, tuple[set[str], str | None]]:
 
 
 @pytest.mark.parametrize("tree", ["gb300-nvl72", "gb300-nvl72-crossed", "dgx-station-gb300"])
-def test_data_direct_gpu_gets_its_cx8(tree: str, hosts: dict[str, Host]) -> None:
+def test_data_direct_gpu_gets_its_cx8(tree: str, hosts: dict[str, Topology]) -> None:
     """Each GPU: all ports of the CX-8 rdma_topo ties to its DMA function, each NIC
     with that ``dma_function``; the crossed tray proves the tie decides, not the PCI
     addresses (the PF in 0000 serves the GPU in 0009 there)."""
@@ -78,7 +78,7 @@ def test_data_direct_gpu_gets_its_cx8(tree: str, hosts: dict[str, Host]) -> None
 
 
 @pytest.mark.parametrize("tree", ["gb200-nvl72", "gh200"])
-def test_numa_gpu_gets_its_nodes_compute_nics(tree: str, hosts: dict[str, Host]) -> None:
+def test_numa_gpu_gets_its_nodes_compute_nics(tree: str, hosts: dict[str, Topology]) -> None:
     """Without a tie-break each GPU gets all compute NICs of its node (rdma_topo's
     complex, BlueField-3 left out); the default 1:1 split covers them and says it is
     sysverbs' own tie-break where it splits."""
@@ -101,7 +101,7 @@ def test_numa_gpu_gets_its_nodes_compute_nics(tree: str, hosts: dict[str, Host])
                         "mlx5_7": "role"}
 
 
-def test_unresolved_without_vpd_gives_no_guess(hosts: dict[str, Host]) -> None:
+def test_unresolved_without_vpd_gives_no_guess(hosts: dict[str, Topology]) -> None:
     """rdma_topo stops there (no V3 UUID); sysverbs gives each GPU no NIC, the status
     ``unresolved``, the reason and the four CX-8s as candidates."""
     assert "does not have a VPD V3 UUID" in (
@@ -112,7 +112,7 @@ def test_unresolved_without_vpd_gives_no_guess(hosts: dict[str, Host]) -> None:
         assert a.pairing.candidates == ("ibp3s0", "ibP2p3s0", "ibP16p3s0", "ibP18p3s0")
 
 
-def test_the_kernels_tie_comes_first(hosts: dict[str, Host]) -> None:
+def test_the_kernels_tie_comes_first(hosts: dict[str, Topology]) -> None:
     """What the uverbs ioctl answers (read_data_direct's form) resolves without VPD,
     before VPD; an errno leaves it unresolved and is named."""
     host = hosts["dgx-station-gb300"]
@@ -126,7 +126,7 @@ def test_the_kernels_tie_comes_first(hosts: dict[str, Host]) -> None:
     assert nic["status"] == "unresolved" and "ENODEV" in nic["reason"]
 
 
-def test_roles_and_their_signals(hosts: dict[str, Host]) -> None:
+def test_roles_and_their_signals(hosts: dict[str, Topology]) -> None:
     roles = nic_roles(hosts["gb300-nvl72"])
     assert {n: r.role for n, r in roles.items()} == {
         "ibp3s0": "compute", "ibP2p3s0": "compute", "ibP16p3s0": "compute",

@@ -4,9 +4,9 @@ the materialized tree read (and print) a file outside it.
 
 A link whose target is absolute, climbs out of the root, goes out through a link made
 by an earlier record, or climbs out of a name that a later record could make a link
-is left out with a :class:`~sysverbs.errors.RecordingWarning` naming it; a device
+is left out with a :class:`~sysverbs.ground.errors.RecordingWarning` naming it; a device
 path, attribute name or node name that leads out is a
-:class:`~sysverbs.errors.RecordingError` (test_recording.py's ESCAPES list the
+:class:`~sysverbs.ground.errors.RecordingError` (test_recording.py's ESCAPES list the
 others).  A secret file is planted beside the root; ``devinfo -v``, ``topo --json``,
 ``metrics``, ``doctor --json``, ``netdev`` and ``env`` print no byte of it, and an
 audit hook ('open', 'os.listdir', 'os.scandir', 'os.readlink') sees no path outside
@@ -27,8 +27,9 @@ from typing import Any, Optional
 import pytest
 from hypothesis import given
 
-from sysverbs import errors, recording
-from sysverbs.testing import HostBuilder
+from sysverbs import testing
+from sysverbs.ground import errors
+from sysverbs.testing import HostBuilder, umockdev
 from tests.fuzz.hostile import OUTSIDE, recordings
 from tests.fuzz.profiles import fuzz_settings
 
@@ -141,7 +142,7 @@ def test_links_out_of_the_root_are_left_out(tmp_path: Path, planted: Path) -> No
     text = hostile_host(planted)
     before = snapshot(planted)
     with pytest.warns(errors.RecordingWarning) as caught:
-        host = recording.materialize(recording.parse(text), tmp_path / "root")
+        host = testing.materialize(umockdev.parse(text), tmp_path / "root")
     said = sorted(str(w.message) for w in caught)
     assert len(said) == 5, said
     ib = "sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0/infiniband/mlx5_0"
@@ -163,7 +164,7 @@ def test_commands_print_nothing_from_outside(tmp_path: Path, planted: Path,
                                              command: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", errors.RecordingWarning)
-        host = recording.materialize(recording.parse(hostile_host(planted)),
+        host = testing.materialize(umockdev.parse(hostile_host(planted)),
                                      tmp_path / "root")
     with opened() as seen:
         rc, output = run(command, host.root)
@@ -185,7 +186,7 @@ def test_a_huge_attribute_is_read_bounded(tmp_path: Path, monkeypatch: pytest.Mo
     huge = "7" * (4 << 20)
     text = HostBuilder().mlx5().dumps().replace("A: fw_ver=20.39.1002\\n",
                                                 f"A: fw_ver={huge}\\n")
-    host = recording.materialize(recording.parse(text), tmp_path / "root")
+    host = testing.materialize(umockdev.parse(text), tmp_path / "root")
     fw = host.sysfs / "class/infiniband/mlx5_0/fw_ver"
     assert fw.stat().st_size == len(huge) + 1
     sizes: list[int] = []
@@ -223,7 +224,7 @@ def test_no_recording_leads_out_of_the_root(tmp_path_factory: pytest.TempPathFac
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", errors.RecordingWarning)
         with contextlib.suppress(errors.RecordingError):
-            recording.materialize(recording.parse(text), root)
+            testing.materialize(umockdev.parse(text), root)
     assert snapshot(outside) == before
     assert sorted(os.listdir(base)) in (["outside"], ["outside", "root"])
     if not root.exists():

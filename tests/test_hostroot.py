@@ -13,7 +13,7 @@ from typing import Optional
 
 import pytest
 
-from sysverbs.errors import UsageError, WrongTypeError
+from sysverbs.ground.errors import UsageError, WrongTypeError
 from sysverbs.ground.hostroot import HostRoot
 from tests.conftest import require
 
@@ -150,10 +150,10 @@ def test_read_host_of_a_tree_reads_the_proc_beside_it(tmp_path: Path) -> None:
     ``proc_path``: the GPUs' UUIDs come from ``R/proc`` (the NVIDIA driver's
     information files recorded with the host), as ``sysverbs topo --sysfs-path R/sys``
     reads them; before the one rule, read_host fell back to this machine's /proc."""
-    from sysverbs import recording
+    from sysverbs import testing
     from sysverbs.placement import read_host
 
-    fake = recording.materialize(recording.fixture_path("gpu-pcie-2socket"), tmp_path)
+    fake = testing.materialize(testing.fixture_path("gpu-pcie-2socket"), tmp_path)
     info = sorted((fake.root / "proc/driver/nvidia/gpus").glob("*/information"))
     wanted = [next(line.split(":", 1)[1].strip() for line in p.read_text().splitlines()
                    if line.startswith("GPU UUID")) for p in info]
@@ -225,10 +225,10 @@ def test_messages_name_the_host_root(capsys: pytest.CaptureFixture[str],
 def test_read_host_at_reads_what_the_host_root_names(tmp_path: Path) -> None:
     """read_host_at(HostRoot) is read_host() for callers holding one (topo, run,
     plan): the same host, its recorded flag kept; nothing but a HostRoot."""
-    from sysverbs import recording
+    from sysverbs import testing
     from sysverbs.placement import host_json, read_host, read_host_at
 
-    fake = recording.materialize(recording.fixture_path("gpu-pcie-2socket"), tmp_path)
+    fake = testing.materialize(testing.fixture_path("gpu-pcie-2socket"), tmp_path)
     root = HostRoot.resolve(fake.sysfs, fake.dev, recorded=True, name="gpu-pcie-2socket")
     host = read_host_at(root)
     again = read_host(fake.sysfs, fake.root / "proc", fake.dev, recorded=True)

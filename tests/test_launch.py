@@ -1,4 +1,4 @@
-"""sysverbs run / sysverbs.launch: the plan on generated hosts (expected sets written out
+"""sysverbs run / sysverbs.rank.launch: the plan on generated hosts (expected sets written out
 by hand from the builder's layout), and the binding itself on this host's real kernel:
 the command's own /proc/self/status and get_mempolicy, a real seccomp filter that
 refuses set_mempolicy, --fallback, exec errors.  hwloc's view of the same plans is in
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from sysverbs.errors import BindingError, NotFoundError, UsageError
-from sysverbs.launch import Plan, plan
+from sysverbs.ground.errors import BindingError, NotFoundError, UsageError
 from sysverbs.placement import RANK_VARIABLES, find_anchor, read_host
+from sysverbs.rank.launch import Plan, plan
 from sysverbs.rank.mempolicy import (
     MPOL_BIND,
     MPOL_DEFAULT,

@@ -9,41 +9,40 @@ listing, topology and diagnosis, give the same answers on both forms.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Union
 
 import pytest
 
 import sysverbs
-from sysverbs import recording
-from sysverbs.testing import FakeHost
+from sysverbs import testing
+from sysverbs.devices.location import device_location
+from sysverbs.testing import FakeHost, umockdev
 from sysverbs.testing.cache import cached_fixture
-from sysverbs.topology import device_topology
 from tests import listing_hosts
 from tests.oracle import harness
 
-GPU_FIXTURES = [n for n in recording.fixture_names() if n.startswith("gpu-")]
+GPU_FIXTURES = [n for n in testing.fixture_names() if n.startswith("gpu-")]
 
 
 def test_only_the_cpus_and_numa_nodes_are_left_out() -> None:
     assert GPU_FIXTURES
-    for name in recording.fixture_names():
-        whole = recording.load(recording.fixture_path(name))
+    for name in testing.fixture_names():
+        whole = umockdev.load(testing.fixture_path(name))
         part = listing_hosts.listing_recording(name)
         gone = [r for r in whole if r not in part.records]
         assert {r.subsystem for r in gone} <= {"cpu", "node"}, name
         assert all(r.path.startswith("/devices/system/") for r in gone)
         assert bool(gone) == name.startswith("gpu-"), name
-        assert listing_hosts.listing_file(name).read_text() == recording.dumps(part)
+        assert listing_hosts.listing_file(name).read_text() == umockdev.dumps(part)
 
 
-def _answers(host: Union[recording.Host, FakeHost]) -> list[object]:
+def _answers(host: FakeHost) -> list[object]:
     opts = {"sysfs_path": str(host.sysfs), "dev_dir": str(host.dev), "source": "sysfs"}
     out: list[object] = []
     devices = sysverbs.get_device_list(**opts)  # type: ignore[arg-type]
     try:
         for dev in devices:
             out.append((dev.name, dev.guid, dev.index, dev.ibdev_path, dev.dev_path))
-            out.append(repr(device_topology(dev.name, sysfs_path=host.sysfs,
+            out.append(repr(device_location(dev.name, sysfs_path=host.sysfs,
                                             dev_dir=host.dev)))
     finally:
         sysverbs.free_device_list(devices)
@@ -68,7 +67,7 @@ def test_sysverbs_lists_the_same(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["gpu-dgx-a100", "gpu-mi300x"])
 def test_libibverbs_lists_the_same(otmp: Path, name: str) -> None:
     builds = iter([
-        lambda root: recording.materialize(recording.fixture_path(name), root),
+        lambda root: testing.materialize(testing.fixture_path(name), root),
         lambda root: listing_hosts.materialize(name, root),
     ])
     whole, part, dst = harness.materialize_pair(otmp, lambda root: next(builds)(root))

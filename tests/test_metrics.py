@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from sysverbs import recording
+from sysverbs import testing
 from sysverbs.devices.diagnosis import CODES, diagnose
 from sysverbs.fleet import metrics
 from sysverbs.fleet.facts import DEVICE_REASONS, HOST_REASONS, HostFacts, collect_facts
@@ -90,7 +90,7 @@ def fixture_facts(name: str, **kw: Any) -> HostFacts:
                          source="sysfs", recorded=True, environ={}, **kw)
 
 
-def tree_facts(host: recording.Host, **kw: Any) -> HostFacts:
+def tree_facts(host: testing.FakeHost, **kw: Any) -> HostFacts:
     return collect_facts(sysfs_path=host.sysfs, dev_dir=host.dev, providers="builtin",
                          source="sysfs", recorded=True, environ={}, **kw)
 
@@ -255,7 +255,7 @@ def test_every_reason_series_is_there(fixture: str) -> None:
 # -------------------------------------------------------------- broken device directories
 
 
-def _dev(host: recording.Host, name: str) -> Path:
+def _dev(host: testing.FakeHost, name: str) -> Path:
     return (Path(host.sysfs) / "class/infiniband" / name).resolve()
 
 
@@ -268,7 +268,7 @@ def _to_dir(path: Path) -> None:
     (path / "x").write_text("1\n")
 
 
-def _files_are_directories(host: recording.Host) -> list[str]:
+def _files_are_directories(host: testing.FakeHost) -> list[str]:
     d = _dev(host, "mlx5_1")
     for rel in ("node_guid", "node_type", "ports/1/state", "ports/1/link_layer",
                 "ports/1/gids/0", "ports/1/gid_attrs/types/0"):
@@ -276,7 +276,7 @@ def _files_are_directories(host: recording.Host) -> list[str]:
     return ["mlx5_1"]
 
 
-def _half_written(host: recording.Host) -> list[str]:
+def _half_written(host: testing.FakeHost) -> list[str]:
     d = _dev(host, "mlx5_2")
     for rel in ("node_guid", "node_type", "ports/1/state", "ports/1/link_layer"):
         (d / rel).write_text("")
@@ -285,21 +285,21 @@ def _half_written(host: recording.Host) -> list[str]:
     return ["mlx5_2"]
 
 
-def _ports_is_a_file(host: recording.Host) -> list[str]:
+def _ports_is_a_file(host: testing.FakeHost) -> list[str]:
     d = _dev(host, "mlx5_3")
     shutil.rmtree(d / "ports")
     (d / "ports").write_text("1\n")
     return ["mlx5_3"]
 
 
-def _dangling_device_link(host: recording.Host) -> list[str]:
+def _dangling_device_link(host: testing.FakeHost) -> list[str]:
     d = _dev(host, "mlx5_0")
     (d / "device").unlink()
     (d / "device").symlink_to("../../../../nowhere")
     return ["mlx5_0"]
 
 
-def _uverbs_without_ibdev(host: recording.Host) -> list[str]:
+def _uverbs_without_ibdev(host: testing.FakeHost) -> list[str]:
     """uverbs1 loses its ibdev file, uverbs4's is 64 bytes or longer: libibverbs skips
     both entries."""
     verbs = Path(host.sysfs) / "class/infiniband_verbs"
@@ -309,14 +309,14 @@ def _uverbs_without_ibdev(host: recording.Host) -> list[str]:
     return names
 
 
-def _entry_is_a_file(host: recording.Host) -> list[str]:
+def _entry_is_a_file(host: testing.FakeHost) -> list[str]:
     link = Path(host.sysfs) / "class/infiniband/mlx5_5"
     link.unlink()
     link.write_text("not a device\n")
     return ["mlx5_5"]
 
 
-def _junk_bytes(host: recording.Host) -> list[str]:
+def _junk_bytes(host: testing.FakeHost) -> list[str]:
     """Bytes that are no UTF-8 in a label's source: the link layer, and two entries of
     class/infiniband whose names differ only in such a byte."""
     d = _dev(host, "mlx5_4")
@@ -333,14 +333,14 @@ BREAKAGE = {f.__name__.lstrip("_"): f for f in (
 
 
 @pytest.fixture
-def cx6() -> Iterator[recording.Host]:
+def cx6() -> Iterator[testing.FakeHost]:
     """The mlx5-cx6 fixture host (six devices) in a tree of its own."""
     with fast_tmpdir("sv-metrics-") as tmp:
-        yield recording.materialize(recording.fixture_path("mlx5-cx6"), str(tmp / "h"))
+        yield testing.materialize(testing.fixture_path("mlx5-cx6"), str(tmp / "h"))
 
 
 @pytest.mark.parametrize("breakage", sorted(BREAKAGE))
-def test_a_broken_device_never_blanks_the_others(promtool: None, cx6: recording.Host,
+def test_a_broken_device_never_blanks_the_others(promtool: None, cx6: testing.FakeHost,
                                                  breakage: str) -> None:
     """One device directory with directories for files, half-written files, a file for
     its ports, a dangling device link, a uverbs entry without ibdev, a file in
@@ -384,14 +384,14 @@ def test_a_part_that_raises_leaves_the_others(part: str,
     """A part whose code raises: its success is 0 and its error recorded, the other
     parts fill in; a device whose read raises keeps its name and diagnosis."""
     import sysverbs.devices.diagnosis as diagnosis
-    import sysverbs.devices.topology as topology
+    import sysverbs.devices.location as topology
     import sysverbs.placement as placement
     import sysverbs.rank.nccl as nccl
 
     def boom(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("injected")
 
-    real_topology = topology.device_topology
+    real_topology = topology.device_location
 
     def one_bad(device: Any, **kw: Any) -> Any:
         if os.path.basename(os.fsdecode(device)) == "mlx5_3":
@@ -399,7 +399,7 @@ def test_a_part_that_raises_leaves_the_others(part: str,
         return real_topology(device, **kw)
 
     target = {"discovery": (diagnosis, "diagnose", boom), "device": (topology,
-              "device_topology", one_bad), "topology": (placement, "read_host_at", boom),
+              "device_location", one_bad), "topology": (placement, "read_host_at", boom),
               "nccl": (nccl, "predict_ib", boom)}[part]
     monkeypatch.setattr(target[0], target[1], target[2])
     facts = fixture_facts("gpu-dgx-a100")
@@ -451,17 +451,17 @@ def test_the_command_warns_and_exits_1_when_a_part_fails(
 
 
 @pytest.fixture
-def unreadable_tree() -> Iterator[recording.Host]:
+def unreadable_tree() -> Iterator[testing.FakeHost]:
     require(None if os.geteuid() == 0 else "needs root (setpriv to uid 65534)", "root")
     with fast_tmpdir("sv-metrics-user-") as tmp:
-        host = recording.materialize(recording.fixture_path("gpu-dgx-a100"), str(tmp / "h"))
+        host = testing.materialize(testing.fixture_path("gpu-dgx-a100"), str(tmp / "h"))
         for dirpath, dirnames, _ in os.walk(tmp):
             for name in dirnames:
                 os.chmod(os.path.join(dirpath, name), 0o755)
         yield host
 
 
-def test_unreadable_device_directory_as_user(unreadable_tree: recording.Host) -> None:
+def test_unreadable_device_directory_as_user(unreadable_tree: testing.FakeHost) -> None:
     """As uid 65534 (root reads a chmod 000 directory): one device directory unreadable,
     another's GID table and state; the JSON of the same series is whole, the two devices
     are ``unknown`` (no usable series, problem ``unknown`` 1) and the discovery collector

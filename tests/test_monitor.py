@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import pytest
 
-from sysverbs import recording, testing
+from sysverbs import testing
 from sysverbs.devices.monitor import DeviceEvent, monitor
 from sysverbs.sources import udev as udev_source
 from sysverbs.testing import HostBuilder
@@ -65,12 +65,13 @@ SCRIPT = textwrap.dedent(
     import gi
     gi.require_version("UMockdev", "1.0")
     from gi.repository import UMockdev
-    from sysverbs import recording
+    from sysverbs import testing
+    from sysverbs.testing import umockdev
     from sysverbs.devices.monitor import monitor
     from sysverbs.testing import HostBuilder
 
     tb = UMockdev.Testbed.new()
-    tb.add_from_string(recording.dumps(HostBuilder().build()))  # lo + the class ABI
+    tb.add_from_string(umockdev.dumps(HostBuilder().build()))  # lo + the class ABI
 
     def ev(e):
         return [e.action, e.subsystem, e.name, e.ibdev, e.sys_path, e.seqnum > 0,
@@ -83,10 +84,10 @@ SCRIPT = textwrap.dedent(
     out = {"backend": it.backend, "reason": it.reason}
 
     rxe = HostBuilder().rxe(netdev="eth7")
-    tb.add_from_string(recording.dumps(rxe.build(loopback=False)))
+    tb.add_from_string(umockdev.dumps(rxe.build(loopback=False)))
     seen = [ev(it.poll(timeout=5)), ev(it.poll(timeout=5))]   # rxe0, uverbs0
     mlx = HostBuilder().mlx5(uverbs=1)
-    tb.add_from_string(recording.dumps(mlx.build(loopback=False)))
+    tb.add_from_string(umockdev.dumps(mlx.build(loopback=False)))
     seen += [ev(it.poll(timeout=5)), ev(it.poll(timeout=5))]  # mlx5_0, uverbs1
     # a uverbs device's ibdev is read when its "add" is received: take them now (and let
     # the callback's thread receive them too) before the devices go
@@ -177,7 +178,7 @@ def _add(host: testing.FakeHost, builder: HostBuilder, pause: float = 0.05) -> N
     poll intervals) before its attributes, so that a poller meets every device
     half-created."""
     stage = host.root.parent / f".stage-{os.getpid()}-{time.monotonic_ns()}"
-    recording.materialize(builder.build(loopback=False), stage)
+    testing.materialize(builder.build(loopback=False), stage)
     links = [link for sub in ("infiniband", "infiniband_verbs")
              for link in sorted((stage / "sys/class" / sub).iterdir()) if link.is_symlink()]
     devdirs = {os.path.realpath(link) for link in links}
@@ -279,7 +280,7 @@ def test_a_half_created_uverbs_entry_is_reported_once_complete(tmp_path: Path) -
     ``ibdev``: never ``ibdev=None`` for a device that is being created."""
     host = testing.materialize(HostBuilder(), tmp_path / "h")
     mon = monitor(sysfs_path=host.sysfs, poll_interval=0.02)
-    recording.materialize(HostBuilder().rxe().build(loopback=False), host.root)
+    testing.materialize(HostBuilder().rxe().build(loopback=False), host.root)
     ibdev_file = Path(os.path.realpath(host.sysfs / "class/infiniband_verbs/uverbs0")) / "ibdev"
     content = ibdev_file.read_bytes()
     ibdev_file.unlink()  # the state between the class link and the attributes
@@ -303,7 +304,7 @@ def test_an_entry_that_never_completes_is_reported_after_settling(
     monkeypatch.setattr(mon_mod, "SETTLE_SECONDS", 3600.0)
     host = testing.materialize(HostBuilder(), tmp_path / "h")
     mon = monitor(sysfs_path=host.sysfs, poll_interval=0.02, existing=True)
-    recording.materialize(HostBuilder().rxe().build(loopback=False), host.root)
+    testing.materialize(HostBuilder().rxe().build(loopback=False), host.root)
     uverbs = Path(os.path.realpath(host.sysfs / "class/infiniband_verbs/uverbs0"))
     (uverbs / "ibdev").unlink()  # broken for good
     assert _brief([mon.poll(timeout=WAIT)]) == [  # type: ignore[list-item]

@@ -1,4 +1,4 @@
-"""sysverbs.nccl without NCCL: the rules as NCCL's source states them, NCCL's own
+"""sysverbs.rank.nccl without NCCL: the rules as NCCL's source states them, NCCL's own
 documentation examples, public 'NET/IB : Using' lines, glibc's atoi, the linter and
 ``sysverbs nccl check``.  (The real-NCCL oracle is tests/test_nccl_oracle.py.)"""
 
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sysverbs.nccl import IbPort, lint_hca, parse_hca, select_ib
 from sysverbs.rank import nccl
 from sysverbs.rank.ctext import atoi
+from sysverbs.rank.nccl import IbPort, lint_hca, parse_hca, select_ib
 from sysverbs.testing import HostBuilder
 from tests.fuzz.profiles import fuzz_settings
 

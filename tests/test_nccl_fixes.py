@@ -6,10 +6,10 @@ whose meaning is known (a device's name, a prefix, a longer or unknown name, a p
 an exclusion, an exact name) and then spoils how they are written (whitespace, ``^``
 and ``=`` in the wrong place, empty ports, ports that are not numbers, rails).  What
 the value means is computed here from those pieces, not from the string; each fix is
-checked with the NCCL matcher of :func:`sysverbs.nccl.select_ib`, whose syntax and
+checked with the NCCL matcher of :func:`sysverbs.rank.nccl.select_ib`, whose syntax and
 ``matchIfList`` the real-NCCL oracle proves (tests/test_nccl_oracle.py).  The rules
 about link layers, merges and plane IDs are checked against NCCL's source (cited in
-sysverbs/nccl.py and docs/nccl.md "Proof") and its log lines.
+sysverbs/rank/nccl.py and docs/nccl.md "Proof") and its log lines.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sysverbs import nccl, testing
-from sysverbs.nccl import IbPort, lint_hca, select_ib
+from sysverbs import testing
+from sysverbs.rank import nccl
+from sysverbs.rank.nccl import IbPort, lint_hca, select_ib
 from tests.fuzz.profiles import fuzz_settings
 
 _PORTS: dict[str, list[IbPort]] = {}
@@ -31,7 +32,7 @@ _TMP = tempfile.TemporaryDirectory(prefix="sv-nccl-fixes-")
 
 
 def fixture_ports(name: str) -> list[IbPort]:
-    """:func:`sysverbs.nccl.host_ports` of a bundled fixture, materialized once."""
+    """:func:`sysverbs.rank.nccl.host_ports` of a bundled fixture, materialized once."""
     if name not in _PORTS:
         host = testing.materialize(name, f"{_TMP.name}/{name}")
         _PORTS[name] = nccl.host_ports(**host.options())
@@ -293,6 +294,5 @@ def test_table_full_on_mlx5_sriov() -> None:
 def test_doctests() -> None:
     import doctest
 
-    # the implementation modules: the public paths only re-export (no examples)
     result = doctest.testmod(importlib.import_module('sysverbs.rank.nccl'))
     assert result.attempted and result.failed == 0, 'sysverbs.rank.nccl'

@@ -1,4 +1,4 @@
-"""sysverbs.nccl against the real NCCL (PyPI's nvidia-nccl-cu12 2.32.3, no GPU).
+"""sysverbs.rank.nccl against the real NCCL (PyPI's nvidia-nccl-cu12 2.32.3, no GPU).
 
 NCCL's bootstrap picks its socket interface with the same ``parseStringList`` and
 ``matchIfList`` as NCCL_IB_HCA (port -1), so in a network namespace whose only
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sysverbs import nccl
+from sysverbs.rank import nccl
 from tests.conftest import require
 from tests.fuzz.profiles import fuzz_settings
 from tests.oracle import nccl as oracle

@@ -18,8 +18,8 @@ from typing import Any, Callable
 import pytest
 
 import sysverbs
-from sysverbs.enums import NodeType
-from sysverbs.errors import NetlinkFailure, SourceUnavailable
+from sysverbs.ground.enums import NodeType
+from sysverbs.ground.errors import NetlinkFailure, SourceUnavailable
 from sysverbs.sources import netlink
 from sysverbs.sources.base import LibraryKey, Scan
 from sysverbs.sources.netlink import queries, wire

@@ -8,7 +8,7 @@ import os
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
-from sysverbs.errors import SourceUnavailable
+from sysverbs.ground.errors import SourceUnavailable
 from sysverbs.sources.netlink import scan as nlscan
 from sysverbs.sources.netlink import wire
 from tests.conftest import fast_tmpdir

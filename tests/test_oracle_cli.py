@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sysverbs import recording
+from sysverbs import testing
 from tests import listing_hosts, trees
 from tests.conftest import require
 from tests.oracle import harness
@@ -75,7 +75,7 @@ def test_tool_output_is_identical(otmp: Path, tools_ready: None, tool: str, tree
         assert real.returncode in (1, 255)
 
 
-@pytest.mark.parametrize("fixture", recording.fixture_names())
+@pytest.mark.parametrize("fixture", testing.fixture_names())
 def test_every_fixture(otmp: Path, tools_ready: None, fixture: str) -> None:
     real_src, ours_src, dst = harness.materialize_pair(
         otmp, lambda r: listing_hosts.materialize(fixture, r))

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from sysverbs import recording
+from sysverbs import testing
 from tests import listing_hosts
 from tests.oracle import harness
 
 pytestmark = pytest.mark.oracle
 
-FIXTURES = recording.fixture_names()
+FIXTURES = testing.fixture_names()
 SHOW = {"IBV_SHOW_WARNINGS": "1"}
 
 

@@ -20,13 +20,14 @@ from typing import Any, Optional
 import pytest
 from hypothesis import given
 
-from sysverbs import recording
+from sysverbs import testing
+from sysverbs.testing import umockdev
 from tests.conftest import fast_tmpdir, require
 from tests.fuzz.pci_trees import TreeSpec, pci_trees, render
 from tests.fuzz.profiles import fuzz_settings
 from tests.oracle import hwloc
 
-GPU_FIXTURES = [n for n in recording.fixture_names() if n.startswith("gpu-")]
+GPU_FIXTURES = [n for n in testing.fixture_names() if n.startswith("gpu-")]
 
 
 @pytest.fixture(scope="session")
@@ -36,16 +37,16 @@ def hwloc_ready() -> None:
 
 @pytest.fixture(scope="module")
 def hosts(hwloc_ready: None
-          ) -> Iterator[dict[str, tuple[recording.Host, hwloc.HwlocTopology]]]:
+          ) -> Iterator[dict[str, tuple[testing.FakeHost, hwloc.HwlocTopology]]]:
     with fast_tmpdir("sv-hwloc-") as base:
         out = {}
         for name in GPU_FIXTURES:
-            host = recording.materialize(recording.fixture_path(name), base / name)
+            host = testing.materialize(testing.fixture_path(name), base / name)
             out[name] = (host, hwloc.topology(host.root))
         yield out
 
 
-def _pci_records(rec: recording.Recording) -> dict[str, recording.Record]:
+def _pci_records(rec: umockdev.Recording) -> dict[str, umockdev.Record]:
     return {r.name: r for r in rec if r.subsystem == "pci"}
 
 
@@ -69,7 +70,7 @@ def test_hwloc_reads_the_fixture(name: str, hosts: Any) -> None:
     which Debian's build ignores, saying so), every NUMA node with its CPUs, and
     every RDMA device."""
     host, topo = hosts[name]
-    rec = recording.load(recording.fixture_path(name))
+    rec = umockdev.load(testing.fixture_path(name))
     pci = _pci_records(rec)
     empty = {n for n, r in pci.items()
              if r.value("secondary_bus_number") == b"0\n"}
@@ -174,7 +175,7 @@ def compare(host: Any, topo: hwloc.HwlocTopology) -> None:
 
 
 def compare_numa_affinity(host: Any, topo: hwloc.HwlocTopology) -> None:
-    """``Host.numa_affinity`` (nvidia-smi's NUMA Affinity column) of every GPU and NIC
+    """``Topology.numa_affinity`` (nvidia-smi's NUMA Affinity column) of every GPU and NIC
     is the one node of the object hwloc hangs it below, and None where that object
     spans several nodes (the Machine of a multi-node host)."""
     for busid in _endpoints(topo):
@@ -239,7 +240,7 @@ def test_generated_tree_layout(hwloc_ready: None, scratch: Path) -> None:
     assert {k: hwloc.smi_class(topo, *k) for k in cells} == cells
 
 
-@pytest.mark.parametrize("name", recording.fixture_names())
+@pytest.mark.parametrize("name", testing.fixture_names())
 def test_every_fixture_rdma_placement_matches_hwloc(name: str, hosts: Any, ftmp: Path) -> None:
     """On every bundled fixture (most have no CPU topology and no bridges: hwloc then
     reads the PCI functions and RDMA devices only), the PCI functions are hwloc's and
@@ -249,7 +250,7 @@ def test_every_fixture_rdma_placement_matches_hwloc(name: str, hosts: Any, ftmp:
     if name in hosts:  # a GPU fixture: the module's tree and hwloc's reading of it
         fake, topo = hosts[name]
     else:
-        fake = recording.materialize(recording.fixture_path(name), ftmp)
+        fake = testing.materialize(testing.fixture_path(name), ftmp)
         topo = hwloc.topology(fake.root)
     host = placement.read_host(fake.sysfs, proc_path=fake.proc, dev_dir=fake.dev)
     listed = {b for b, d in host.pci.items() if d.listed and not d.is_bridge
@@ -291,7 +292,7 @@ def test_numa_affinity_without_numa_node_is_hwlocs(hwloc_ready: None, scratch: P
     so does the NUMA Affinity: the same node, or none where hwloc hangs the device
     below a Machine of several nodes; on a host of one node, that node."""
     placement = _placement()
-    fake = recording.materialize(recording.fixture_path(name), scratch / name)
+    fake = testing.materialize(testing.fixture_path(name), scratch / name)
     for f in (fake.sysfs / "devices").rglob("numa_node"):
         f.unlink()
     topo = hwloc.topology(fake.root)

@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 import pytest
 
-from sysverbs import recording
+from sysverbs import testing
 from sysverbs.testing import HostBuilder
 from sysverbs.testing.cache import fixture_tree
 from tests import trees
@@ -88,7 +88,7 @@ def _error(result: Any) -> dict[str, Any]:
 
 # -- every bundled fixture ----------------------------------------------------------------
 
-FIXTURES = recording.fixture_names()
+FIXTURES = testing.fixture_names()
 
 
 @pytest.mark.parametrize("name", FIXTURES)

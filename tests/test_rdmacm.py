@@ -1,4 +1,4 @@
-"""sysverbs.rdmacm without the oracle: the API's contract and the state it keeps.
+"""sysverbs.devices.rdmacm without the oracle: the API's contract and the state it keeps.
 
 (tests/test_rdmacm_oracle.py compares the same behaviour with the real librdmacm.)
 """
@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sysverbs
-from sysverbs.rdmacm import ContextList, rdma_cm_abi, rdma_free_devices, rdma_get_devices
+from sysverbs.devices.rdmacm import ContextList, rdma_cm_abi, rdma_free_devices, rdma_get_devices
 from tests import trees
 from tests.fuzz.profiles import fuzz_settings
 
@@ -26,7 +26,6 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
 
 
 def test_doctests() -> None:
-    # the implementation modules: the public paths only re-export (no examples)
     result = doctest.testmod(importlib.import_module('sysverbs.devices.rdmacm'))
     assert result.attempted and result.failed == 0, 'sysverbs.devices.rdmacm'
 

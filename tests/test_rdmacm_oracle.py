@@ -359,11 +359,11 @@ def test_show_warnings_twice_on_first_call(otmp: Path) -> None:
 
 def test_builtin_fixture_hosts(otmp: Path) -> None:
     """A realistic fixture (plain-file nodes): every open fails, so an empty list."""
-    from sysverbs import recording
+    from sysverbs import testing
 
     res = run_both(
         otmp,
-        lambda root: recording.materialize(recording.fixture_path("dgx-demo"), root),
+        lambda root: testing.materialize(testing.fixture_path("dgx-demo"), root),
         [{"op": "rdma_get"}],
     )
     assert res[0]["contexts"] == []

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from sysverbs.errors import BindingError
-from sysverbs.launch import plan
+from sysverbs.ground.errors import BindingError
+from sysverbs.rank.launch import plan
 from sysverbs.testing import HostBuilder
 from tests.conftest import require
 

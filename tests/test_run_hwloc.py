@@ -1,4 +1,4 @@
-"""``sysverbs.launch.plan`` against hwloc: for every rank of every bundled GPU fixture
+"""``sysverbs.rank.launch.plan`` against hwloc: for every rank of every bundled GPU fixture
 and of generated hosts, in every CPU mode, the plan's ``cpus`` and ``mems`` are what
 hwloc computes for the rank's anchor, with the split rule of docs/run.md applied on
 top of hwloc's answers.
@@ -57,7 +57,7 @@ from typing import Callable, Optional
 
 import pytest
 
-from sysverbs.launch import CPU_MODES, Plan, plan
+from sysverbs.rank.launch import CPU_MODES, Plan, plan
 from sysverbs.testing import HostBuilder, fixture_names, fixture_path, materialize
 from tests.conftest import fast_tmpdir, require
 from tests.oracle import hwloc
@@ -317,7 +317,7 @@ NEAR = {"gen-ccx4": ("os=mlx5_0", "os=mlx5_2", "pci=0000:81:00.0"),
 
 @pytest.fixture(scope="module", autouse=True)
 def read_once() -> Iterator[None]:
-    """Each tree read once: ``plan`` gets the one :class:`~sysverbs.placement.Host`
+    """Each tree read once: ``plan`` gets the one :class:`~sysverbs.placement.Topology`
     and :class:`~sysverbs.placement.CpuTopology` of a tree for all its calls here
     (the trees do not change; the readers are what every first call runs), so that
     the 400 plans cost milliseconds each, not the 3,000 file reads of a big host."""

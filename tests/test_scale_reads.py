@@ -5,7 +5,7 @@ Reads, not time: each ``open`` (``os.open``, ``open``), ``os.listdir`` and
 ``os.scandir`` of a path inside the host's tree is counted through the interpreter's
 audit events ('open', 'os.listdir', 'os.scandir': every file sysverbs reads and every
 directory it lists goes through one of them), while the command runs in this process
-through ``sysverbs.cli.main``.  Before the fix, ``device_topology``'s char devices read
+through ``sysverbs.cli.main``.  Before the fix, ``device_location``'s char devices read
 every uverbs and umad entry's ``ibdev`` for each device: ``netdev``, ``env``,
 ``metrics`` and ``nfd`` read O(N*N) files (about 6 times more on 4N than on N here).
 """
@@ -111,21 +111,21 @@ def test_reads_grow_linearly(hosts: dict[int, Path], command: str) -> None:
 
 
 def test_topology_scan_reads_each_class_directory_once(hosts: dict[int, Path]) -> None:
-    """A loop of device_topology over every device in a TopologyScan: each uverbs and
+    """A loop of device_location over every device in a LocationScan: each uverbs and
     umad entry's ``ibdev`` file is read once, and the answers are those of calls
     made one by one without a scan (which read every entry's for each device)."""
-    from sysverbs.topology import TopologyScan, device_topology
+    from sysverbs.devices.location import LocationScan, device_location
 
     root = hosts[4 * N]
     sysfs = root / "sys"
     names = sorted(os.listdir(sysfs / "class/infiniband"))
     assert len(names) == 4 * N
-    alone = {n: device_topology(n, sysfs_path=sysfs) for n in names}
+    alone = {n: device_location(n, sysfs_path=sysfs) for n in names}
     seen: list[str] = []
     _paths[0] = seen
     try:
-        with counting(root) as count, TopologyScan():
-            shared = {n: device_topology(n, sysfs_path=sysfs) for n in names}
+        with counting(root) as count, LocationScan():
+            shared = {n: device_location(n, sysfs_path=sysfs) for n in names}
     finally:
         _paths[0] = None
     assert shared == alone
@@ -138,8 +138,8 @@ def test_topology_scan_reads_each_class_directory_once(hosts: dict[int, Path]) -
 
 
 def test_a_scan_that_is_not_one_is_a_wrong_type_error(hosts: dict[int, Path]) -> None:
-    from sysverbs.errors import WrongTypeError
-    from sysverbs.topology import device_topology
+    from sysverbs.devices.location import device_location
+    from sysverbs.ground.errors import WrongTypeError
 
-    with pytest.raises(WrongTypeError, match="scan is a TopologyScan, not dict"):
-        device_topology("mlx5_0", sysfs_path=hosts[N] / "sys", scan={})  # type: ignore[arg-type]
+    with pytest.raises(WrongTypeError, match="scan is a LocationScan, not dict"):
+        device_location("mlx5_0", sysfs_path=hosts[N] / "sys", scan={})  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from tests.conftest import OUTSIDE, REPO, OutsideReads, fast_tmp, fast_tmpdir, r
 FORMERLY_SHARED = (
     "tests/test_provider_data.py",
     "tests/test_attributes_captures.py",
-    "tests/test_topology.py",
+    "tests/test_location.py",
 )
 
 

@@ -26,7 +26,7 @@ from typing import Any, Optional, Union
 
 import pytest
 
-from sysverbs import recording
+from sysverbs import testing
 from sysverbs.testing.cache import fixture_tree
 from tests import staging, trees
 from tests.conftest import fast_tmpdir, require
@@ -113,7 +113,7 @@ def differences(binary: Path, value: Union[str, list[str]], src: Path, dst: Path
 
 # -- every bundled fixture --------------------------------------------------------------------
 
-FIXTURES = recording.fixture_names()
+FIXTURES = testing.fixture_names()
 
 
 @pytest.mark.parametrize("value", list(VARIANTS))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import sysverbs
-from sysverbs.errors import UsageError, WrongTypeError
+from sysverbs.ground.errors import UsageError, WrongTypeError
 from sysverbs.providers.static import static_link, static_names, static_since
 from sysverbs.providers.table import known_releases, provider_table
 from tests import trees

@@ -22,17 +22,17 @@ from typing import Any
 import pytest
 
 import sysverbs
-from sysverbs import recording, testing
-from sysverbs.errors import UsageError
-from sysverbs.recording import Record, Recording
-from sysverbs.testing import HostBuilder, Limits, RecordLimitError, record_host
+from sysverbs import testing
+from sysverbs.ground.errors import UsageError
+from sysverbs.testing import HostBuilder, Limits, RecordLimitError, record_host, umockdev
 from sysverbs.testing import plugin as pytest_plugin
+from sysverbs.testing.umockdev import Record, Recording
 from tests import listing_hosts
 from tests.conftest import require
 from tests.oracle import harness
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = recording.fixture_names()
+FIXTURES = testing.fixture_names()
 SHOW = {"IBV_SHOW_WARNINGS": "1"}
 STEPS: list[dict[str, Any]] = [{"op": "list"}, {"op": "list"}]  # no "free": lists may fail
 
@@ -133,7 +133,7 @@ def test_missing_dev_nodes_hide_devices(otmp: Path) -> None:
 def test_builder_recording_is_canonical_and_deterministic() -> None:
     for make in HOSTS.values():
         rec = make().build()
-        assert recording.parse(recording.dumps(rec)) == rec
+        assert umockdev.parse(umockdev.dumps(rec)) == rec
         assert make().build() == rec
         assert rec.records[0].path == testing.builder.LO_PATH
 
@@ -215,7 +215,7 @@ def test_builder_extras(tmp_path: Path) -> None:
     assert [r.path for r in rec][-1] == extra.path
     assert all(r.path != testing.builder.LO_PATH for r in rec)
     path = b.write(tmp_path / "h.umockdev")
-    assert recording.load(path) == b.build()
+    assert umockdev.load(path) == b.build()
 
 
 # ------------------------------------------------------------- materialize / FakeHost
@@ -224,7 +224,7 @@ def test_builder_extras(tmp_path: Path) -> None:
 def test_materialize_accepts_every_kind_of_source(tmp_path: Path) -> None:
     rec = testing.load_fixture("rxe")
     file = tmp_path / "x.umockdev"
-    file.write_text(recording.dumps(rec))
+    file.write_text(umockdev.dumps(rec))
     hosts = [testing.materialize(src, tmp_path / f"h{i}")
              for i, src in enumerate(["rxe", rec, file, str(file), HostBuilder().rxe().rxe()])]
     listings = [sorted(d.name for d in h.get_device_list()) for h in hosts]
@@ -235,7 +235,7 @@ def test_materialize_accepts_every_kind_of_source(tmp_path: Path) -> None:
     assert host.options(providers="installed")["providers"] == "installed"
     cmd = host.umockdev_command(["ibv_devices"])
     assert cmd[:2] == ["umockdev-run", "-d"] and cmd[-2:] == ["--", "ibv_devices"]
-    assert recording.load(cmd[2]) == rec
+    assert umockdev.load(cmd[2]) == rec
     with pytest.raises(KeyError):
         testing.materialize("no-such-fixture", tmp_path / "bad")
 
@@ -245,9 +245,9 @@ def test_tree_entries_are_written_after_the_records(tmp_path: Path) -> None:
     the same writer (and with its checks) after the records."""
     import doctest
 
-    from sysverbs.recording import TreeEntry
     from sysverbs.testing import host as host_module
     from sysverbs.testing import umockdev, umockdev_tree
+    from sysverbs.testing.umockdev import TreeEntry
 
     assert doctest.testmod(host_module).failed == 0
     assert doctest.testmod(umockdev).failed == 0
@@ -317,7 +317,7 @@ def _snapshot(root: Path) -> dict[str, tuple[str, str]]:
 def test_record_all_reproduces_the_fixture_tree(name: str, ftmp: Path) -> None:
     original = testing.materialize(name, ftmp / "a")
     recorded = record_host(original.sysfs, devices="all")
-    assert recording.parse(recording.dumps(recorded)) == recorded
+    assert umockdev.parse(umockdev.dumps(recorded)) == recorded
     copy = testing.materialize(recorded, ftmp / "b")
     assert _snapshot(copy.root) == _snapshot(original.root)
 
@@ -397,7 +397,7 @@ def test_record_host_never_leaves_sysfs(tmp_path: Path) -> None:
     host = _evil_host(tmp_path)
     for devices in ("rdma", "placement", "all"):
         rec = record_host(host.sysfs, devices=devices)
-        text = recording.dumps(rec)
+        text = umockdev.dumps(rec)
         assert "SECRET" not in text and "secret" not in text and "outside" not in text
         assert "must not be read" not in text
         ib = next(r for r in rec if r.name == "mlx5_0")
@@ -447,7 +447,7 @@ def test_record_live_host_is_bounded_and_valid() -> None:
     if not os.path.isdir("/sys/devices"):
         pytest.skip("no /sys here")
     rec = record_host()
-    assert recording.parse(recording.dumps(rec)) == rec
+    assert umockdev.parse(umockdev.dumps(rec)) == rec
     assert all(r.path.startswith("/devices/") for r in rec)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sysverbs import recording
-from sysverbs.testing import GPU_MODELS, HostBuilder
+from sysverbs import testing
+from sysverbs.testing import GPU_MODELS, HostBuilder, umockdev
 
 
 def _host(tmp_path: Path) -> tuple[HostBuilder, Path]:
@@ -100,16 +100,16 @@ def test_sf_bond_and_proc(tmp_path: Path) -> None:
 
 
 def test_proc_file_stays_in_the_proc_root(tmp_path: Path) -> None:
-    attr = recording.proc_file("/devices/virtual/net/lo", "/proc/cpuinfo", "x\n")
+    attr = umockdev.proc_file("/devices/virtual/net/lo", "/proc/cpuinfo", "x\n")
     assert attr.name == "../../../../../proc/cpuinfo"
     for bad in ("/etc/passwd", "/proc/../etc/x", "/proc"):
         with pytest.raises(ValueError):
-            recording.proc_file("/devices/virtual/net/lo", bad, "x")
-    rec = recording.Recording((recording.Record(
+            umockdev.proc_file("/devices/virtual/net/lo", bad, "x")
+    rec = umockdev.Recording((umockdev.Record(
         "/devices/virtual/net/lo", (("SUBSYSTEM", "net"),),
-        (recording.Attribute("../../../../../etc/x", b"1"),)),))
+        (umockdev.Attribute("../../../../../etc/x", b"1"),)),))
     with pytest.raises(ValueError):
-        recording.materialize(rec, tmp_path)
+        testing.materialize(rec, tmp_path)
     assert not (tmp_path / "etc").exists()
 
 
@@ -146,12 +146,12 @@ def test_record_host_keeps_what_hwloc_needs(tmp_path: Path) -> None:
     gpus = host.proc / "driver/nvidia/gpus"
     os.symlink(str(outside), gpus / "0000:03:00.0")  # a recorded PCI function's name
     rec = record_host(host.sysfs, devices="all")
-    assert "SECRET" not in recording.dumps(rec)
+    assert "SECRET" not in umockdev.dumps(rec)
     by_name = {r.name: r for r in rec}
     assert by_name["0000:01:00.0"].attribute("config") is not None  # a bridge
     assert by_name["0000:03:00.0"].attribute("config") is None  # not a bridge
     assert by_name["cpu0"].value("../online") == b"0-15\n"
     assert by_name["node0"].value("../possible") == b"0-1\n"
-    copy = recording.materialize(rec, tmp_path / "b")
+    copy = testing.materialize(rec, tmp_path / "b")
     info = "driver/nvidia/gpus/0000:80:00.0/information"
     assert (copy.proc / info).read_bytes() == (host.proc / info).read_bytes()

@@ -22,16 +22,17 @@ from typing import Any, Optional
 
 import pytest
 
-from sysverbs import enrich, recording, testing
+from sysverbs import testing
+from sysverbs.devices import enrich
 from sysverbs.sources import udev as udev_source
-from sysverbs.testing import HostBuilder
+from sysverbs.testing import HostBuilder, umockdev
 from tests import listing_hosts
 from tests.conftest import fast_tmp, require
 from tests.oracle import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "tests" / "oracle" / "probe.py"
-FIXTURES = recording.fixture_names()
+FIXTURES = testing.fixture_names()
 SHOW = {"IBV_SHOW_WARNINGS": "1"}
 PLAN = [{"op": "list"}, {"op": "list"}, {"op": "free", "list": 0}, {"op": "list"}]
 
@@ -40,7 +41,7 @@ PLAN = [{"op": "list"}, {"op": "list"}, {"op": "free", "list": 0}, {"op": "list"
 
 
 def umockdev_reason() -> Optional[str]:
-    if not recording.have_umockdev_run():
+    if not umockdev.have_umockdev_run():
         return "umockdev-run is not installed (apt-get install umockdev)"
     return udev_source.unavailable_reason()
 
@@ -69,7 +70,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def umockdev_run(fixture: Path, argv: list[str], **env: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(recording.umockdev_run_command(fixture, argv), env=clean_env(**env),
+    return subprocess.run(umockdev.umockdev_run_command(fixture, argv), env=clean_env(**env),
                           capture_output=True, timeout=120)
 
 
@@ -89,7 +90,7 @@ def probes(fixture: Path, runs: list[tuple[str, dict[str, Any]]]
     procs = []
     for impl, options in runs:
         plan = json.dumps({"root": "/", "steps": PLAN, "options": options})
-        argv = recording.umockdev_run_command(fixture, [sys.executable, str(PROBE), impl, plan])
+        argv = umockdev.umockdev_run_command(fixture, [sys.executable, str(PROBE), impl, plan])
         procs.append((argv, subprocess.Popen(argv, env=clean_env(**SHOW),
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
     out = []
@@ -102,7 +103,7 @@ def probes(fixture: Path, runs: list[tuple[str, dict[str, Any]]]
 def write_host(tmp_path: Path, source: testing.Source, name: str = "host") -> Path:
     path = tmp_path / f"{name}.umockdev"
     rec = testing.as_recording(source)
-    path.write_text(recording.dumps(rec), encoding="utf-8", errors="surrogateescape")
+    path.write_text(umockdev.dumps(rec), encoding="utf-8", errors="surrogateescape")
     return path
 
 
@@ -131,8 +132,8 @@ def run_python(code: str, *, env: Optional[dict[str, str]] = None) -> str:
 
 def test_import_sysverbs_does_not_import_pyudev() -> None:
     out = run_python(
-        "import sys, sysverbs, sysverbs.sources.udev, sysverbs.devices.monitor, sysverbs.enrich, "
-        "sysverbs.testing\n"
+        "import sys, sysverbs, sysverbs.sources.udev, sysverbs.devices.monitor, "
+        "sysverbs.devices.enrich, sysverbs.testing\n"
         "print('pyudev' in sys.modules, 'pytest' in sys.modules)"
     )
     assert out.split() == ["False", "False"]
@@ -145,7 +146,8 @@ DEGRADED = textwrap.dedent(
     import errno, json, sys, tempfile
     {prelude}
     import sysverbs
-    from sysverbs import enrich, testing
+    from sysverbs import testing
+    from sysverbs.devices import enrich
     from sysverbs.sources import udev as udev_source
     from sysverbs.devices.monitor import monitor
     out = {{"reason": udev_source.unavailable_reason()}}
@@ -231,7 +233,7 @@ def test_udev_source_equals_sysfs_source_on_a_testbed(name: str, tmp_path: Path)
     require(umockdev_reason(), "umockdev + pyudev")
     fixture = listing_hosts.listing_file(name)
     out = json_under_umockdev(fixture, SOURCES_AGREE, tmp_path)
-    expected = {r.name for r in recording.load(fixture).subsystem("infiniband")}
+    expected = {r.name for r in umockdev.load(fixture).subsystem("infiniband")}
     assert out["sysfs"], f"no device listed in {name}"
     assert {d[0] for d in out["sysfs"]} <= expected
     assert out["udev"] == out["sysfs"]
@@ -255,7 +257,7 @@ def test_pyudev_sees_the_fixture_devices(name: str, tmp_path: Path) -> None:
     require(umockdev_reason(), "umockdev + pyudev")
     fixture = listing_hosts.listing_file(name)
     seen = json_under_umockdev(fixture, PYUDEV_WALK, tmp_path)
-    rec = recording.load(fixture)
+    rec = umockdev.load(fixture)
     for sub in ("infiniband", "infiniband_verbs"):
         expected = sorted([r.path, r.name, {"DEVPATH": r.path, **dict(r.properties)}]
                           for r in rec.subsystem(sub))
@@ -346,7 +348,7 @@ def test_vendor_model_from_hwdb_matches_systemd_hwdb(name: str, tmp_path: Path) 
 ENRICH = textwrap.dedent(
     """
     import json, sysverbs
-    from sysverbs import enrich
+    from sysverbs.devices import enrich
     out = []
     for d in sysverbs.get_device_list(source="udev", rdma_core="44", providers="builtin"):
         out.append({"name": d.name, "vendor_model": enrich.vendor_model(d),

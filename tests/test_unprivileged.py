@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from sysverbs import recording
+from sysverbs import testing
 from tests import staging
 from tests.conftest import fast_tmpdir, require
 from tests.oracle import harness
@@ -61,11 +61,11 @@ def both(request: dict[str, Any]) -> tuple[Any, Any]:
 
 
 @pytest.fixture
-def a100(root_only: None) -> Iterator[recording.Host]:
+def a100(root_only: None) -> Iterator[testing.FakeHost]:
     """The gpu-dgx-a100 fixture host (InfiniBand NICs, and RoCE mlx5_9), readable by
     all; a RoCE v2 GID with an IPv4-mapped address added at index 2 of mlx5_9."""
     with fast_tmpdir("sv-unpriv-") as tmp:
-        host = recording.materialize(recording.fixture_path("gpu-dgx-a100"), str(tmp / "h"))
+        host = testing.materialize(testing.fixture_path("gpu-dgx-a100"), str(tmp / "h"))
         for dirpath, dirnames, _ in os.walk(tmp):
             for name in dirnames:
                 os.chmod(os.path.join(dirpath, name), 0o755)
@@ -78,7 +78,7 @@ def a100(root_only: None) -> Iterator[recording.Host]:
         yield host
 
 
-def _device(host: recording.Host, name: str) -> Path:
+def _device(host: testing.FakeHost, name: str) -> Path:
     return (Path(host.sysfs) / "class/infiniband" / name).resolve()
 
 
@@ -88,7 +88,7 @@ def _unreadable(*paths: Path) -> None:
         os.chmod(p, 0)
 
 
-def test_attributes_unreadable_fields_are_absent(a100: recording.Host) -> None:
+def test_attributes_unreadable_fields_are_absent(a100: testing.FakeHost) -> None:
     dev = _device(a100, "mlx5_0")
     _unreadable(dev / "node_guid", dev / "ports/1/state", dev / "ports/1/gids/0")
     root, user = both({"call": "attributes", "device": str(dev)})
@@ -101,7 +101,7 @@ def test_attributes_unreadable_fields_are_absent(a100: recording.Host) -> None:
     assert user["sys_image_guid"] == root["sys_image_guid"] and user["fw_ver"] == root["fw_ver"]
 
 
-def test_diagnose_unlisted_as_user_as_libibverbs_is(a100: recording.Host) -> None:
+def test_diagnose_unlisted_as_user_as_libibverbs_is(a100: testing.FakeHost) -> None:
     sysfs = Path(a100.sysfs)
     _unreadable(sysfs / "class/infiniband_verbs/uverbs1/ibdev")
     request = {"call": "diagnose", "sysfs": str(a100.sysfs), "dev": str(a100.dev)}
@@ -122,13 +122,13 @@ def test_diagnose_unlisted_as_user_as_libibverbs_is(a100: recording.Host) -> Non
     assert real == {n for n, d in user.items() if d["listed"]}
 
 
-def _copy_host(host: recording.Host, root: Path) -> None:
+def _copy_host(host: testing.FakeHost, root: Path) -> None:
     for sub in ("sys", "dev"):
         shutil.copytree(Path(host.sysfs).parent / sub, root / sub, symlinks=True,
                         dirs_exist_ok=True)
 
 
-def test_read_host_unreadable_numa_node_is_none(a100: recording.Host) -> None:
+def test_read_host_unreadable_numa_node_is_none(a100: testing.FakeHost) -> None:
     request = {"call": "read_host", "sysfs": str(a100.sysfs), "dev": str(a100.dev)}
     root, _ = both(request)
     gpu = sorted(root["gpus"])[0]
@@ -141,7 +141,7 @@ def test_read_host_unreadable_numa_node_is_none(a100: recording.Host) -> None:
     assert user["nics"] == root["nics"]
 
 
-def test_rank_environment_never_chooses_an_unreadable_gid(a100: recording.Host) -> None:
+def test_rank_environment_never_chooses_an_unreadable_gid(a100: testing.FakeHost) -> None:
     request = {"call": "rank_environment", "nics": ["mlx5_9:1"], "sysfs": str(a100.sysfs),
                "dev": str(a100.dev)}
     gid2 = _device(a100, "mlx5_9") / "ports/1/gids/2"
@@ -201,7 +201,7 @@ OTHER_COMMANDS = {
 
 
 @pytest.mark.parametrize("command", sorted(OTHER_COMMANDS))
-def test_every_command_as_user_on_unreadable_files(a100: recording.Host, command: str) -> None:
+def test_every_command_as_user_on_unreadable_files(a100: testing.FakeHost, command: str) -> None:
     args, allowed = OTHER_COMMANDS[command]
     sysfs = Path(a100.sysfs)
     dev = _device(a100, "mlx5_9")

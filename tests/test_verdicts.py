@@ -18,13 +18,14 @@ from typing import Any
 
 import pytest
 
-from sysverbs import recording
+from sysverbs import testing
 from sysverbs.devices.memlock import memlock_finding
 from sysverbs.devices.readable import unknown_files
 from sysverbs.rank.netplugin import net_transport
 from tests import staging
 from tests.conftest import fast_tmpdir, require
-from tests.test_diagnose import Seen, fixture, run, run_as_nobody, scenario
+from tests.diagnose_runs import Seen, fixture, run, run_as_nobody
+from tests.test_diagnose import scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -191,7 +192,7 @@ def test_memlock_rule() -> None:
 # --------------------------------------------------------------- unreadable, unparseable
 
 
-def _nodes(host: recording.Host) -> None:
+def _nodes(host: testing.FakeHost) -> None:
     """Real char devices with the uverbs entries' numbers, so that every device is usable
     (with --no-open: no uverbs driver stands behind them here)."""
     verbs = Path(host.sysfs) / "class/infiniband_verbs"
@@ -208,17 +209,17 @@ def _nodes(host: recording.Host) -> None:
 
 
 @pytest.fixture
-def a100(root_only: None) -> Iterator[recording.Host]:
+def a100(root_only: None) -> Iterator[testing.FakeHost]:
     """gpu-dgx-a100, readable by all, with real device nodes."""
     with fast_tmpdir("sv-verdict-") as tmp:
         os.chmod(tmp, 0o755)
-        host = recording.materialize(recording.fixture_path("gpu-dgx-a100"), str(tmp / "h"))
+        host = testing.materialize(testing.fixture_path("gpu-dgx-a100"), str(tmp / "h"))
         _readable_by_all(tmp)
         _nodes(host)
         yield host
 
 
-def _as_nobody(host: recording.Host, *argv: str) -> subprocess.CompletedProcess[str]:
+def _as_nobody(host: testing.FakeHost, *argv: str) -> subprocess.CompletedProcess[str]:
     """``python -m sysverbs ARGV`` on ``host`` as uid 65534 (the staged code)."""
     where = ["--sysfs-path", host.sysfs, "--dev-dir", host.dev, "--providers", "builtin",
              "--rdma-core", "44"]
@@ -227,11 +228,11 @@ def _as_nobody(host: recording.Host, *argv: str) -> subprocess.CompletedProcess[
                           env=staging.user_env({"LC_ALL": "C.UTF-8"}))
 
 
-def _device(host: recording.Host, name: str) -> Path:
+def _device(host: testing.FakeHost, name: str) -> Path:
     return (Path(host.sysfs) / "class/infiniband" / name).resolve()
 
 
-def test_unreadable_files_are_unknown_everywhere(a100: recording.Host) -> None:
+def test_unreadable_files_are_unknown_everywhere(a100: testing.FakeHost) -> None:
     """mlx5_0's node_guid, its port 1's state and its PCI function's numa_node at mode 000,
     read as uid 65534: each command names the files (path and errno); metrics exits 1
     with the discovery collector failed; nothing says the port is down."""
@@ -280,7 +281,7 @@ def test_unreadable_files_are_unknown_everywhere(a100: recording.Host) -> None:
         f"unknown: {p} cannot be read (EACCES: Permission denied)" for p in shown]
 
 
-def test_garbage_is_unknown(a100: recording.Host) -> None:
+def test_garbage_is_unknown(a100: testing.FakeHost) -> None:
     """Text the kernel never writes (a numa_node of -7 or of 20 digits, a local_cpulist
     0-99999999, a port state 9) is ``unknown`` with the path and the text; read as
     root."""
@@ -317,8 +318,8 @@ def test_garbage_is_unknown(a100: recording.Host) -> None:
 def test_no_bundled_fixture_has_an_unknown_file() -> None:
     """What the kernel writes passes the checks: not one finding on any fixture."""
     with fast_tmpdir("sv-verdict-") as tmp:
-        for name in recording.fixture_names():
-            host = recording.materialize(recording.fixture_path(name), str(tmp / name))
+        for name in testing.fixture_names():
+            host = testing.materialize(testing.fixture_path(name), str(tmp / name))
             ib = Path(host.sysfs) / "class/infiniband"
             for dev in sorted(ib.iterdir()) if ib.is_dir() else []:
                 assert unknown_files(str(dev)) == [], (name, dev.name)

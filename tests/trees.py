@@ -1,9 +1,9 @@
 """Small fake hosts for tests: exact bytes, links, directories, anything broken.
 
 A :class:`Tree` is the testing kit's one host model: device records
-(:class:`sysverbs.recording.Record`, made with :func:`sysverbs.testing.layout.device`)
+(:class:`sysverbs.testing.umockdev.Record`, made with :func:`sysverbs.testing.layout.device`)
 for what the kernel lays out, with the exact (or broken) bytes a test wants, and
-:class:`sysverbs.recording.TreeEntry` objects for what no device record holds (the
+:class:`sysverbs.testing.umockdev.TreeEntry` objects for what no device record holds (the
 class ``abi_version`` file, a class entry that is a directory, a dangling link).
 :func:`build` writes it with :func:`sysverbs.testing.materialize`, the one writer.
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Union
 
-from sysverbs.recording import Record, Recording, TreeEntry
 from sysverbs.testing import layout, materialize
+from sysverbs.testing.umockdev import Record, Recording, TreeEntry
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ Extra = dict[str, Entry]
 
 
 def entry(path: str, value: Entry) -> TreeEntry:
-    """``extra``'s ``path: value`` as a :class:`~sysverbs.recording.TreeEntry` (a
+    """``extra``'s ``path: value`` as a :class:`~sysverbs.testing.umockdev.TreeEntry` (a
     trailing ``/`` names the same path, as for :class:`pathlib.Path`)."""
     path = path.rstrip("/")
     if isinstance(value, Link):

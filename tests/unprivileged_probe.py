@@ -13,8 +13,8 @@ from typing import Any
 
 import sysverbs
 from sysverbs import placement
-from sysverbs.attributes import device_attributes
-from sysverbs.environment import rank_environment
+from sysverbs.devices.attributes import device_attributes
+from sysverbs.rank.environment import rank_environment
 
 
 def _attributes(req: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write sysverbs' bundled device fixtures (``sysverbs/testing/fixtures/*.umockdev``).
 
-Each fixture is a plain umockdev recording (see ``sysverbs/recording.py``) laid out the
+Each fixture is a plain umockdev recording (see ``sysverbs/testing/umockdev.py``) laid out the
 way the Linux kernel lays out sysfs: PCI functions under ``/devices/pciDDDD:BB/...``,
 ``infiniband/<ibdev>`` and ``infiniband_verbs/uverbsN`` (and ``infiniband_mad/umadN``)
 below the device's parent, ``net/<ifname>`` beside them, software devices (rxe) under
@@ -93,7 +93,7 @@ from fixturegen.vendors import (  # noqa: E402
     fx_vmw_pvrdma,
 )
 
-from sysverbs.recording import dumps, parse  # noqa: E402
+from sysverbs.testing.umockdev import dumps, parse  # noqa: E402
 
 OUT_DIR = ROOT / "sysverbs" / "testing" / "fixtures"
 

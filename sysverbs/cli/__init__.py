@@ -387,7 +387,7 @@ def _parser(only: Optional[str] = None) -> argparse.ArgumentParser:
                            "--sysfs-path), their parents and netdevs, and what placement "
                            "reads (every PCI function, CPU and NUMA node, the network, block "
                            "and NVMe devices below PCI functions, the NVIDIA driver's GPU "
-                           "files of /proc), in the umockdev fixture format sysverbs.recording "
+                           "files of /proc), in the umockdev fixture format sysverbs.testing "
                            "and umockdev read: topo, env and run give the same answers on it. "
                            "No device is opened; nothing outside sysfs and those /proc files "
                            "is read.")

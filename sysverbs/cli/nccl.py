@@ -1,7 +1,7 @@
 """``sysverbs nccl check [VALUE]``: NCCL_IB_HCA as NCCL reads it on this host (docs/nccl.md).
 
 Prints the ``NET/IB : Using ...`` line NCCL would print, then one warning (with a
-fix) per problem :func:`sysverbs.nccl.lint_hca` finds.  Exit status: 0 clean, 1
+fix) per problem :func:`sysverbs.rank.nccl.lint_hca` finds.  Exit status: 0 clean, 1
 warnings or a device list that cannot be read, 2 usage errors.
 
 Only :func:`register` runs when the ``sysverbs`` command starts; the rest is imported
@@ -216,7 +216,7 @@ def _transport(env: Mapping[str, str], sel: IbSelection, ports: Sequence[IbPort]
 @read_once
 def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     """``sysverbs nccl check``: ``opts`` are the listing options of the command line; a
-    bad ``--nccl-version`` raises :class:`~sysverbs.errors.UsageError` (exit 2)."""
+    bad ``--nccl-version`` raises :class:`~sysverbs.ground.errors.UsageError` (exit 2)."""
     import errno
     import json
     import os

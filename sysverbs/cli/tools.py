@@ -24,9 +24,9 @@ def _natural(name: str) -> list[Any]:
 
 def netdev_links(sysfs_path: str, dev_dir: str) -> list[dict[str, Any]]:
     """One entry per (RDMA device, port, netdev), in ``ibdev2netdev``'s order: devices
-    by name, ports by number, netdevs as :func:`sysverbs.topology.device_topology`
+    by name, ports by number, netdevs as :func:`sysverbs.devices.location.device_location`
     finds them."""
-    from ..devices.topology import TopologyScan, device_topology
+    from ..devices.location import LocationScan, device_location
 
     ib_dir = os.path.join(sysfs_path, "class", "infiniband")
     try:
@@ -34,8 +34,8 @@ def netdev_links(sysfs_path: str, dev_dir: str) -> list[dict[str, Any]]:
     except OSError:
         return []
     links: list[dict[str, Any]] = []
-    with TopologyScan():  # the char-device directories read once, not once per device
-        topos = [device_topology(n, sysfs_path=sysfs_path, dev_dir=dev_dir) for n in names]
+    with LocationScan():  # the char-device directories read once, not once per device
+        topos = [device_location(n, sysfs_path=sysfs_path, dev_dir=dev_dir) for n in names]
     for name, topo in zip(names, topos):
         ports = sorted({n.port for n in topo.netdevs})
         for port in ports:

@@ -183,7 +183,7 @@ def _svg(args: argparse.Namespace, host: Any, filters: dict[str, Any], here: str
 
 
 def _numa(host: Any, dev: Any) -> str:
-    """A device's NUMA node as every command answers it (``Host.numa_affinity``: the
+    """A device's NUMA node as every command answers it (``Topology.numa_affinity``: the
     matrix's NUMA Affinity, run's node), with the rule when it is not ``numa_node``."""
     node, source = host.numa_affinity(dev)
     if node is None:

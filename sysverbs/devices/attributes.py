@@ -9,10 +9,10 @@ not in the kernel's format becomes ``None``, and the text as read is kept in
 escapes (and only from invalid arguments): a broken tree gives ``None`` values.
 
 >>> import tempfile, sysverbs
->>> from sysverbs import recording
->>> from sysverbs.attributes import device_attributes, PortState
+>>> from sysverbs import testing
+>>> from sysverbs.devices.attributes import device_attributes, PortState
 >>> with tempfile.TemporaryDirectory() as tmp:
-...     host = recording.materialize(recording.fixture_path("mlx5-cx6"), tmp)
+...     host = testing.materialize(testing.fixture_path("mlx5-cx6"), tmp)
 ...     attrs = device_attributes("mlx5_0", sysfs_path=host.sysfs)
 >>> attrs.fw_ver, attrs.hca_type, f"{attrs.node_guid:016x}"
 ('20.33.1048', 'MT4123', 'b8599f0300529348')
@@ -455,7 +455,7 @@ def port_attributes(
     """The attributes of one port (1-based) of a device (a :class:`~sysverbs.Device`,
     an IB device name or an IB device directory).  A port that does not exist gives
     ``None`` values; a ``port`` that is not an int a
-    :class:`~sysverbs.errors.WrongTypeError`."""
+    :class:`~sysverbs.ground.errors.WrongTypeError`."""
     ibdev_path, _ = resolve_ibdev(device, sysfs_path)
     return _port(ibdev_path, int_arg(port, "port"))
 

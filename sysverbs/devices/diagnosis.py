@@ -9,10 +9,10 @@ emulates libibverbs (the sysfs scan, the provider loading and the matching), not
 from a second implementation; nothing is printed and no process-wide state changes.
 
 >>> import tempfile
->>> from sysverbs import recording
+>>> from sysverbs import testing
 >>> from sysverbs import diagnose
 >>> with tempfile.TemporaryDirectory() as tmp:
-...     host = recording.materialize(recording.fixture_path("mlx5-cx6"), tmp)
+...     host = testing.materialize(testing.fixture_path("mlx5-cx6"), tmp)
 ...     found = diagnose(sysfs_path=host.sysfs, dev_dir=host.dev, providers="builtin",
 ...                      rdma_core="44")
 >>> [(d.name, d.listed, d.usable, d.provider) for d in found][:2]
@@ -26,7 +26,7 @@ plain file stands for the node the recording has, which is reported instead
 (``node``), and nothing is opened:
 
 >>> with tempfile.TemporaryDirectory() as tmp:
-...     host = recording.materialize(recording.fixture_path("mlx5-cx6"), tmp)
+...     host = testing.materialize(testing.fixture_path("mlx5-cx6"), tmp)
 ...     found = diagnose(sysfs_path=host.sysfs, dev_dir=host.dev, providers="builtin",
 ...                      rdma_core="44", recorded=True)
 >>> [(d.name, d.usable, [r.code for r in d.reasons]) for d in found][:2]
@@ -542,7 +542,7 @@ def diagnose(*, probe_open: bool = True, recorded: bool = False,
     earlier call in this process is not taken into account.
 
     ``recorded``: the tree is a recording of another host written by
-    :func:`sysverbs.recording.materialize` (a bundled fixture: ``sysverbs doctor
+    :func:`sysverbs.testing.materialize` (a bundled fixture: ``sysverbs doctor
     --fixture``), not this machine.  A plain file at a device's node is then the
     stand-in for the node the recording has: the device's ``node`` is the recorded
     one (a char device with the sysfs ``dev`` numbers, as umockdev replays it) and

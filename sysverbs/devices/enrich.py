@@ -15,7 +15,7 @@ value that is read (the ``modalias`` handed to the hardware database) is read by
   (nearest first), else from a lookup of the ``modalias`` in udev's hardware
   database (``hwdb.bin``), which also works without udevd and for fixture trees.
 
-Both raise :class:`sysverbs.errors.UdevUnavailable` (its text says why and
+Both raise :class:`sysverbs.ground.errors.UdevUnavailable` (its text says why and
 what to install) when pyudev or libudev is missing.
 """
 

@@ -445,7 +445,7 @@ def monitor(
     * ``sysfs_path``: the sysfs root (default ``$SYSFS_PATH`` as libibverbs reads
       it, else ``/sys``); udev watches only the live ``/sys``, other roots are polled.
     * ``backend``: ``"auto"`` (udev when pyudev and libudev work, else polling),
-      ``"udev"`` (raises :class:`sysverbs.errors.UdevUnavailable` saying why
+      ``"udev"`` (raises :class:`sysverbs.ground.errors.UdevUnavailable` saying why
       when it cannot) or ``"poll"``.
     * ``netlink``: the udev backend's event source: ``"kernel"`` (raw uevents, no
       udevd needed), ``"udev"`` (udevd's) or ``"auto"`` (udev's when udevd runs or

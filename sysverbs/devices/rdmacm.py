@@ -18,10 +18,10 @@ sysverbs plays both libraries: the libibverbs underneath is the one
 (``IBV_SHOW_WARNINGS``...) appear twice on the first call, as with the real pair.
 
 >>> import tempfile, sysverbs
->>> from sysverbs import recording
->>> from sysverbs.rdmacm import rdma_get_devices, rdma_free_devices
+>>> from sysverbs import testing
+>>> from sysverbs.devices.rdmacm import rdma_get_devices, rdma_free_devices
 >>> with tempfile.TemporaryDirectory() as tmp:
-...     host = recording.materialize(recording.fixture_path("mlx5-cx6"), tmp)
+...     host = testing.materialize(testing.fixture_path("mlx5-cx6"), tmp)
 ...     try:   # fixture /dev nodes are plain files: every open fails, so no device
 ...         contexts = rdma_get_devices(sysfs_path=host.sysfs, dev_dir=host.dev,
 ...                                     providers="builtin", rdma_core="44")

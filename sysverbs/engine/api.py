@@ -143,7 +143,7 @@ class Options(RecordTuple, tuple[str, str, str, str, str, str, int, str, "Option
 
 def environ_arg(env: object, what: str = "env") -> dict[str, str]:
     """An environment argument (default ``os.environ`` for None) as a new dict;
-    :class:`~sysverbs.errors.WrongTypeError` unless it maps str to str."""
+    :class:`~sysverbs.ground.errors.WrongTypeError` unless it maps str to str."""
     from collections.abc import Mapping
 
     if env is None:
@@ -160,7 +160,7 @@ def environ_arg(env: object, what: str = "env") -> dict[str, str]:
 
 def int_arg(value: object, what: str) -> int:
     """``value`` if it is an int (not a bool), else
-    :class:`~sysverbs.errors.WrongTypeError`."""
+    :class:`~sysverbs.ground.errors.WrongTypeError`."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise WrongTypeError(f"{what} must be an int, not {type(value).__name__}")
     return value
@@ -168,8 +168,8 @@ def int_arg(value: object, what: str) -> int:
 
 def index_arg(value: object, what: str) -> int:
     """``value`` if it is an int not below 0 (a rank, a count);
-    :class:`~sysverbs.errors.WrongTypeError` for another type,
-    :class:`~sysverbs.errors.UsageError` for a negative int."""
+    :class:`~sysverbs.ground.errors.WrongTypeError` for another type,
+    :class:`~sysverbs.ground.errors.UsageError` for a negative int."""
     number = int_arg(value, what)
     if number < 0:
         raise UsageError(f"{what} must not be negative, not {number}")
@@ -178,7 +178,7 @@ def index_arg(value: object, what: str) -> int:
 
 def items_arg(value: object, what: str) -> list[Any]:
     """The items of a collection argument as a new list;
-    :class:`~sysverbs.errors.WrongTypeError` for a str, bytes or a non-iterable (a
+    :class:`~sysverbs.ground.errors.WrongTypeError` for a str, bytes or a non-iterable (a
     single name where a list of them is taken)."""
     if isinstance(value, (str, bytes, bytearray)) or not hasattr(value, "__iter__"):
         raise WrongTypeError(f"{what} must be a list, not {type(value).__name__}")

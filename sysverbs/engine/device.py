@@ -316,7 +316,7 @@ def makedev(major: int, minor: int) -> int:
 
 
 def device_arg(device: object) -> Device:
-    """``device`` if it is a :class:`Device`, else :class:`~sysverbs.errors.WrongTypeError`
+    """``device`` if it is a :class:`Device`, else :class:`~sysverbs.ground.errors.WrongTypeError`
     (libibverbs would dereference whatever pointer it is given)."""
     if not isinstance(device, Device):
         raise WrongTypeError("device must be a Device from get_device_list(), not "

@@ -10,7 +10,7 @@ gets its own ``Library``, created on first use and kept for the process.
 Which source a call reads is chosen here too: the registry of sources (sysfs, netlink,
 udev) and libibverbs' order of trying them (``source="auto"``: each source in
 :data:`AUTO_ORDER` is tried and the first that does not raise
-:class:`~sysverbs.errors.SourceUnavailable` is used).
+:class:`~sysverbs.ground.errors.SourceUnavailable` is used).
 """
 
 from __future__ import annotations

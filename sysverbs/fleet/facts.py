@@ -8,7 +8,7 @@
   driver, NUMA node and PCIe root), ``rdma_cm`` and this process's RLIMIT_MEMLOCK;
 * ``topology``: :func:`sysverbs.placement.read_host`, the GPU/NIC classes of ``sysverbs
   topo``'s matrix and :func:`sysverbs.placement.assign`'s NIC port for each GPU;
-* ``nccl``: :func:`sysverbs.nccl.predict_ib`, the device ports NCCL's IB transport would
+* ``nccl``: :func:`sysverbs.rank.nccl.predict_ib`, the device ports NCCL's IB transport would
   use with this process's environment and NCCL's config files, and so which network NCCL
   would use between nodes: a net plugin's (aws-ofi-nccl on EFA), IB, or sockets.
 
@@ -19,7 +19,7 @@ files are ``unknown`` (unreadable or unparseable: :mod:`sysverbs.devices.readabl
 its series, has ``usable`` None and its findings as ``error``, and the discovery part
 records ``success`` False (what it covers is not known to be healthy).  Bad sysfs content never
 raises: the listing options are checked first (a wrong option is the caller's
-:class:`~sysverbs.errors.UsageError`), everything after is guarded.  The records are plain
+:class:`~sysverbs.ground.errors.UsageError`), everything after is guarded.  The records are plain
 frozen dataclasses: :mod:`sysverbs.fleet.metrics` turns them into Prometheus metrics,
 other writers (node labels) read them as they are.
 
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
     from ..devices.diagnosis import DiagnosisList
     from ..engine.api import ListOptions, Options
-    from ..placement import AcsRedirect, DegradedLink, Host, TranslatedNic
+    from ..placement import AcsRedirect, DegradedLink, Topology, TranslatedNic
     from ..rank.ib import IbSelection
     from ..rank.whynot import Findings
 
@@ -361,14 +361,14 @@ def _read_device(name: str, opts: Options, devices: str, listed: Optional[bool],
                  usable: Optional[bool], reasons: tuple[str, ...], provider: str
                  ) -> DeviceFacts:
     from ..devices.attributes import device_attributes
-    from ..devices.topology import device_topology
+    from ..devices.location import device_location
 
     ibdev = os.path.join(opts.sysfs_path, "class", "infiniband", name)
     if not os.path.isdir(ibdev):  # a uverbs entry naming a device the kernel lacks
         return DeviceFacts(name, listed, usable, reasons, provider, "", "", "", "", "", "",
                            ())
     attrs = device_attributes(ibdev)
-    topo = device_topology(ibdev, dev_dir=opts.dev_dir)
+    topo = device_location(ibdev, dev_dir=opts.dev_dir)
     ports = []
     for p in attrs.ports:
         netdevs = [n.name for n in topo.netdevs if n.port == p.port]
@@ -437,7 +437,7 @@ class _Discovery:
 def _discover(out: _Discovery, opts: Options, options: Mapping[str, object],
               recorded: bool, probe_open: bool) -> None:
     from ..devices.diagnosis import diagnose
-    from ..devices.topology import TopologyScan
+    from ..devices.location import LocationScan
 
     diagnosis: Optional[DiagnosisList] = None
     failure: Optional[Exception] = None
@@ -449,7 +449,7 @@ def _discover(out: _Discovery, opts: Options, options: Mapping[str, object],
     by_name = {d.name: d for d in diagnosis} if diagnosis is not None else {}
     names = list(by_name) + [n for n in _kernel_names(opts.sysfs_path) if n not in by_name]
     devices = os.path.realpath(os.path.join(opts.sysfs_path, "devices"))
-    with TopologyScan():  # the char-device directories read once, not once per device
+    with LocationScan():  # the char-device directories read once, not once per device
         out.devices = tuple(_device(n, opts, devices, by_name.get(n)) for n in names)
     if diagnosis is not None:
         out.host_reasons = tuple(dict.fromkeys(r.code for r in diagnosis.host))
@@ -491,7 +491,7 @@ def _topology(out: _Topology, model: HostModel, gpu_links: bool,
     )
     from ..rank.whynot import read_findings
 
-    host: Host = model.placement
+    host: Topology = model.placement
     root = model.root
     out.pcie_links = degraded_links(host)
     out.findings = read_findings(host, environ or {}, live=root.live and not root.recorded)
@@ -562,7 +562,7 @@ def collect_facts(*, gpu_links: bool = True, proc_path: Optional[str] = None,
     """One snapshot of the host (see the module's docstring).
 
     ``options`` are the listing options of :func:`sysverbs.get_device_list` (checked
-    first: a bad one raises :class:`~sysverbs.errors.UsageError`).  ``gpu_links``: also
+    first: a bad one raises :class:`~sysverbs.ground.errors.UsageError`).  ``gpu_links``: also
     the GPU x NIC classes (False: :attr:`HostFacts.gpu_links` is empty; the assignment
     is still made).  ``proc_path``: the ``/proc`` root for the GPUs' UUIDs (default: the
     ``proc`` beside the sysfs root: ``/proc`` for ``/sys``).  ``recorded``: the tree is

@@ -13,7 +13,7 @@ supported: libibverbs' ``init.c: ibverbs_init`` returns NULL with that errno).
 >>> import sysverbs
 >>> try:
 ...     sysverbs.get_device_list(source="nowhere")
-... except sysverbs.errors.UsageError as e:
+... except sysverbs.ground.errors.UsageError as e:
 ...     print(e)
 source must be one of auto, sysfs, netlink, udev, not 'nowhere'
 
@@ -118,7 +118,7 @@ class UdevUnavailable(SourceUnavailable, OSError):  # type: ignore[misc]  # errn
     """A udev feature cannot be used here: pyudev or libudev is missing, or udev does
     not describe the sysfs tree asked for.  ``str(e)`` says which, and what to do.
 
-    The same exception everywhere (the udev source, :mod:`sysverbs.enrich`,
+    The same exception everywhere (the udev source, :mod:`sysverbs.devices.enrich`,
     :mod:`sysverbs.devices.monitor`); being an ``OSError`` with :attr:`errno`, it is also what
     ``get_device_list(source="udev")`` raises.
     """
@@ -151,7 +151,7 @@ class NetlinkFailure(SysverbsError):
 
 
 class BindingError(SysverbsError, OSError):
-    """A rank cannot be bound as asked (:mod:`sysverbs.launch`): ``str(e)`` names the
+    """A rank cannot be bound as asked (:mod:`sysverbs.rank.launch`): ``str(e)`` names the
     cause.  ``errno``: the kernel's when it refused the binding (EPERM from a seccomp
     filter, EINVAL...), EINVAL when the plan's CPU or memory set is empty (what
     ``sched_setaffinity`` gives for an empty mask), ENOSYS where sysverbs does not know

@@ -39,8 +39,8 @@ _env_root: Optional[bytes] = None
 
 
 def path_arg(value: PathArg, what: str) -> bytes:
-    """A path argument as bytes; :class:`~sysverbs.errors.WrongTypeError` for a
-    non-path, :class:`~sysverbs.errors.UsageError` for a NUL byte or a str that no file
+    """A path argument as bytes; :class:`~sysverbs.ground.errors.WrongTypeError` for a
+    non-path, :class:`~sysverbs.ground.errors.UsageError` for a NUL byte or a str that no file
     name decodes to (a surrogate outside :func:`os.fsdecode`'s ``\\udc80-\\udcff``)."""
     try:
         raw = os.fsencode(value)
@@ -99,8 +99,8 @@ class HostRoot(FrozenRecord):
                 proc_path: Optional[PathArg] = None, config_dir: Optional[PathArg] = None,
                 recorded: bool = False, name: Optional[str] = None) -> HostRoot:
         """The host these paths name, by the one rule of the module's docstring.  A path
-        that is not one is a :class:`~sysverbs.errors.WrongTypeError`, a NUL byte in
-        it a :class:`~sysverbs.errors.UsageError`; so are a non-bool ``recorded`` and
+        that is not one is a :class:`~sysverbs.ground.errors.WrongTypeError`, a NUL byte in
+        it a :class:`~sysverbs.ground.errors.UsageError`; so are a non-bool ``recorded`` and
         a non-str ``name``."""
         if not isinstance(recorded, bool):
             raise WrongTypeError(f"recorded must be a bool, not {type(recorded).__name__}")

@@ -63,7 +63,7 @@ _stream: Union[TextIO, BinaryIO, None, str] = "stderr"
 def set_stderr(stream: Union[TextIO, BinaryIO, None]) -> None:
     """Send the libibverbs text to ``stream`` instead of ``sys.stderr`` (None: nowhere).
     Anything else than None or a file object with ``write`` is a
-    :class:`~sysverbs.errors.WrongTypeError` now, not at the first message."""
+    :class:`~sysverbs.ground.errors.WrongTypeError` now, not at the first message."""
     if stream is not None and not callable(getattr(stream, "write", None)):
         raise WrongTypeError(f"stream must be a file object or None, not "
                              f"{type(stream).__name__}")

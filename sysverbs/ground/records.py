@@ -6,7 +6,7 @@
   no sequence (placement's ``Gpu``, ``Nic``, ``Distance``...);
 * node types and transports as the plain numbers of ``<infiniband/verbs.h>``
   (:func:`node_type_number`, :func:`transport_number`).  Records and devices keep these
-  numbers; :mod:`sysverbs.enums` turns them into the ``NodeType``/``TransportType``
+  numbers; :mod:`sysverbs.ground.enums` turns them into the ``NodeType``/``TransportType``
   enums when a caller asks (``import enum`` is left out of ``import sysverbs``);
 * :class:`DeviceRecord`: what a source (sysfs, netlink, udev) reports about one
   uverbs device, before matching.

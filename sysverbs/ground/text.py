@@ -1,6 +1,7 @@
-"""Two sysfs text formats shared by :mod:`sysverbs.topology`, :mod:`sysverbs.attributes`
-and :mod:`sysverbs.placement`, in a module that imports nothing else (placement reads
-them on the path of ``sysverbs topo`` and must not import those modules).
+"""Two sysfs text formats shared by :mod:`sysverbs.devices.location`,
+:mod:`sysverbs.devices.attributes` and :mod:`sysverbs.placement`, in a module that
+imports nothing else (placement reads them on the path of ``sysverbs topo`` and must
+not import those modules).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, TypeVar
 
-    from ..placement import CpuTopology, Host
+    from ..placement import CpuTopology, Topology
 
     T = TypeVar("T")
 
@@ -32,7 +32,7 @@ __all__ = ["HostModel"]
 
 class HostModel:
     """The facts of the host ``root`` names, each read at most once (lazily) and kept:
-    :attr:`placement` (a :class:`~sysverbs.placement.Host`) and :attr:`cpus` (a
+    :attr:`placement` (a :class:`~sysverbs.placement.Topology`) and :attr:`cpus` (a
     :class:`~sysverbs.placement.CpuTopology`).  ``reads``: the invocation's
     :class:`~sysverbs.ground.sysfs_read.ReadOnce`, entered by :meth:`reading` (and by
     every part while it reads).  Its parts are never replaced once read."""
@@ -58,7 +58,7 @@ class HostModel:
         return self._parts[name]  # type: ignore[return-value]
 
     @property
-    def placement(self) -> Host:
+    def placement(self) -> Topology:
         """The placement host (:func:`~sysverbs.placement.read_host_at` of ``root``)."""
         from ..placement import read_host_at
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, Optional
 
-    from ..placement import Assignment, Host, NicChoice
+    from ..placement import Assignment, NicChoice, Topology
 
 __all__ = ["LinkLayerVerdict", "link_layer_verdict", "host_link_layer_verdict"]
 
@@ -92,7 +92,7 @@ def link_layer_verdict(layer: str, other: str, chosen: Sequence[Assignment],
     return LinkLayerVerdict(layer, other, tuple(changed), tuple(unserved))
 
 
-def host_link_layer_verdict(host: Host, **filters: Any) -> Optional[LinkLayerVerdict]:
+def host_link_layer_verdict(host: Topology, **filters: Any) -> Optional[LinkLayerVerdict]:
     """The verdict of ``host``'s GPUs (each GPU a rank, in index order) under the NIC
     ``filters`` of :func:`~sysverbs.placement.assign`; None when the host's usable ports
     are of one link layer, or ``filters`` names one."""

@@ -28,11 +28,11 @@ from ._cpus import CpuTopology, read_cpus
 from ._distance import Distance
 from ._dra import read_dra
 from ._gpumem import gpu_memory_node
-from ._host import Anchor, Gpu, Host, Nic, Port
 from ._layout import Layout, layout, parse_vpd, read_data_direct, read_layout, read_vpd
 from ._pci import PciDevice
 from ._read import GPU_CLASSES, read_host, read_host_at
 from ._smi import FORMATS, host_json, render_matrix
+from ._topology import Anchor, Gpu, Nic, Port, Topology
 
 #: The names of ``_assign``, imported on first use (``sysverbs topo`` without
 #: ``--assign`` does not need them).
@@ -74,7 +74,7 @@ __all__ = [
     "Filtered",
     "GPU_CLASSES",
     "Gpu",
-    "Host",
+    "Topology",
     "Layout",
     "Nic",
     "NicChoice",

@@ -24,7 +24,7 @@ NIC IOTLB misses, and GPUDirect RDMA's peer traffic goes through the root comple
 NVIDIA's tuning guides ask for ``iommu=pt``.
 
 The rules (:func:`redirect_evidence`, :func:`iommu_mode`) are pure functions over what
-was read; :func:`acs_redirects` and :func:`translated_nics` read a :class:`Host`.
+was read; :func:`acs_redirects` and :func:`translated_nics` read a :class:`Topology`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Optional
 
-    from ._host import Host
     from ._pci import PciDevice
+    from ._topology import Topology
 
 __all__ = ["ACS_BITS", "AcsRedirect", "IommuMode", "TranslatedNic",
            "acs_control", "acs_redirects", "acs_text", "ext_capability", "find_redirects",
@@ -184,7 +184,7 @@ def _shared_switch(a: PciDevice, b: PciDevice) -> Optional[tuple[str, str, str]]
     return None if pa is None or pb is None or pa == pb else (common, pa, pb)
 
 
-def _peers(host: Host) -> Iterable[tuple[str, str]]:
+def _peers(host: Topology) -> Iterable[tuple[str, str]]:
     for g in host.gpus:
         yield g.address, "gpu"
     for address, pci in host.pci.items():
@@ -230,7 +230,7 @@ def find_redirects(pci: Mapping[str, PciDevice], nics: Iterable[tuple[str, str]]
     return tuple(out)
 
 
-def _nic_functions(host: Host) -> Iterable[tuple[str, str]]:
+def _nic_functions(host: Topology) -> Iterable[tuple[str, str]]:
     """(PF BDF, RDMA device) of each NIC, one per function."""
     seen: set[str] = set()
     for n in host.nics:
@@ -243,7 +243,7 @@ def _nic_functions(host: Host) -> Iterable[tuple[str, str]]:
             yield address, n.name
 
 
-def acs_redirects(host: Host) -> tuple[AcsRedirect, ...]:
+def acs_redirects(host: Topology) -> tuple[AcsRedirect, ...]:
     """Every (NIC, GPU or NVMe) pair below one switch whose peer traffic ACS redirects
     (see the module's text), in the NICs' order."""
     return find_redirects(host.pci, _nic_functions(host), _peers(host))
@@ -305,7 +305,7 @@ def _text(path: str) -> Optional[str]:
     return None if raw is None else raw.decode("utf-8", "replace")
 
 
-def translated_nics(host: Host) -> tuple[TranslatedNic, ...]:
+def translated_nics(host: Topology) -> tuple[TranslatedNic, ...]:
     """The NICs whose DMA the IOMMU translates (:func:`iommu_mode` of each)."""
     try:
         iommus = tuple(sorted(os.listdir(os.path.join(host.sysfs_path, "class", "iommu"))))

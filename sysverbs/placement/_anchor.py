@@ -13,9 +13,9 @@ import os
 import re
 
 from ..ground.errors import NotFoundError, UsageError
-from ._host import Anchor, Gpu, Host, host_arg
 from ._names import is_bdf
 from ._pci import resolve_link
+from ._topology import Anchor, Gpu, Topology, host_arg
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def gpu_anchor(gpu: Gpu) -> Anchor:
     return Anchor(gpu.name, "gpu", gpu.address, gpu.pci, gpu, f"GPU{gpu.index} {gpu.address}")
 
 
-def _pci_below(host: Host, target: bytes) -> Optional[str]:
+def _pci_below(host: Topology, target: bytes) -> Optional[str]:
     """The PCI function whose directory holds ``target`` (nearest first)."""
     by_path = {os.fsencode(d.path): a for a, d in host.pci.items()}
     path = target
@@ -45,9 +45,9 @@ def _pci_below(host: Host, target: bytes) -> Optional[str]:
     return None
 
 
-def find_anchor(host: Host, spec: str) -> Anchor:
+def find_anchor(host: Topology, spec: str) -> Anchor:
     """The :class:`Anchor` ``spec`` names on ``host`` (see the module).  A name that
-    is none of these is a :class:`~sysverbs.errors.NotFoundError` saying where it was
+    is none of these is a :class:`~sysverbs.ground.errors.NotFoundError` saying where it was
     looked for; a device that is not below a PCI function (a virtual netdev, a RAM
     disk) one saying so."""
     host_arg(host)

@@ -1,6 +1,6 @@
 """Which RDMA device (and port) each GPU, or each local rank, should use.
 
-Pure functions over a :class:`~sysverbs.placement.Host` (plus ``diagnose()``
+Pure functions over a :class:`~sysverbs.placement.Topology` (plus ``diagnose()``
 for the optional *usable* filter and the environment for ranks).
 """
 
@@ -12,9 +12,9 @@ from ..engine.api import environ_arg, index_arg, items_arg
 from ..ground.errors import NotFoundError, UsageError, WrongTypeError
 from ..ground.records import FrozenRecord, init
 from ._distance import Distance, smi_rank
-from ._host import Anchor, Gpu, Host, Nic, Port, endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
 from ._pairing import nic_roles, pairing
+from ._topology import Anchor, Gpu, Nic, Port, Topology, endpoints, host_arg, smi_between
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -190,7 +190,7 @@ def _norm_link_layer(value: Optional[str]) -> Optional[str]:
     return norm
 
 
-def _usable_names(host: Host) -> tuple[Optional[frozenset[str]], str]:
+def _usable_names(host: Topology) -> tuple[Optional[frozenset[str]], str]:
     try:
         from ..devices.diagnosis import diagnose
 
@@ -201,7 +201,7 @@ def _usable_names(host: Host) -> tuple[Optional[frozenset[str]], str]:
     return frozenset(d.name for d in found if d.usable), ""
 
 
-def candidates(host: Host, *, drop: Optional[Mapping[str, str]] = None,
+def candidates(host: Topology, *, drop: Optional[Mapping[str, str]] = None,
                **filters: Unpack[NicFilters]) -> tuple[list[_Candidate], list[Filtered]]:
     """The ports the filters keep (in PCI address order) and those they leave out;
     ``drop``: devices left out by role (name -> why: not a compute NIC)."""
@@ -374,7 +374,7 @@ def _share(group: Sequence[Target], best: Mapping[str, list[int]], split_ties: b
 
 
 def assign(
-    host: Host,
+    host: Topology,
     gpus: Optional[Sequence[Target]] = None,
     *,
     split_ties: bool = True,
@@ -399,7 +399,7 @@ def assign(
     reason says so (``split_ties=False``: each gets all its candidates).  Within a GPU,
     ports are listed nearest first (fewest hops), then by PCI address, so the answer
     does not depend on readdir order.  A GPU that is not one of the host's is a
-    :class:`~sysverbs.errors.NotFoundError`.
+    :class:`~sysverbs.ground.errors.NotFoundError`.
 
     ``gpus`` may also hold :class:`~sysverbs.placement.Anchor` objects
     (:func:`~sysverbs.placement.find_anchor`: an NVMe drive, a NIC, any PCI function):
@@ -573,7 +573,7 @@ def _select(pool: Sequence[Gpu], name: str, value: str, notes: list[str]) -> lis
     return out
 
 
-def visible_gpus(host: Host, env: Optional[Mapping[str, str]] = None
+def visible_gpus(host: Topology, env: Optional[Mapping[str, str]] = None
                  ) -> tuple[tuple[Gpu, ...], str]:
     """The GPUs a CUDA process would see, in its index order, and how that was decided.
 
@@ -616,7 +616,7 @@ def visible_gpus(host: Host, env: Optional[Mapping[str, str]] = None
 
 
 def assign_rank(
-    host: Host,
+    host: Topology,
     rank: Optional[int] = None,
     env: Optional[Mapping[str, str]] = None,
     **filters: Unpack[NicFilters],
@@ -626,10 +626,10 @@ def assign_rank(
     The rank's GPU is ``visible[rank]`` (or the only visible GPU when the launcher
     gives each rank one); NICs are balanced over the visible GPUs (all GPUs when a
     rank sees one), so every rank computes the same plan.  A ``rank`` that is not an int
-    is a :class:`~sysverbs.errors.WrongTypeError`, a negative one a
-    :class:`~sysverbs.errors.UsageError`; a rank that has no GPU (no visible GPU, or
+    is a :class:`~sysverbs.ground.errors.WrongTypeError`, a negative one a
+    :class:`~sysverbs.ground.errors.UsageError`; a rank that has no GPU (no visible GPU, or
     ``rank`` >= the number of visible GPUs when more than one is visible) a
-    :class:`~sysverbs.errors.NotFoundError`.  No rank at all (none given, none in
+    :class:`~sysverbs.ground.errors.NotFoundError`.  No rank at all (none given, none in
     ``env``) gives an :class:`Assignment` with ``gpu`` None and the reason.  ``env``
     must map str to str.
     """

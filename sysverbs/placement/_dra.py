@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Optional
 
-    from ._host import Host
     from ._layout import Layout
+    from ._topology import Topology
 
 __all__ = ["MAX_NUMA_NODES", "NUMA_NODE", "PCIE_ROOT", "PCI_BUS_ID", "dra_report",
            "numa_node_list", "pcie_root", "read_dra", "read_dra_inputs"]
@@ -112,7 +112,7 @@ def _read(path: str) -> Optional[str]:
         return None
 
 
-def read_dra_inputs(host: Host, addresses: Sequence[str]
+def read_dra_inputs(host: Topology, addresses: Sequence[str]
                     ) -> tuple[dict[str, Optional[str]], dict[int, Optional[str]],
                                dict[int, Optional[int]]]:
     """What the attributes read: each address's ``bus/pci/devices`` link (None:
@@ -161,7 +161,7 @@ def _device(kind: str, name: str, bdf: Optional[str], numa: Optional[int],
     return {"kind": kind, "name": name, "attributes": attrs, "problems": problems}
 
 
-def dra_report(host: Host, lay: Layout, links: Mapping[str, Optional[str]],
+def dra_report(host: Topology, lay: Layout, links: Mapping[str, Optional[str]],
                distance: Mapping[int, Optional[str]], socket: Mapping[int, Optional[int]]
                ) -> dict[str, object]:
     """``devices``: each GPU and RDMA device with its attributes (and ``pairing``: the
@@ -198,7 +198,7 @@ def dra_report(host: Host, lay: Layout, links: Mapping[str, Optional[str]],
     return {"devices": devices, "warnings": warnings}
 
 
-def read_dra(host: Host, lay: Layout) -> dict[str, object]:
+def read_dra(host: Topology, lay: Layout) -> dict[str, object]:
     """:func:`dra_report` with its inputs read from the host's sysfs."""
     addresses = [g.address for g in host.gpus] + [n.address for n in host.nics if n.address]
     return dra_report(host, lay, *read_dra_inputs(host, addresses))

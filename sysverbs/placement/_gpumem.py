@@ -12,7 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
-    from ._host import Gpu, Host
+    from ._topology import Gpu, Topology
 
 __all__ = ["gpu_memory_node", "parse_numa_status"]
 
@@ -31,7 +31,7 @@ def parse_numa_status(text: str) -> Optional[int]:
     return None
 
 
-def gpu_memory_node(host: Host, gpu: Gpu) -> Optional[int]:
+def gpu_memory_node(host: Topology, gpu: Gpu) -> Optional[int]:
     """``gpu``'s memory node from its ``numa_status`` (None: no such file or line)."""
     path = os.path.join(host.proc_path, "driver", "nvidia", "gpus", gpu.address,
                         "numa_status")

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Optional, Union
 
-    from ._host import Host
     from ._pci import PciDevice
+    from ._topology import Topology
 
     #: A function's ``vpd``: its bytes, or why there are none ("absent", "unreadable").
     VpdRead = Union[bytes, str]
@@ -114,22 +114,22 @@ def _is(dev: Optional[PciDevice], vendor: int, devices: object) -> bool:
     return dev is not None and dev.vendor == vendor and dev.device in devices  # type: ignore
 
 
-def _nvidia_gpus(host: Host) -> list[PciDevice]:
+def _nvidia_gpus(host: Topology) -> list[PciDevice]:
     return [g.pci for g in host.gpus
             if g.pci.vendor == NVIDIA and (g.pci.pci_class or 0) >> 16 == 0x03]
 
 
-def _dma_functions(host: Host) -> list[PciDevice]:
+def _dma_functions(host: Topology) -> list[PciDevice]:
     return sorted((d for d in host.pci.values() if _ids(d) == (MELLANOX, CX_DMA)),
                   key=lambda d: bdf_key(d.address))
 
 
-def _cx_pfs(host: Host) -> list[PciDevice]:
+def _cx_pfs(host: Topology) -> list[PciDevice]:
     return sorted((d for d in host.pci.values() if _is(d, MELLANOX, CX_NICS)),
                   key=lambda d: bdf_key(d.address))
 
 
-def read_vpd(host: Host) -> dict[str, VpdRead]:
+def read_vpd(host: Topology) -> dict[str, VpdRead]:
     """The ``vpd`` of each DMA function and ConnectX PF: its bytes, ``"absent"`` (no
     file) or ``"unreadable"`` (the kernel makes it 0600: root only).  Nothing on a host
     without a DMA function (a VPD read goes to the device: it is only made when
@@ -147,7 +147,7 @@ def read_vpd(host: Host) -> dict[str, VpdRead]:
     return out
 
 
-def _rdma_names(host: Host) -> dict[str, list[str]]:
+def _rdma_names(host: Topology) -> dict[str, list[str]]:
     names: dict[str, list[str]] = {}
     for nic in host.nics:
         if nic.address is not None:
@@ -168,7 +168,7 @@ def _v3(vpd: Mapping[str, VpdRead], address: str) -> tuple[Optional[str], str]:
     return (v3, "") if v3 else (None, "its vpd has no V3 keyword")
 
 
-def read_data_direct(host: Host) -> dict[str, str]:
+def read_data_direct(host: Topology) -> dict[str, str]:
     """What the kernel says of each ConnectX PF's Data Direct DMA function (the uverbs
     ioctl of :mod:`sysverbs.devices.datadirect`, on each of its RDMA devices): by PF
     address, the DMA function's address, or ``"errno NAME: text"``.  Only on this
@@ -193,14 +193,14 @@ def read_data_direct(host: Host) -> dict[str, str]:
     return out
 
 
-def _kernel_tie(host: Host, dd: Mapping[str, str], dma: str) -> tuple[list[PciDevice], str]:
+def _kernel_tie(host: Topology, dd: Mapping[str, str], dma: str) -> tuple[list[PciDevice], str]:
     """The PFs the kernel ties to DMA function ``dma``, or none and what it said."""
     pfs = [d for d in _cx_pfs(host) if dd.get(d.address) == dma]
     said = sorted({v for v in dd.values() if v.startswith("errno ")})
     return pfs, ("; the kernel's ioctl answered " + ", ".join(said)) if said else ""
 
 
-def _dma_complex(host: Host, dma: PciDevice, vpd: Mapping[str, VpdRead],
+def _dma_complex(host: Topology, dma: PciDevice, vpd: Mapping[str, VpdRead],
                  taken: set[str], names: Mapping[str, list[str]],
                  dd: Mapping[str, str]) -> dict[str, object]:
     pci = host.pci
@@ -243,7 +243,7 @@ def _dma_complex(host: Host, dma: PciDevice, vpd: Mapping[str, VpdRead],
     return entry
 
 
-def _dma_based(host: Host, dmas: list[PciDevice], vpd: Mapping[str, VpdRead],
+def _dma_based(host: Topology, dmas: list[PciDevice], vpd: Mapping[str, VpdRead],
                dd: Mapping[str, str]) -> Layout:
     names = _rdma_names(host)
     taken: set[str] = set()
@@ -262,7 +262,7 @@ def _dma_based(host: Host, dmas: list[PciDevice], vpd: Mapping[str, VpdRead],
     return Layout("dma-based", reason, tuple(out))
 
 
-def _numa_based(host: Host, gpus: list[PciDevice], on_rp: list[PciDevice]) -> Layout:
+def _numa_based(host: Topology, gpus: list[PciDevice], on_rp: list[PciDevice]) -> Layout:
     names = _rdma_names(host)
     pfs = _cx_pfs(host)
     nodes = sorted({g.numa_node for g in gpus if g.numa_node is not None})
@@ -283,7 +283,7 @@ def _numa_based(host: Host, gpus: list[PciDevice], on_rp: list[PciDevice]) -> La
     return Layout("numa-based", reason, tuple(out))
 
 
-def _inline(host: Host) -> Optional[Layout]:
+def _inline(host: Topology) -> Optional[Layout]:
     names = _rdma_names(host)
     out: list[dict[str, object]] = []
     for g in _nvidia_gpus(host):
@@ -302,7 +302,7 @@ def _inline(host: Host) -> Optional[Layout]:
                   "(no DMA function): PCIe locality pairs them", tuple(out))
 
 
-def layout(host: Host, vpd: Optional[Mapping[str, VpdRead]] = None,
+def layout(host: Topology, vpd: Optional[Mapping[str, VpdRead]] = None,
            data_direct: Optional[Mapping[str, str]] = None) -> Layout:
     """The layout of ``host`` (see the module's text); ``vpd``: what :func:`read_vpd`
     read, ``data_direct``: what :func:`read_data_direct` read (the kernel's tie, taken
@@ -323,7 +323,7 @@ def layout(host: Host, vpd: Optional[Mapping[str, VpdRead]] = None,
                   "locality applies")
 
 
-def read_layout(host: Host) -> Layout:
+def read_layout(host: Topology) -> Layout:
     """:func:`layout` with what the kernel's ioctl says (a live host) and the VPD
     images read from the host's sysfs."""
     return layout(host, read_vpd(host), read_data_direct(host))

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Optional
 
-    from ._host import Host
     from ._pci import PciDevice
+    from ._topology import Topology
 
 __all__ = ["CODE", "FIX", "DegradedLink", "LinkEnd", "degraded_links", "parse_speed",
            "parse_width"]
@@ -149,7 +149,7 @@ def judge(down: LinkEnd, up: LinkEnd, gpu: bool) -> Optional[tuple[
             width, None if cap_width is None else int(cap_width))
 
 
-def _targets(host: Host) -> Iterable[tuple[str, str, Optional[str]]]:
+def _targets(host: Topology) -> Iterable[tuple[str, str, Optional[str]]]:
     """(BDF, role, name) of each device whose links are checked."""
     for g in host.gpus:
         yield g.address, "gpu", g.name
@@ -162,7 +162,7 @@ def _targets(host: Host) -> Iterable[tuple[str, str, Optional[str]]]:
             yield address, "nvme", None
 
 
-def degraded_links(host: Host) -> tuple[DegradedLink, ...]:
+def degraded_links(host: Topology) -> tuple[DegradedLink, ...]:
     """The degraded links of ``host`` (see the module's text), one per link, in PCI
     order of their downstream ends."""
     return find_degraded(host.pci, _targets(host))

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Optional
 
-    from ._host import Host, Nic
     from ._layout import Layout
+    from ._topology import Nic, Topology
 
 __all__ = ["BLUEFIELD", "CX_VFS", "GpuPairing", "NicRole", "nic_roles", "pairing"]
 
@@ -65,7 +65,7 @@ class NicRole(FrozenRecord):
                             "numa_node": self.numa_node}}
 
 
-def _role(nic: Nic, host: Host) -> NicRole:
+def _role(nic: Nic, host: Topology) -> NicRole:
     dev = host.pci.get(nic.address or "")
     layers = tuple(sorted({p.link_layer for p in nic.ports if p.link_layer}))
     if dev is None:
@@ -90,7 +90,7 @@ def _role(nic: Nic, host: Host) -> NicRole:
                    f"{why}; {'/'.join(layers) or 'no link layer'}; {where}")
 
 
-def nic_roles(host: Host) -> dict[str, NicRole]:
+def nic_roles(host: Topology) -> dict[str, NicRole]:
     """Each RDMA device's role, by name."""
     return {n.name: _role(n, host) for n in host.nics}
 
@@ -123,7 +123,7 @@ class GpuPairing(FrozenRecord):
                 "via": self.via, "candidates": list(self.candidates), "reason": self.reason}
 
 
-def _names_on(host: Host, pfs: Iterable[str]) -> tuple[str, ...]:
+def _names_on(host: Topology, pfs: Iterable[str]) -> tuple[str, ...]:
     """The RDMA devices on these PCI functions and on their VFs, by name."""
     want = set(pfs)
     out = [n for n in host.nics if n.address is not None and (
@@ -137,7 +137,7 @@ def _addresses(entries: object) -> list[str]:
             if isinstance(p, dict)]
 
 
-def _dma_pairing(host: Host, c: Mapping[str, object]) -> Optional[GpuPairing]:
+def _dma_pairing(host: Topology, c: Mapping[str, object]) -> Optional[GpuPairing]:
     gpu, dma, nic = c.get("gpu"), str(c.get("dma_function")), c.get("nic")
     if not isinstance(gpu, str) or not isinstance(nic, dict):
         return None
@@ -156,7 +156,7 @@ def _dma_pairing(host: Host, c: Mapping[str, object]) -> Optional[GpuPairing]:
                       "guess: NCCL resolves it itself when NCCL_IB_HCA is not set)")
 
 
-def pairing(host: Host, lay: Layout) -> dict[str, GpuPairing]:
+def pairing(host: Topology, lay: Layout) -> dict[str, GpuPairing]:
     """Each paired GPU's :class:`GpuPairing`, by address (empty for the ``inline`` and
     ``pcie`` layouts, where PCIe locality applies; a GPU in no complex, like a DGX
     Station's display GPU, is left to it too)."""

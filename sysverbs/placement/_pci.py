@@ -4,7 +4,7 @@ the bus walk that finds them all (:class:`PciReader`).
 Every value is read with :func:`sysverbs.sysfs_read.read_sysfs_file`; links are read
 with ``readlink`` and resolved by hand inside the given root, so that nothing outside
 ``sysfs_path`` (and ``proc_path``) is ever read: a link that leaves the root counts as
-dangling.  Whatever cannot be decided is left ``None`` and said in ``Host.problems``.
+dangling.  Whatever cannot be decided is left ``None`` and said in ``Topology.problems``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reading the host: the NUMA nodes, GPUs and RDMA devices beside the PCI tree that
 :class:`~sysverbs.placement._pci.PciReader` walks, and :func:`read_host`, which gathers
-them in a :class:`~sysverbs.placement.Host`.  Read as the PCI tree is: nothing outside
+them in a :class:`~sysverbs.placement.Topology`.  Read as the PCI tree is: nothing outside
 the given roots, links resolved by hand inside them."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from ..devices.readable import unknown_files, unknown_pci_files
 from ..ground.hostroot import HostRoot
 from ..ground.sysfs_read import read_sysfs_file
 from ..ground.text import parse_cpulist, rate_fields
-from ._host import Gpu, Host, Nic, Port
 from ._names import bdf_key, is_bdf, is_host_bridge, natural_key
 from ._pci import PciReader, is_dir, read_text, to_int
+from ._topology import Gpu, Nic, Port, Topology
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -255,8 +255,8 @@ def read_host(
     dev_dir: Optional[PathArg] = None,
     *,
     recorded: bool = False,
-) -> Host:
-    """Read the host's PCI tree, NUMA nodes, GPUs and RDMA devices (see :class:`Host`).
+) -> Topology:
+    """Read the host's PCI tree, NUMA nodes, GPUs and RDMA devices (see :class:`Topology`).
 
     ``sysfs_path`` stands for ``/sys`` (default ``$SYSFS_PATH``, else ``/sys``),
     ``proc_path`` for ``/proc`` (default: the ``proc`` beside the sysfs root, ``/proc``
@@ -269,7 +269,7 @@ def read_host(
     return read_host_at(HostRoot.resolve(sysfs_path, dev_dir, proc_path, recorded=recorded))
 
 
-def read_host_at(root: HostRoot) -> Host:
+def read_host_at(root: HostRoot) -> Topology:
     """:func:`read_host` of the machine ``root`` names (its sysfs, proc and dev; its
     ``recorded``), for callers that hold one."""
     if not isinstance(root, HostRoot):
@@ -292,7 +292,7 @@ def read_host_at(root: HostRoot) -> Host:
     order = (sorted(r.pci) if all(len(a) == 12 for a in r.pci)
              else sorted(r.pci, key=bdf_key))
     pci = {a: r.pci[a] for a in order}
-    return Host(
+    return Topology(
         sysfs_path=os.fsdecode(sysfs),
         proc_path=os.fsdecode(proc),
         dev_dir=os.fsdecode(dev),

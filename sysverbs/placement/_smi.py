@@ -1,4 +1,4 @@
-"""``nvidia-smi topo -mp``'s layout, from a :class:`Host` (and the JSON model).
+"""``nvidia-smi topo -mp``'s layout, from a :class:`Topology` (and the JSON model).
 
 ``topo -mp`` is the PCIe-only matrix: GPU-GPU cells are PCIe classes, as here (NVLink
 is not visible in sysfs), and its Legend has no ``NV#`` line; ``legend="m"`` adds the
@@ -16,14 +16,14 @@ from ..ground.errors import UsageError
 from ..ground.text import cpulist_text
 from ._distance import numa_affinity
 from ._gpumem import gpu_memory_node
-from ._host import endpoints, host_arg, smi_between
 from ._names import bdf_key, natural_key
+from ._topology import endpoints, host_arg, smi_between
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
 
-    from ._host import Host, Nic
+    from ._topology import Nic, Topology
 
 LEGEND = """\
 Legend:
@@ -49,7 +49,7 @@ def cpulist(cpus: Optional[frozenset[int]]) -> str:
     return cpulist_text(cpus or ())
 
 
-def matrix_nics(host: Host) -> list[Nic]:
+def matrix_nics(host: Topology) -> list[Nic]:
     """The NICs of the matrix, in nvidia-smi's order: the order libibverbs lists them
     (the kernel's registration order, which is the order of their ``uverbsN`` numbers;
     devices without one after, by name); unplaced devices are left out."""
@@ -62,7 +62,7 @@ def matrix_nics(host: Host) -> list[Nic]:
 FORMATS = ("535", "525")
 
 
-def render_matrix(host: Host, fmt: str = "535", underline: bool = False,
+def render_matrix(host: Topology, fmt: str = "535", underline: bool = False,
                   legend: str = "mp") -> str:
     """The matrix in ``nvidia-smi topo -mp``'s exact layout (``legend="m"``: with
     ``topo -m``'s legend; ``fmt``: see :data:`FORMATS`; ``underline``: the
@@ -104,7 +104,7 @@ def render_matrix(host: Host, fmt: str = "535", underline: bool = False,
     return text
 
 
-def host_json(host: Host) -> dict[str, Any]:
+def host_json(host: Topology) -> dict[str, Any]:
     """The model as JSON-ready data (schema ``sysverbs.topo/1``, docs/placement.md)."""
     nics = matrix_nics(host_arg(host))
     ends: list[Any] = [*host.gpus, *nics]

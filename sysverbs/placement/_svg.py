@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Optional
 from xml.sax.saxutils import escape, quoteattr
 
 from ..ground.text import cpulist_text
-from ._host import Host
+from ._topology import Topology
 
 __all__ = ["Tree", "Box", "host_tree", "layout", "walk", "render", "host_svg",
            "CHAR_W", "LINE_H", "PAD", "GAP"]
@@ -115,7 +115,7 @@ def _node(kind: str, key: str, lines: tuple[str, ...], children: dict[str, Any],
             "address": address}
 
 
-def host_tree(host: Host, where: str = "") -> Tree:
+def host_tree(host: Topology, where: str = "") -> Tree:
     """The boxes of ``host``: NUMA node > host bridge > bridges > GPUs, NICs and DMA
     functions; a device whose place is unknown sits in the machine."""
     items: list[tuple[str, str, tuple[str, ...], str]] = []  # kind, key, lines, address
@@ -217,7 +217,7 @@ def render(box: Box, links: Sequence[tuple[str, str]] = (), title: str = "") -> 
     return "\n".join(out) + "\n"
 
 
-def host_svg(host: Host, plan: Sequence[Any], where: str = "") -> str:
+def host_svg(host: Topology, plan: Sequence[Any], where: str = "") -> str:
     """``sysverbs topo --svg``: ``host`` with ``plan`` (``assign(host)``) drawn in."""
     tree = host_tree(host, where)
     links: list[tuple[str, str]] = []

@@ -123,7 +123,7 @@ def static_link(value: object, release: int) -> StaticLink:
 
     ``value``: the define's text (``"mlx4,mlx5"``, ``"all"``), a sequence of names, or
     ``""`` (a static link without the define: no provider).  A name that is not a
-    provider of the release is a :class:`~sysverbs.errors.UsageError` (the real
+    provider of the release is a :class:`~sysverbs.ground.errors.UsageError` (the real
     compiler stops on it).
 
     >>> static_link("mlx5,mlx4", 44).linked

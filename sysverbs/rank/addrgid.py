@@ -36,7 +36,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from ..placement import Host
+    from ..placement import Topology
 
 __all__ = ["CODE", "AddressGidFinding", "RocePort", "address_gid_findings", "roce_ports"]
 
@@ -123,7 +123,7 @@ def address_gid_findings(ports: Sequence[RocePort],
     return out
 
 
-def roce_ports(host: Host) -> list[RocePort]:
+def roce_ports(host: Topology) -> list[RocePort]:
     """The Ethernet ports of the host's RDMA devices and their GIDs, from sysfs."""
     from .gid import gid_text, read_gid_table
 

@@ -25,7 +25,7 @@ Other frameworks' variables (NVSHMEM, UCCL, vLLM): :mod:`sysverbs.rank.framework
 
 >>> import tempfile
 >>> from sysverbs.testing import HostBuilder
->>> from sysverbs.environment import rank_environment
+>>> from sysverbs.rank.environment import rank_environment
 >>> b = HostBuilder().rxe(name="rxe0", netdev="v0", ib_attrs={
 ...     "ports/1/gids/1": "0000:0000:0000:0000:0000:ffff:c0a8:0701",
 ...     "ports/1/gid_attrs/types/1": "RoCE v2", "ports/1/gid_attrs/ndevs/1": "v0"})
@@ -65,7 +65,7 @@ from .rtnetlink import interface_addresses
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..placement import Host
+    from ..placement import Topology
     from .lint import LintWarning
 
 __all__ = [
@@ -399,11 +399,11 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     its options).  ``addresses``: netdev -> IP addresses; default: the kernel's,
     through rtnetlink, on the live host (a sysfs root of ``/sys``), else unknown.
     A named device or port that the tree does not have is a
-    :class:`~sysverbs.errors.NotFoundError` (a ``LookupError``); a NIC that
-    is neither a name nor a tuple a :class:`~sysverbs.errors.WrongTypeError`.
+    :class:`~sysverbs.ground.errors.NotFoundError` (a ``LookupError``); a NIC that
+    is neither a name nor a tuple a :class:`~sysverbs.ground.errors.WrongTypeError`.
     """
     from ..devices.attributes import numbered_entries, read_text, resolve_ibdev
-    from ..devices.topology import TopologyScan, device_topology
+    from ..devices.location import LocationScan, device_location
     from ..ground.hostroot import HostRoot
 
     if nics is not None:
@@ -429,7 +429,7 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     else:
         wanted = [(*_split(a), False) for a in nics]
     out: list[Nic] = []
-    scan = TopologyScan()  # the char-device directories read once, not once per NIC
+    scan = LocationScan()  # the char-device directories read once, not once per NIC
     for name, port, auto in wanted:
         ibdev, _ = resolve_ibdev(name, root)
         if not os.path.isdir(ibdev):
@@ -459,7 +459,7 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
                 [e.ndev for e in gids.entries if e.ndev] + ([parent] if parent else [])))
             if not names:
                 if topo is None:
-                    topo = device_topology(name, sysfs_path=root, dev_dir=dev_dir, scan=scan)
+                    topo = device_location(name, sysfs_path=root, dev_dir=dev_dir, scan=scan)
                 names = list(topo.port_netdevs(p))
             netdevs = tuple(
                 Netdev(nd, _net_state(root, nd) if live or addresses is not None else None,
@@ -479,12 +479,12 @@ def _state(text: Optional[str]) -> str:
 
 
 def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optional[str],
-            proc_path: Optional[str], dev_dir: Optional[str], host: Optional[Host] = None
+            proc_path: Optional[str], dev_dir: Optional[str], host: Optional[Topology] = None
             ) -> tuple[Optional[list[tuple[str, int]]], str]:
     """Placement's (device, port) list for the rank and its reason; None when the host
     has no GPU, or placement chose no NIC for the rank's GPU, with the reason.  On a
-    host with GPUs, a rank that has no GPU is a :class:`~sysverbs.errors.NotFoundError`
-    and no rank at all (with several GPUs) a :class:`~sysverbs.errors.UsageError`."""
+    host with GPUs, a rank that has no GPU is a :class:`~sysverbs.ground.errors.NotFoundError`
+    and no rank at all (with several GPUs) a :class:`~sysverbs.ground.errors.UsageError`."""
     from ..placement import assign_rank, read_host
     from ..placement import local_rank as rank_from
 
@@ -512,7 +512,7 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
                      addresses: Optional[Mapping[str, Sequence[str]]] = None,
                      list_options: Optional[Mapping[str, Any]] = None,
                      keep_set: bool = False, where: str = "this host",
-                     host: Optional[Host] = None) -> RankEnvironment:
+                     host: Optional[Topology] = None) -> RankEnvironment:
     """The environment for one rank.
 
     ``nics``: the NICs chosen for the rank (see :func:`read_nics`).  None: placement
@@ -522,10 +522,10 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     placement chooses no NIC for the rank's GPU, every usable ACTIVE port — and then
     ``local_rank`` N takes the N-th of them (modulo their number).  On a host with GPUs,
     a rank without a GPU (``local_rank=8`` with 8 GPUs) is a
-    :class:`~sysverbs.errors.NotFoundError`, and no rank with several GPUs a
-    :class:`~sysverbs.errors.UsageError`.  ``environ``: the environment in force (default
+    :class:`~sysverbs.ground.errors.NotFoundError`, and no rank with several GPUs a
+    :class:`~sysverbs.ground.errors.UsageError`.  ``environ``: the environment in force (default
     ``os.environ``), with NCCL's config files applied as NCCL applies them
-    (:func:`sysverbs.nccl.nccl_environment`; read on the live host, or under
+    (:func:`sysverbs.rank.nccl.nccl_environment`; read on the live host, or under
     ``conf_root`` when given).  It decides NCCL's GID scan (NCCL_IB_ADDR_FAMILY,
     NCCL_IB_ADDR_RANGE, NCCL_IB_ROCE_VERSION_NUM).  ``proc_path`` stands for ``/proc``
     (GPU UUIDs for CUDA_VISIBLE_DEVICES).  ``keep_set``: a variable ``environ`` already

@@ -6,7 +6,7 @@ framework; :data:`SOURCES` where each variable's syntax was read (repository, fi
 commit); :data:`NOT_ESTABLISHED` the frameworks whose NIC variable could not be
 established from a source, for which nothing is written (their users load the JSON
 GPU->NICs map of :func:`host_map`).  Everything here is a pure function of its
-arguments: the NICs come from :func:`sysverbs.environment.rank_environment` and the
+arguments: the NICs come from :func:`sysverbs.rank.environment.rank_environment` and the
 whole host's pairs from :func:`sysverbs.placement.assign`.
 
 >>> nvshmem_hca_list([("mlx5_0", 1), ("mlx5_3", 1)]).value
@@ -157,7 +157,7 @@ class HostPair(NamedTuple):
 
 def framework_names(text: str) -> list[str]:
     """``--for nccl,ucx,...``: known names, in order, each once (a
-    :class:`~sysverbs.errors.UsageError` for an unknown one)."""
+    :class:`~sysverbs.ground.errors.UsageError` for an unknown one)."""
     names: list[str] = []
     for word in text.split(","):
         name = word.strip().lower()
@@ -287,7 +287,7 @@ def for_frameworks(env: RankEnvironment, names: Sequence[str], *,
     """``env`` restricted to the variables of the frameworks ``names``, with theirs
     added (pure).  ``pairs``: the host's GPU->first-NIC pairs (for vLLM),
     ``all_devices`` its RDMA device names; ``environ``: a variable already set there
-    is kept, as :func:`~sysverbs.environment.keep_user_set` keeps it;
+    is kept, as :func:`~sysverbs.rank.environment.keep_user_set` keeps it;
     ``mooncake_file``: where Mooncake's topology file was written (``env --map``)."""
     from .environment import keep_user_set
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ..placement import Host
+from ..placement import Topology
 from .frameworks import HostPair
 from .gid import gid_text, nccl_gid_index, read_gid_table
 
@@ -27,14 +27,14 @@ MAP_SCHEMA = "sysverbs.nic-map/1"
 VLLM_KINDS = frozenset({"pf", "vf", "bond"})
 
 
-def vllm_name(host: Host, address: Optional[str]) -> Optional[str]:
+def vllm_name(host: Topology, address: Optional[str]) -> Optional[str]:
     """The RDMA device vLLM finds at this PCI address: the first, sorted by name, of
     those whose ``device`` link is that function."""
     names = sorted(n.name for n in host.nics if n.address == address and n.kind in VLLM_KINDS)
     return names[0] if names and address is not None else None
 
 
-def host_pairs(host: Host, plan: Sequence[Any]) -> list[HostPair]:
+def host_pairs(host: Topology, plan: Sequence[Any]) -> list[HostPair]:
     """Each assigned GPU and its first NIC (``plan``: :func:`sysverbs.placement.assign`'s
     answer)."""
     out: list[HostPair] = []
@@ -63,7 +63,7 @@ def _gid(device: str, port: int, link_layer: Optional[str], sysfs_path: Optional
     return {"gid_index": choice.index, "gid": gid_text(choice.gid), "gid_rule": choice.rule}
 
 
-def host_map(host: Host, plan: Sequence[Any], *, sysfs_path: Optional[str] = None,
+def host_map(host: Topology, plan: Sequence[Any], *, sysfs_path: Optional[str] = None,
              environ: Optional[Mapping[str, str]] = None, where: str = "this host"
              ) -> dict[str, Any]:
     """The JSON GPU->NICs map of the whole host (``plan``: ``assign(host)``)."""
@@ -84,7 +84,7 @@ def host_map(host: Host, plan: Sequence[Any], *, sysfs_path: Optional[str] = Non
     return {"schema": MAP_SCHEMA, "host": where, "gpus": gpus}
 
 
-def mooncake_topology(host: Host, plan: Sequence[Any]) -> dict[str, list[list[str]]]:
+def mooncake_topology(host: Topology, plan: Sequence[Any]) -> dict[str, list[list[str]]]:
     """Mooncake's topology file (``MC_CUSTOM_TOPO_JSON``): ``cuda:N`` for each GPU (N its
     index in PCI bus order, CUDA's ordinal when every GPU is visible under
     ``CUDA_DEVICE_ORDER=PCI_BUS_ID``) with its assigned devices preferred, ``cpu:NODE``

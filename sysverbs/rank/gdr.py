@@ -54,13 +54,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from ..placement import Assignment, Host
+    from ..placement import Assignment, Topology
 
 __all__ = ["CODES", "PATH_TYPES", "PEERMEM_FILES", "RULES", "GdrFacts", "GdrPair",
            "GdrSupport", "gdr_allowed", "gdr_findings", "gdr_level", "gdr_pairs",
            "gdr_support", "read_gdr_facts"]
 
-#: The findings, as ``sysverbs.diagnosis.CODES`` has its own: (severity, meaning).
+#: The findings, as ``sysverbs.devices.diagnosis.CODES`` has its own: (severity, meaning).
 CODES = {
     "gdr_unavailable": ("warning", "NCCL would not use GPUDirect RDMA on any NIC: no "
                         "peer-memory module and no DMA-BUF path"),
@@ -219,7 +219,7 @@ def gdr_allowed(path: str, level: str) -> bool:
     return PATH_TYPES.index(path) <= PATH_TYPES.index(level)
 
 
-def _c2c(host: Host, gpu: object) -> bool:
+def _c2c(host: Topology, gpu: object) -> bool:
     """The GPU hangs directly below a Grace/Vera root port: a superchip's GPU, linked to
     that CPU by C2C (NCCL learns it from NVML; sysfs shows the root port)."""
     pci = getattr(gpu, "pci", None)
@@ -229,7 +229,7 @@ def _c2c(host: Host, gpu: object) -> bool:
     return rp is not None and rp.vendor == NVIDIA and rp.device in GRACE_ROOT_PORTS
 
 
-def gdr_pairs(host: Host, assignments: Iterable[Assignment], support: GdrSupport,
+def gdr_pairs(host: Topology, assignments: Iterable[Assignment], support: GdrSupport,
               environ: Mapping[str, str]) -> tuple[GdrPair, ...]:
     """Each NVIDIA GPU and each NIC port placement gives it: would NCCL use GDR."""
     level, whence = gdr_level(environ)

@@ -518,7 +518,7 @@ def _read_type(path: bytes) -> str:
 def read_gid_table(device: str, port: int, *, sysfs_path: Optional[str] = None,
                    link_layer: Optional[str] = None) -> GidTable:
     """A port's GID table from sysfs (``ports/<port>/gids``, ``gid_attrs/types``
-    and ``gid_attrs/ndevs``), with the parsers :mod:`sysverbs.attributes` uses.
+    and ``gid_attrs/ndevs``), with the parsers :mod:`sysverbs.devices.attributes` uses.
     Types are read for index 0 (NCCL's first choice) and the non-zero GIDs: NCCL
     reads the type of a zero entry only while it is the current choice, and the
     kernel answers EINVAL for those.  An unreadable GID file reads as zero, as

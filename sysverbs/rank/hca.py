@@ -193,9 +193,9 @@ def parse_hca(value: Optional[str], *, nccl_version: VersionArg = None,
       :data:`MAX_IFS` = 16 for NCCL_SOCKET_IFNAME);
     * None (unset) and ``""`` mean every device.
 
-    A value that is not a str is a :class:`~sysverbs.errors.WrongTypeError`; one that
+    A value that is not a str is a :class:`~sysverbs.ground.errors.WrongTypeError`; one that
     no environment variable can hold (a NUL byte, a surrogate :func:`os.fsdecode`
-    does not make) a :class:`~sysverbs.errors.UsageError`.
+    does not make) a :class:`~sysverbs.ground.errors.UsageError`.
 
     >>> parse_hca("é" * 40).entries[0].prefix == "é" * 31   # 62 of NCCL's 63 bytes
     True

@@ -10,7 +10,7 @@ NUMA node gives the CPUs (``cpu``: :data:`CPU_MODES`) and the memory node (``mem
 
 >>> import tempfile
 >>> from sysverbs import testing
->>> from sysverbs.launch import plan
+>>> from sysverbs.rank.launch import plan
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     fake = testing.materialize("gpu-hgx-h100", tmp)
 ...     p = plan(local_rank=3, cpu="exclusive", sysfs_path=fake.sysfs, environ={})
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any, NoReturn, Optional, Union
 
-    from ..placement import Anchor, CpuTopology, Host
+    from ..placement import Anchor, CpuTopology, Topology
 
 __all__ = ["CPU_MODES", "MEM_MODES", "SIZE_VARIABLES", "SCHEMA", "Plan", "plan"]
 
@@ -142,8 +142,8 @@ class Plan(FrozenRecord):
         ``MPOL_BIND`` on :attr:`mems`).  Both survive ``exec``
         and are inherited by new threads and children.  The environment is not
         changed (:meth:`exec` passes :attr:`env`).  A plan of another sysfs root is a
-        :class:`~sysverbs.errors.UsageError`; a refused call a
-        :class:`~sysverbs.errors.BindingError` with the kernel's errno."""
+        :class:`~sysverbs.ground.errors.UsageError`; a refused call a
+        :class:`~sysverbs.ground.errors.BindingError` with the kernel's errno."""
         if not self.live:
             raise UsageError(f"this plan is for the host under {self.sysfs_path}, not "
                              "this one: it can be shown, not applied")
@@ -184,7 +184,7 @@ class Plan(FrozenRecord):
              fallback: bool = False) -> NoReturn:
         """:meth:`apply`, then replace this process with ``argv`` (searched in PATH)
         with ``environ`` (default ``os.environ``) and :attr:`env`.  ``fallback``: a
-        :class:`~sysverbs.errors.BindingError` does not stop it: the command runs
+        :class:`~sysverbs.ground.errors.BindingError` does not stop it: the command runs
         unbound (the caller says so)."""
         args = [os.fsdecode(a) for a in argv]
         if not args:
@@ -239,7 +239,7 @@ def _local_size(env: Mapping[str, str]) -> tuple[Optional[int], str]:
     return None, "none of " + ", ".join(SIZE_VARIABLES) + " is set"
 
 
-def _anchors(host: Host, near: Union[None, str, Sequence[str]], rank: Optional[int],
+def _anchors(host: Topology, near: Union[None, str, Sequence[str]], rank: Optional[int],
              why_rank: str, env: Mapping[str, str], local_size: Optional[int]
              ) -> tuple[int, list[Anchor], str]:
     """The anchors of every rank on the host (for the split modes and the NICs'
@@ -294,7 +294,7 @@ def _anchors(host: Host, near: Union[None, str, Sequence[str]], rank: Optional[i
                                                f"{rank_gpu.address} ({why_vis})")
 
 
-def _nics(host: Host, me: int, peers: list[Anchor], rank: Optional[int],
+def _nics(host: Topology, me: int, peers: list[Anchor], rank: Optional[int],
           env: dict[str, str], sysfs_path: Optional[str], dev_dir: Optional[str],
           list_options: Optional[Mapping[str, Any]], where: str = "this host"
           ) -> tuple[tuple[str, ...], dict[str, str], dict[str, str], str, list[str]]:
@@ -335,7 +335,7 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
          allowed_mems: Union[None, str, frozenset[int]] = None,
          local_size: Optional[int] = None, nics: bool = True,
          list_options: Optional[Mapping[str, Any]] = None,
-         host: Optional[Host] = None, cpu_topology: Optional[CpuTopology] = None,
+         host: Optional[Topology] = None, cpu_topology: Optional[CpuTopology] = None,
          where: str = "this host") -> Plan:
     """The :class:`Plan` of one local rank.
 
@@ -351,7 +351,7 @@ def plan(near: Union[None, str, Sequence[str]] = None, *, local_rank: Optional[i
     ``sched_getaffinity`` and ``Mems_allowed_list``).  ``local_size``: the number of
     ranks near one ``near`` device (default from :data:`SIZE_VARIABLES`).  ``nics``:
     False leaves the NIC variables out.  An empty CPU or memory set is a
-    :class:`~sysverbs.errors.BindingError` naming the cause.  ``host`` and
+    :class:`~sysverbs.ground.errors.BindingError` naming the cause.  ``host`` and
     ``cpu_topology``: the host and CPUs of that tree already read (the command's one host model,
     ``sysverbs/model/``), instead of reading them again.  ``where``: how the NIC
     variables' check names the host (``sysverbs env``'s ``where``).
@@ -436,7 +436,7 @@ def _allowed(topo: CpuTopology, live: bool, cpus: Optional[frozenset[int]],
 
 def _sets(topo: CpuTopology, cpu: str, mem: str, me: int, peers: list[Anchor],
           node: Optional[int], numa: Optional[int], ok_cpus: frozenset[int],
-          ok_mems: frozenset[int], host: Host, reasons: dict[str, str],
+          ok_mems: frozenset[int], host: Topology, reasons: dict[str, str],
           warnings: list[str]) -> tuple[frozenset[int], frozenset[int]]:
     anchor = peers[me]
     if not ok_cpus:
@@ -478,7 +478,7 @@ def _sets(topo: CpuTopology, cpu: str, mem: str, me: int, peers: list[Anchor],
     return cpus, frozenset({target})
 
 
-def _position(host: Host, topo: CpuTopology, me: int, peers: list[Anchor],
+def _position(host: Topology, topo: CpuTopology, me: int, peers: list[Anchor],
               ok_cpus: frozenset[int]) -> tuple[int, int, str]:
     """The index of ``peers[me]`` among the ranks whose anchors have its CPU node,
     their number, and who they are (the split modes).  A GPU anchor's share is keyed

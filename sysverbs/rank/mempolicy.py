@@ -67,7 +67,7 @@ def set_mempolicy(mode: int, nodes: Iterable[int] = ()) -> None:
     """Set the calling thread's memory policy (``MPOL_DEFAULT`` with no nodes,
     ``MPOL_PREFERRED`` with one, ``MPOL_BIND`` or ``MPOL_PREFERRED_MANY`` (Linux 5.15)
     with one or more);
-    :class:`~sysverbs.errors.BindingError` with the kernel's errno when it refuses."""
+    :class:`~sysverbs.ground.errors.BindingError` with the kernel's errno when it refuses."""
     import ctypes
 
     wanted = sorted(set(nodes))

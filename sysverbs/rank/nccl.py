@@ -18,7 +18,7 @@ Everything is taken from NCCL's source (NVIDIA/nccl); each function cites the fi
 and function it follows.  ``nccl_version`` selects the rules of a release (default:
 the newest, checked against NCCL 2.32.3 from PyPI).
 
->>> from sysverbs.nccl import parse_hca
+>>> from sysverbs.rank.nccl import parse_hca
 >>> f = parse_hca("mlx5_1")
 >>> f.matches("mlx5_1"), f.matches("mlx5_10")         # a prefix match
 (True, True)
@@ -37,7 +37,7 @@ False
 from __future__ import annotations
 
 # The code is in the modules beside this one (versions, ctext, hca, conf, ib, lint);
-# this one is their public face (sysverbs/nccl.py re-exports its __all__).
+# this one is their public face, as placement/__init__.py is placement's.
 from .conf import nccl_environment as nccl_environment
 from .conf import read_conf_file as read_conf_file
 from .hca import MAX_IFS as MAX_IFS

@@ -2,7 +2,7 @@
 (``sysverbs doctor --predict``; docs/diagnose.md, "Predicted").
 
 :func:`predict` is a pure function over what the other verdicts found: the device
-diagnoses (``sysverbs.diagnosis.diagnose``), the host findings, NCCL's network
+diagnoses (``sysverbs.devices.diagnosis.diagnose``), the host findings, NCCL's network
 (:func:`sysverbs.rank.netplugin.net_transport`), GPUDirect RDMA
 (:mod:`sysverbs.rank.gdr`) and the address GIDs (:mod:`sysverbs.rank.addrgid`).
 The rules of each library, and where they come from:

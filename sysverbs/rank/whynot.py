@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from typing import Optional
 
     from ..devices.diagnosis import Diagnosis
-    from ..placement import Host
+    from ..placement import Topology
     from .predict import DeviceView
 
 __all__ = ["CODES", "Findings", "device_views", "read_findings"]
@@ -37,7 +37,7 @@ class Findings(NamedTuple):
                 *((ADDRESS_CODE, f.message) for f in self.addr)]
 
 
-def read_findings(host: Host, environ: Mapping[str, str], *, live: bool,
+def read_findings(host: Topology, environ: Mapping[str, str], *, live: bool,
                   addresses: Optional[Mapping[str, Sequence[str]]] = None) -> Findings:
     """The findings of ``host`` with NCCL's environment ``environ``.  ``live``: the tree
     is this machine's own, so this namespace's addresses (``addresses``, default
@@ -60,7 +60,7 @@ def read_findings(host: Host, environ: Mapping[str, str], *, live: bool,
     return Findings(support, pairs, addr)
 
 
-def device_views(host: Host, found: Sequence[Diagnosis]) -> list[DeviceView]:
+def device_views(host: Topology, found: Sequence[Diagnosis]) -> list[DeviceView]:
     """The prediction's view of each diagnosed device (``found``: diagnose()'s), its
     ports from ``host`` and sysfs."""
     from ..devices.attributes import read_text

@@ -1,6 +1,6 @@
 """What every source shares: the options of a call (:class:`LibraryKey`), what a
 source returns (:class:`Scan`) and how it says it cannot be used here
-(:class:`~sysverbs.errors.SourceUnavailable`)."""
+(:class:`~sysverbs.ground.errors.SourceUnavailable`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A testing kit: fake RDMA hosts for your tests, built in code or recorded from a host.
 
-Everything here produces or consumes :class:`sysverbs.recording.Recording` objects,
+Everything here produces or consumes :class:`sysverbs.testing.umockdev.Recording` objects,
 umockdev's recording format, so one host description serves three ways: as a
 ``SYSFS_PATH`` tree on disk (:func:`materialize`, for sysverbs or for libibverbs
 itself), as a umockdev testbed (``umockdev-run -d FILE``, where ``/sys`` and
@@ -34,7 +34,7 @@ from ..ground.errors import RecordLimitError
 #: The public names by the module that defines them (relative to this package).
 _API: dict[str, tuple[str, ...]] = {
     "builder": ("HostBuilder", "FakeDevice", "MLX5_MODELS", "GPU_MODELS", "GpuModel"),
-    "host": ("FakeHost", "Host", "Source", "as_recording", "fixture_names", "fixture_path",
+    "host": ("FakeHost", "Source", "as_recording", "fixture_names", "fixture_path",
              "load_fixture", "materialize"),
     "recorder": ("Limits", "record_host"),
     "umockdev": ("TreeEntry",),
@@ -47,7 +47,6 @@ if TYPE_CHECKING:  # the same names, for type checkers
     from .builder import GPU_MODELS, MLX5_MODELS, FakeDevice, GpuModel, HostBuilder
     from .host import (
         FakeHost,
-        Host,
         Source,
         as_recording,
         fixture_names,
@@ -62,7 +61,6 @@ __all__ = [
     "HostBuilder",
     "FakeDevice",
     "FakeHost",
-    "Host",
     "Limits",
     "RecordLimitError",
     "MLX5_MODELS",

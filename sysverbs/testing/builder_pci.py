@@ -276,7 +276,7 @@ class PciTreeBuilder(BuilderBase):
 
     def proc_file(self, record_path: str, target: str, value: Union[str, bytes]) -> Self:
         """A ``/proc`` file (``target``, e.g. ``/proc/cpuinfo``), carried by the record
-        at ``record_path`` (see :func:`sysverbs.recording.proc_file`)."""
+        at ``record_path`` (see :func:`sysverbs.testing.umockdev.proc_file`)."""
         data = value.encode() if isinstance(value, str) else value
         self._proc_files.append((record_path, recording.proc_file(record_path, target, data)))
         return self

@@ -79,7 +79,7 @@ entry is never at its final name and so never used. Entries are not ``fsync``-ed
 a crash can leave (a file cut short) fails the check and is rebuilt. Only a fixture
 that cannot be materialized at all raises (the error
 :func:`~sysverbs.testing.materialize` raises), and an unknown name raises
-:class:`~sysverbs.errors.UnknownFixtureError`.
+:class:`~sysverbs.ground.errors.UnknownFixtureError`.
 """
 
 from __future__ import annotations

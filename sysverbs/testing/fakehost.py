@@ -57,7 +57,7 @@ class FakeHost:
     def proc(self) -> Path:
         """``root/proc``: what stands for ``/proc`` (the NVIDIA driver's GPU files of
         :meth:`HostBuilder.gpu`, any :meth:`HostBuilder.proc_file`; see
-        :func:`sysverbs.recording.proc_file`)."""
+        :func:`sysverbs.testing.umockdev.proc_file`)."""
         return self.root / "proc"
 
     def options(self, **overrides: Any) -> dict[str, Any]:

@@ -17,11 +17,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .builder import HostBuilder
 
-__all__ = ["FakeHost", "Host", "Source", "materialize", "fixture_names", "fixture_path",
+__all__ = ["FakeHost", "Source", "materialize", "fixture_names", "fixture_path",
            "load_fixture", "as_recording", "FIXTURE_DIR", "FIXTURE_SUFFIX"]
 
 #: What :func:`materialize` accepts: a :class:`~sysverbs.testing.HostBuilder`, a
-#: :class:`~sysverbs.recording.Recording`, the name of a bundled fixture or the path
+#: :class:`~sysverbs.testing.umockdev.Recording`, the name of a bundled fixture or the path
 #: of a recording file.
 Source = Union["HostBuilder", Recording, str, "os.PathLike[str]"]
 
@@ -53,12 +53,12 @@ def materialize(source: Source, root: Union[str, os.PathLike[str]], *,
     (like loading several files into one umockdev testbed), but a device, link or node
     that exists already is an error.  ``root/sys``, ``root/sys/class`` and
     ``root/dev/infiniband`` always exist afterwards.  ``entries``: paths that no
-    device record holds (:class:`~sysverbs.recording.TreeEntry`: a broken or partial
-    host), written after the records.  See :mod:`sysverbs.recording` for what is
-    written.
+    device record holds (:class:`~sysverbs.testing.umockdev.TreeEntry`: a broken or partial
+    host), written after the records.  See :mod:`sysverbs.testing.umockdev` for what
+    is written.
 
     >>> import tempfile
-    >>> from sysverbs.recording import TreeEntry
+    >>> from sysverbs.testing.umockdev import TreeEntry
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     host = materialize(Recording(()), tmp, entries=[
     ...         TreeEntry("sys/class/infiniband_verbs/abi_version", b"6"),
@@ -67,10 +67,6 @@ def materialize(source: Source, root: Union[str, os.PathLike[str]], *,
     ['abi_version', 'uverbs0']
     """
     return write_host(as_recording(source), root, entries)
-
-
-#: The name :mod:`sysverbs.recording` gives a materialized host.
-Host = FakeHost
 
 
 # ------------------------------------------------------------------------ fixtures

@@ -1,7 +1,7 @@
 """The fake-host model: how the kernel lays out sysfs, as functions from data to
-:class:`~sysverbs.recording.Record` objects.
+:class:`~sysverbs.testing.umockdev.Record` objects.
 
-A host is a :class:`~sysverbs.recording.Recording`: device records (a path below
+A host is a :class:`~sysverbs.testing.umockdev.Recording`: device records (a path below
 ``/sys``, uevent keys, attribute files, links, a ``/dev`` node).  This module is the
 one place that knows what each kind of record holds and where it lives:
 

@@ -122,14 +122,14 @@ so are absolute ``N:``/``S:`` names; an attribute name may contain ``..`` (see a
 but must not be absolute (umockdev would quietly make both relative), and every
 file, directory and link is created only after checking, with symlinks resolved,
 that it lies inside ``root/sys`` (attributes and links) or ``root/dev`` (nodes).
-Anything else raises :class:`~sysverbs.errors.RecordingError` (a ``ValueError``) naming
+Anything else raises :class:`~sysverbs.ground.errors.RecordingError` (a ``ValueError``) naming
 the record's line.
 
 Nothing is trusted from a recording: a link (``L:``, and the ``subsystem``, class,
 ``/sys/dev`` and ``S:`` links made for a record) whose target is absolute, steps out of
 the root on the way (``..`` past it, or through a link made earlier), or climbs with
 ``..`` out of a name that does not exist yet (a link made there later could send it
-anywhere) is **left out**, with a :class:`~sysverbs.errors.RecordingWarning` naming
+anywhere) is **left out**, with a :class:`~sysverbs.ground.errors.RecordingWarning` naming
 the line and the link; the rest of the host is written.  So every link below the root
 resolves inside it, and a crafted recording cannot make a reader of the tree read a
 file outside it (``/etc/shadow`` as ``fw_ver``).  :class:`TreeEntry` links are the

@@ -194,7 +194,7 @@ class _Tree:
                 checked: bool = True) -> None:
         """Make the link ``path`` -> ``target`` (verbatim).  ``checked`` (anything from a
         recording): a target that :meth:`leads_out` is left out with a
-        :class:`~sysverbs.errors.RecordingWarning` naming the line and the link."""
+        :class:`~sysverbs.ground.errors.RecordingWarning` naming the line and the link."""
         base = os.path.basename(path)
         if base in ("", ".", ".."):
             raise line_error(lineno, f"invalid link name {path!r}")

@@ -11,7 +11,7 @@ For each NCCL_IB_HCA value built from this host's RDMA ports (none, each device,
 device:port, ``^`` and ``=`` forms, a prefix, an unknown name), a child process loads
 libnccl, builds a one-rank communicator with ``NCCL_DEBUG=INFO`` and prints NCCL's
 log; the test compares NCCL's ``NET/IB : Using ...`` (or ``No device found.``) line up
-to ``; OOB`` with ``sysverbs.nccl.predict_ib(env).lines()`` for the release loaded.
+to ``; OOB`` with ``sysverbs.rank.nccl.predict_ib(env).lines()`` for the release loaded.
 On a host with no RDMA device this still checks the no-device lines.
 
 libnccl: ``$SYSVERBS_NCCL_LIB``, else the ``nvidia.nccl`` package of the interpreter
@@ -31,7 +31,7 @@ from typing import Optional
 
 import pytest
 
-from sysverbs import nccl
+from sysverbs.rank import nccl
 
 _CHILD = r"""
 import ctypes, sys

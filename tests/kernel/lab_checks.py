@@ -9,7 +9,7 @@ import json
 import pickle
 from typing import Any
 
-from sysverbs.attributes import DeviceAttributes
+from sysverbs.devices.attributes import DeviceAttributes
 from tests.kernel import parsing
 from tests.kernel.conftest import unavailable
 from tests.kernel.lab import LabResults

@@ -38,8 +38,8 @@ from typing import Any
 
 import pytest
 
-from sysverbs.attributes import GidType, LinkLayer, PhysState, PortState
 from sysverbs.cli.devinfo import QUERY_ONLY_DEVICE, QUERY_ONLY_PORT, UNAVAILABLE
+from sysverbs.devices.attributes import GidType, LinkLayer, PhysState, PortState
 from tests.kernel import parsing
 from tests.kernel.lab import LabResults
 from tests.kernel.lab_checks import (
@@ -562,11 +562,12 @@ def test_cli_devinfo_json(lab: LabResults) -> None:
 
 def test_cli_snapshot_of_a_real_kernel(lab: LabResults, tmp_path: Path) -> None:
     import sysverbs
-    from sysverbs import recording
+    from sysverbs import testing
+    from sysverbs.testing import umockdev
 
     rc, text, err = cli_tools(lab)["snapshot"]
     assert rc == 0, err
-    host = recording.materialize(recording.parse(text), tmp_path)
+    host = testing.materialize(umockdev.parse(text), tmp_path)
     devs = sysverbs.get_device_list(
         sysfs_path=host.sysfs, dev_dir=host.dev, source="sysfs", providers="builtin"
     )

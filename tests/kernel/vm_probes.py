@@ -70,15 +70,15 @@ def sources() -> None:
 
 def attributes() -> None:
     import sysverbs
-    from sysverbs.attributes import device_attributes
-    from sysverbs.diagnosis import diagnose
-    from sysverbs.topology import device_topology
+    from sysverbs.devices.attributes import device_attributes
+    from sysverbs.devices.diagnosis import diagnose
+    from sysverbs.devices.location import device_location
 
     names = sorted(os.listdir("/sys/class/infiniband"))
     found = diagnose()
     data = {
         "attributes": {n: device_attributes(n) for n in names},
-        "topology": {n: device_topology(n) for n in names},
+        "topology": {n: device_location(n) for n in names},
         "diagnose": (list(found), found.host),
         "indexes": {d.name: sysverbs.get_device_index(d) for d in sysverbs.get_device_list()},
     }

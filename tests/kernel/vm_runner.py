@@ -60,14 +60,14 @@ import sysverbs.cli.devinfo  # noqa: F401
 import sysverbs.cli.env  # noqa: F401
 import sysverbs.cli.tools  # noqa: F401
 import sysverbs.cli.topo  # noqa: F401
-import sysverbs.diagnosis  # noqa: F401
-import sysverbs.environment  # noqa: F401
+import sysverbs.devices.diagnosis  # noqa: F401
+import sysverbs.devices.location  # noqa: F401
 import sysverbs.placement  # noqa: F401
 import sysverbs.providers._data  # noqa: F401
+import sysverbs.rank.environment  # noqa: F401
 import sysverbs.sources.netlink.queries  # noqa: F401
 import sysverbs.sources.netlink.scan  # noqa: F401
 import sysverbs.testing.recorder  # noqa: F401
-import sysverbs.topology  # noqa: F401
 from tests.oracle.probe import Libibverbs, Sysverbs
 
 CLONE_NEWNS = 0x00020000

@@ -1,4 +1,4 @@
-"""Real NCCL (PyPI's nvidia-nccl-cu12, no GPU needed) as an oracle for sysverbs.nccl.
+"""Real NCCL (PyPI's nvidia-nccl-cu12, no GPU needed) as an oracle for sysverbs.rank.nccl.
 
 ``make nccl-oracle`` downloads the wheel once per machine into
 ``/var/cache/sysverbs-test/nccl`` (``NCCL_CACHE``) and unpacks it; the tests find

@@ -1,5 +1,5 @@
 """Run a plan of rdma_get_devices/rdma_free_devices calls and tree changes with ONE
-implementation: the real librdmacm (through ctypes) or sysverbs.rdmacm.
+implementation: the real librdmacm (through ctypes) or sysverbs.devices.rdmacm.
 
     python rdmacm_probe.py librdmacm|sysverbs PLAN_JSON
 
@@ -79,7 +79,7 @@ class Librdmacm:
 class Sysverbs:
     def __init__(self, options: dict[str, Any]) -> None:
         import sysverbs
-        from sysverbs import rdmacm
+        from sysverbs.devices import rdmacm
 
         self.sv = sysverbs
         self.cm = rdmacm

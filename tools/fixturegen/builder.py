@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sysverbs.recording import Recording
 from sysverbs.testing import HostBuilder
 from sysverbs.testing.layout import (
     NODE_TYPES,
@@ -19,6 +18,7 @@ from sysverbs.testing.layout import (
     port_files,
 )
 from sysverbs.testing.layout import guid_text as guid_fmt
+from sysverbs.testing.umockdev import Recording
 
 from .counters import with_counters
 

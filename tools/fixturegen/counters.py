@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sysverbs.recording import Recording
+from sysverbs.testing.umockdev import Recording
 from sysverbs.testing.umockdev_model import Attribute, Record
 
 PMA = (

@@ -8,13 +8,13 @@ Modules, with pyverbs' names (rdma-core 44, Debian 12's ``python3-pyverbs``):
   and ``str()``, as pyverbs gives them);
 * :mod:`~sysverbs.compat.pyverbs.pyverbs_error`: ``PyverbsError``,
   ``PyverbsRDMAError``, ``PyverbsUserError`` (also sysverbs exceptions:
-  :mod:`sysverbs.errors`);
+  :mod:`sysverbs.ground.errors`);
 * :mod:`~sysverbs.compat.pyverbs.enums`: the node, transport and fork types;
 * :mod:`~sysverbs.compat.pyverbs.fork`: ``fork_init()``, ``is_fork_initialized()``.
 
 Everything pyverbs does with an opened device (``Context``, ``PD``, ``QP``, ``CQ``,
 ``MR``, ``AH``..., modules such as ``pd``, ``qp``, ``cq``, ``mr``) is out of scope:
-importing it raises :class:`~sysverbs.errors.OutOfScopeError` (an ``ImportError``),
+importing it raises :class:`~sysverbs.ground.errors.OutOfScopeError` (an ``ImportError``),
 whose text says what sysverbs offers instead.
 
 >>> from sysverbs.compat import pyverbs

@@ -1,7 +1,7 @@
 """What :mod:`sysverbs.compat.pyverbs` leaves out, and the error that says so.
 
 pyverbs' names and modules for an opened device (a verbs context, PD, QP, CQ, MR,
-AH...) raise :class:`~sysverbs.errors.OutOfScopeError` when they are imported, with
+AH...) raise :class:`~sysverbs.ground.errors.OutOfScopeError` when they are imported, with
 what sysverbs offers instead.  The modules are answered by a finder on
 ``sys.meta_path`` that knows only rdma-core's pyverbs module names below this package.
 """

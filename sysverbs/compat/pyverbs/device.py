@@ -10,10 +10,10 @@ options (:func:`sysverbs.get_device_list`) may be given as keywords; a bundled
 fixture host stands in for ``/sys`` here:
 
 >>> import tempfile
->>> from sysverbs import recording
+>>> from sysverbs import testing
 >>> from sysverbs.compat.pyverbs import device
 >>> with tempfile.TemporaryDirectory() as tmp:
-...     host = recording.materialize(recording.fixture_path("cxgb4"), tmp)
+...     host = testing.materialize(testing.fixture_path("cxgb4"), tmp)
 ...     devices = device.get_device_list(source="sysfs", sysfs_path=host.sysfs,
 ...                                      dev_dir=host.dev, providers="builtin")
 >>> for dev in devices:
@@ -38,7 +38,7 @@ Failed to get devices list -1 38
 
 The rest of pyverbs' module (``Context``, ``DeviceAttr``, ``PortAttr``, ``DM``, the
 attribute formatters...) is about an opened device: importing it raises
-:class:`~sysverbs.errors.OutOfScopeError`.
+:class:`~sysverbs.ground.errors.OutOfScopeError`.
 """
 
 from __future__ import annotations
@@ -119,8 +119,8 @@ class Device:
     """pyverbs' ``Device``: what ``get_device_list()`` gives of one ``struct ibv_device``.
 
     ``name`` (bytes), ``guid`` (host order), ``node_type`` and ``transport_type``
-    (the numbers of :class:`sysverbs.enums.NodeType` and
-    :class:`sysverbs.enums.TransportType`) and ``index`` (-1 in sysfs mode).  Unlike a
+    (the numbers of :class:`sysverbs.ground.enums.NodeType` and
+    :class:`sysverbs.ground.enums.TransportType`) and ``index`` (-1 in sysfs mode).  Unlike a
     :class:`sysverbs.Device` it stays valid after the list is gone (it holds values,
     no device), and it is read-only.
 
@@ -195,7 +195,7 @@ def get_device_list(**options: Unpack[ListOptions]) -> list[Device]:
     Raises :class:`PyverbsRDMAError` ``"Failed to get devices list"`` (``error_code``
     -1, ``errno`` libibverbs': ENOSYS, ENOMEM...) where libibverbs returns NULL.  The
     keywords are :func:`sysverbs.get_device_list`'s options (none: libibverbs'
-    defaults); a wrong one raises :class:`sysverbs.errors.UsageError`.
+    defaults); a wrong one raises :class:`sysverbs.ground.errors.UsageError`.
     """
     try:
         devices = ibv_get_device_list(**options)

@@ -6,11 +6,11 @@
 >>> enums.IBV_NODE_RNIC, int(enums.IBV_TRANSPORT_IWARP), enums.ibv_node_type(1).name
 (<ibv_node_type.IBV_NODE_RNIC: 4>, 1, 'IBV_NODE_CA')
 
-The values are those of :class:`sysverbs.enums.NodeType`,
-:class:`sysverbs.enums.TransportType` and :class:`sysverbs.ForkStatus`, except that
+The values are those of :class:`sysverbs.ground.enums.NodeType`,
+:class:`sysverbs.ground.enums.TransportType` and :class:`sysverbs.ForkStatus`, except that
 pyverbs has no ``IBV_TRANSPORT_UNSPECIFIED`` (4).  pyverbs' other constants (access
 flags, QP states, work completion codes...) are about opened devices: importing one
-raises :class:`~sysverbs.errors.OutOfScopeError`.
+raises :class:`~sysverbs.ground.errors.OutOfScopeError`.
 """
 
 from __future__ import annotations

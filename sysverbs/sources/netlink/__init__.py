@@ -32,7 +32,7 @@ NETLINK_RDMA = 20
 def open_netlink() -> Transport:
     """A ``NETLINK_RDMA`` socket set up as ``rdma_nl.c: rdmanl_socket_alloc`` does (a
     :class:`~sysverbs.sources.netlink.socket.SocketTransport`), or
-    :class:`~sysverbs.errors.SourceUnavailable` with the socket's errno where
+    :class:`~sysverbs.ground.errors.SourceUnavailable` with the socket's errno where
     libibverbs falls back to sysfs."""
     import _socket
 

@@ -1,4 +1,4 @@
-"""The host model's records: GPUs, RDMA devices and their ports, and the :class:`Host`
+"""The host model's records: GPUs, RDMA devices and their ports, and the :class:`Topology`
 that holds them with the PCI tree, and the distances between its devices."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     Endpoint = Union[str, "Gpu", "Nic", "Anchor"]
 
-__all__ = ["Anchor", "Gpu", "Host", "Nic", "Port", "endpoints", "host_arg", "smi_between",
+__all__ = ["Anchor", "Gpu", "Topology", "Nic", "Port", "endpoints", "host_arg", "smi_between",
            "smi_hops"]
 
 
@@ -119,7 +119,7 @@ class Anchor(FrozenRecord):
                 "numa_node": self.pci.numa_node, "via": self.via}
 
 
-class Host(FrozenRecord):
+class Topology(FrozenRecord):
     """What :func:`read_host` found (see ``docs/placement.md``)."""
 
     _fields = ("sysfs_path", "proc_path", "dev_dir", "pci", "host_bridges", "numa_nodes",
@@ -135,7 +135,7 @@ class Host(FrozenRecord):
     nics: tuple[Nic, ...]
     problems: tuple[str, ...]
     #: the tree is a recording of another host (a bundled fixture): its device nodes
-    #: are stand-ins, judged as :func:`sysverbs.diagnosis.diagnose` ``recorded=True`` does
+    #: are stand-ins, judged as :func:`sysverbs.devices.diagnosis.diagnose` ``recorded=True`` does
     recorded: bool
     _cache: dict[object, object]  # what the distances computed (not compared, not shown)
 
@@ -207,32 +207,33 @@ class Host(FrozenRecord):
         return self.distance(a, b).nccl
 
 
-def host_arg(host: object) -> Host:
-    """``host`` if it is a :class:`Host`, else :class:`~sysverbs.errors.WrongTypeError`."""
-    if not isinstance(host, Host):
+def host_arg(host: object) -> Topology:
+    """``host`` if it is a :class:`Topology`, else
+    :class:`~sysverbs.ground.errors.WrongTypeError`."""
+    if not isinstance(host, Topology):
         from ..ground.errors import WrongTypeError
 
-        raise WrongTypeError(f"host must be a Host from read_host(), not {type(host).__name__}")
+        raise WrongTypeError(f"host must be a Topology from read_host(), not {type(host).__name__}")
     return host
 
 
-def smi_hops(host: Host, a: Endpoint, b: Endpoint) -> tuple[
+def smi_hops(host: Topology, a: Endpoint, b: Endpoint) -> tuple[
         Optional[str], Optional[int], str,
         Optional[tuple[tuple[PciDevice, bool], tuple[PciDevice, bool]]]]:
-    """The nvidia-smi part of :meth:`Host.distance` (class, hops, reason) without NCCL's
+    """The nvidia-smi part of :meth:`Topology.distance` (class, hops, reason) without NCCL's
     path type, and the two placed PCI functions (None when one is not placed): what the
     matrix and the ranking of :func:`assign` need for every pair."""
     return smi_between(host, host._endpoint(a), host._endpoint(b))
 
 
-def endpoints(host: Host, ends: Iterable[Endpoint]
+def endpoints(host: Topology, ends: Iterable[Endpoint]
               ) -> list[tuple[Optional[PciDevice], bool, str]]:
     """Each of ``ends`` as :func:`smi_between` takes it (the matrix and :func:`assign`
     look each device up once, not once per pair)."""
     return [host._endpoint(x) for x in ends]
 
 
-def smi_between(host: Host, a: tuple[Optional[PciDevice], bool, str],
+def smi_between(host: Topology, a: tuple[Optional[PciDevice], bool, str],
                 b: tuple[Optional[PciDevice], bool, str]) -> tuple[
         Optional[str], Optional[int], str,
         Optional[tuple[tuple[PciDevice, bool], tuple[PciDevice, bool]]]]:

@@ -1,4 +1,4 @@
-"""sysverbs.topology: PCI function, NUMA and CPUs, SR-IOV, auxiliary devices,
+"""sysverbs.devices.location: PCI function, NUMA and CPUs, SR-IOV, auxiliary devices,
 netdevs per port and char devices, on the bundled fixtures, the DGX B200 udev
 capture and broken trees."""
 
@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sysverbs
-import sysverbs.topology as topology_module
-from sysverbs import recording
-from sysverbs.devices.topology import _AUX_RDMA, device_topology, parse_cpulist
+import sysverbs.devices.location as location_module
+from sysverbs import testing
+from sysverbs.devices.location import _AUX_RDMA, device_location, parse_cpulist
 from tests import listing_hosts
 from tests.fuzz.profiles import fuzz_settings
 
@@ -27,9 +27,8 @@ DATA = Path(__file__).resolve().parent / "data"  # real machines' data: see PROV
 
 
 def test_doctests() -> None:
-    # the implementation modules: the public paths only re-export (no examples)
-    result = doctest.testmod(importlib.import_module('sysverbs.devices.topology'))
-    assert result.attempted and result.failed == 0, 'sysverbs.devices.topology'
+    result = doctest.testmod(importlib.import_module('sysverbs.devices.location'))
+    assert result.attempted and result.failed == 0, 'sysverbs.devices.location'
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +37,8 @@ def hosts() -> Iterator[listing_hosts.LazyHosts]:
         yield hosts
 
 
-def topo(host: recording.Host, name: str) -> topology_module.Topology:
-    return device_topology(name, sysfs_path=host.sysfs, dev_dir=host.dev)
+def topo(host: testing.FakeHost, name: str) -> location_module.DeviceLocation:
+    return device_location(name, sysfs_path=host.sysfs, dev_dir=host.dev)
 
 
 def test_pci_identity(hosts: listing_hosts.LazyHosts) -> None:
@@ -71,7 +70,7 @@ def test_ipoib_by_port_guid_not_node_guid(hosts: listing_hosts.LazyHosts) -> Non
 
 def test_ipoib_node_guid_address_is_not_mapped(tmp_path: Path) -> None:
     """A netdev whose address carries the node GUID (not port 1's GUID) is not port 1's."""
-    host = recording.materialize(recording.fixture_path("mlx4"), tmp_path)
+    host = testing.materialize(testing.fixture_path("mlx4"), tmp_path)
     addr = host.sysfs / "devices/pci0000:00/0000:00:03.0/0000:04:00.0/net/ib0/address"
     addr.write_text("00:00:10:c9:fe:80:00:00:00:00:00:00:24:8a:07:03:00:e5:3d:40\n")
     assert topo(host, "mlx4_0").port_netdevs(1) == ()
@@ -91,7 +90,7 @@ def test_roce_netdevs(hosts: listing_hosts.LazyHosts) -> None:
 
 
 def test_rxe_parent_netdev(tmp_path: Path) -> None:
-    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    host = testing.materialize(testing.fixture_path("rxe"), tmp_path)
     t = topo(host, "rxe1")
     assert t.parent is None and t.pci is None and t.auxiliary is None
     assert [(n.name, n.via) for n in t.netdevs] == [("v0", "gid_attrs")]
@@ -157,7 +156,7 @@ def test_char_devices(hosts: listing_hosts.LazyHosts) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
 def test_char_device_nodes_and_rdma_cm(tmp_path: Path) -> None:
-    host = recording.materialize(recording.fixture_path("rxe"), tmp_path)
+    host = testing.materialize(testing.fixture_path("rxe"), tmp_path)
     for name, (major, minor) in (
         ("uverbs0", (231, 192)),
         ("uverbs1", (231, 1)),
@@ -183,7 +182,7 @@ def test_char_device_nodes_and_rdma_cm(tmp_path: Path) -> None:
 
 
 def test_numa_and_local_cpus(tmp_path: Path) -> None:
-    host = recording.materialize(recording.fixture_path("mlx5-cx6"), tmp_path)
+    host = testing.materialize(testing.fixture_path("mlx5-cx6"), tmp_path)
     pci = host.sysfs / "devices/pci0000:00/0000:00:02.0/0000:04:00.0"
     (pci / "local_cpulist").write_text("0-3,8,10-11\n")
     (pci / "local_cpus").write_text("00000000,00000f0f\n")
@@ -218,13 +217,13 @@ def test_parse_cpulist(text: str, expect: object) -> None:
 
 
 def test_device_object(tmp_path: Path) -> None:
-    host = recording.materialize(recording.fixture_path("mlx5-cx6"), tmp_path)
+    host = testing.materialize(testing.fixture_path("mlx5-cx6"), tmp_path)
     devs = sysverbs.get_device_list(
         sysfs_path=host.sysfs, dev_dir=host.dev, providers="builtin", rdma_core="44"
     )
     try:
         for dev in devs:
-            t = device_topology(dev)
+            t = device_location(dev)
             assert t.name == dev.name
             assert [c.name for c in t.char_devices if c.kind == "uverbs"] == [dev.dev_name]
             assert t.char_devices[0].node == os.path.join(
@@ -251,9 +250,9 @@ def test_broken_trees(tmp_path: Path) -> None:
     (root / "class/infiniband_mad").mkdir()
     os.mkfifo(root / "class/infiniband_mad/umad0")
     for name in ("d0", "d1", "d2", "absent"):
-        t = device_topology(name, sysfs_path=root, dev_dir=tmp_path / "dev")
+        t = device_location(name, sysfs_path=root, dev_dir=tmp_path / "dev")
         assert t.pci is None and t.netdevs == () and t.auxiliary is None
-    t0 = device_topology("d0", sysfs_path=root, dev_dir=tmp_path / "dev")
+    t0 = device_location("d0", sysfs_path=root, dev_dir=tmp_path / "dev")
     assert [(c.name, c.dev, c.node_exists) for c in t0.char_devices] == [("uverbs0", None, False)]
 
 
@@ -339,6 +338,6 @@ def test_broken_trees_never_raise(entries: list[tuple[str, str, bytes]]) -> None
                 os.symlink("../../../..", path)
             else:
                 os.mkfifo(path)
-        t = device_topology("dev0", sysfs_path=root, dev_dir=Path(tmp) / "dev")
+        t = device_location("dev0", sysfs_path=root, dev_dir=Path(tmp) / "dev")
         assert t.name == "dev0"
         hash(t.pci) if t.pci is not None else None

@@ -16,11 +16,11 @@ Netdevs of a port:
   multi-port HCA it differs from the node GUID).
 
 >>> import tempfile
->>> from sysverbs import recording
->>> from sysverbs.topology import device_topology
+>>> from sysverbs import testing
+>>> from sysverbs.devices.location import device_location
 >>> with tempfile.TemporaryDirectory() as tmp:
-...     host = recording.materialize(recording.fixture_path("mlx4"), tmp)
-...     topo = device_topology("mlx4_0", sysfs_path=host.sysfs, dev_dir=host.dev)
+...     host = testing.materialize(testing.fixture_path("mlx4"), tmp)
+...     topo = device_location("mlx4_0", sysfs_path=host.sysfs, dev_dir=host.dev)
 >>> topo.pci.address, hex(topo.pci.vendor), topo.pci.numa_node, len(topo.pci.virtfns)
 ('0000:04:00.0', '0x15b3', 0, 8)
 >>> topo.port_netdevs(1), topo.port_netdevs(2)
@@ -58,9 +58,9 @@ __all__ = [
     "CharDevice",
     "Netdev",
     "PciFunction",
-    "Topology",
-    "TopologyScan",
-    "device_topology",
+    "DeviceLocation",
+    "LocationScan",
+    "device_location",
     "parse_cpulist",
 ]
 
@@ -147,7 +147,7 @@ class CharDevice:
 
 
 @dataclass(frozen=True)
-class Topology:
+class DeviceLocation:
     """Where the device ``name`` sits (see the module docstring)."""
 
     name: str
@@ -335,21 +335,21 @@ def _dev_of(entry: bytes) -> Optional[tuple[int, int]]:
 _Index = dict[bytes, list[tuple[bytes, bytes]]]
 
 
-class TopologyScan:
-    """One pass of :func:`device_topology` over many devices: each char-device class
+class LocationScan:
+    """One pass of :func:`device_location` over many devices: each char-device class
     directory (``infiniband_verbs``, ``infiniband_mad``) is listed and its ``ibdev``
     files read once, at the first device that needs it, instead of once per device, so
     that N devices cost O(N) reads, not O(N*N).  Give it as ``scan=`` or enter it
-    (``with TopologyScan():``): every call inside uses it.  Its answers are those
+    (``with LocationScan():``): every call inside uses it.  Its answers are those
     directories as they were at that first read; without a scan every call reads them
     afresh.
     """
 
     def __init__(self) -> None:
         self._indexes: dict[bytes, _Index] = {}
-        self._tokens: list[Token[Optional[TopologyScan]]] = []
+        self._tokens: list[Token[Optional[LocationScan]]] = []
 
-    def __enter__(self) -> TopologyScan:
+    def __enter__(self) -> LocationScan:
         self._tokens.append(_SCAN.set(self))
         return self
 
@@ -365,7 +365,7 @@ class TopologyScan:
         return index.get(name, [])
 
 
-_SCAN: ContextVar[Optional[TopologyScan]] = ContextVar("sysverbs_topology_scan", default=None)
+_SCAN: ContextVar[Optional[LocationScan]] = ContextVar("sysverbs_topology_scan", default=None)
 
 
 def _class_index(class_dir: bytes, prefixes: tuple[bytes, ...] = ()) -> _Index:
@@ -383,7 +383,7 @@ def _class_index(class_dir: bytes, prefixes: tuple[bytes, ...] = ()) -> _Index:
 
 
 def _char_devices(root: Optional[bytes], ibdev_path: bytes, name: bytes, dev_dir: bytes,
-                  scan: TopologyScan) -> list[CharDevice]:
+                  scan: LocationScan) -> list[CharDevice]:
     out: list[CharDevice] = []
     if root is not None:
         uverbs_dir = root + b"/class/infiniband_verbs"
@@ -411,24 +411,24 @@ def _char_devices(root: Optional[bytes], ibdev_path: bytes, name: bytes, dev_dir
     return out
 
 
-def device_topology(
+def device_location(
     device: DeviceArg,
     *,
     sysfs_path: Optional[PathArg] = None,
     dev_dir: Optional[PathArg] = None,
-    scan: Optional[TopologyScan] = None,
-) -> Topology:
+    scan: Optional[LocationScan] = None,
+) -> DeviceLocation:
     """The topology of a device (a :class:`~sysverbs.Device`, an IB device name looked
     up in ``<sysfs_path>/class/infiniband``, or an IB device directory).
 
     ``dev_dir`` is where the char device nodes are (default: the device's, else
-    ``/dev/infiniband``).  ``scan``: a :class:`TopologyScan` to share the char-device
+    ``/dev/infiniband``).  ``scan``: a :class:`LocationScan` to share the char-device
     directories' reads with other calls (default: the one entered, if any).
     """
     from ..engine.device import Device
 
-    if scan is not None and not isinstance(scan, TopologyScan):
-        raise WrongTypeError(f"scan is a TopologyScan, not {type(scan).__name__}")
+    if scan is not None and not isinstance(scan, LocationScan):
+        raise WrongTypeError(f"scan is a LocationScan, not {type(scan).__name__}")
     ibdev_path, name = resolve_ibdev(device, sysfs_path)
     if dev_dir is None and isinstance(device, Device):
         ddir = os.fsencode(device.dev_dir)
@@ -485,7 +485,7 @@ def device_topology(
                     add(os.fsdecode(n), "device/net")
         netdevs.extend(_netdev(root, net_dir, n, port.port, via) for n, via in names)
 
-    return Topology(
+    return DeviceLocation(
         name=os.fsdecode(name),
         parent=os.fsdecode(parent) if parent is not None else None,
         parent_subsystem=subsystem,
@@ -495,5 +495,5 @@ def device_topology(
         vf_rdma_devices=tuple(vf_devs),
         netdevs=tuple(netdevs),
         char_devices=tuple(_char_devices(root, ibdev_path, name, ddir,
-                                        scan or _SCAN.get() or TopologyScan())),
+                                        scan or _SCAN.get() or LocationScan())),
     )
