@@ -29,7 +29,8 @@ from sysverbs.testing.cache import fixture_tree
 from sysverbs.testing.host import fixture_names
 from tests import trees
 from tests.conftest import require
-from tests.test_diagnose import Seen, null_node, rxe, scenario, seen_of_json
+from tests.diagnose_runs import Seen, null_node, rxe, seen_of_json
+from tests.test_diagnose import scenario
 
 V1 = """12:pids:/docker/abc
 11:devices:/docker/abc
