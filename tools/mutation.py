@@ -79,15 +79,19 @@ def make_copy(dest: Path) -> None:
                    check=False, capture_output=True)
 
 
-def test_command(python: str, copy: Path, tests: list[str]) -> str:
-    """pytest on ``tests`` in ``copy``, stopping at the first failure, with a fixed
-    property-test seed and a temporary directory of the copy's own (on /dev/shm when it
-    is there: pytest empties it at each start, and nobody else's runs wait for that)."""
+def temp_dir(copy: Path) -> Path:
+    """The pytest temporary directory of ``copy``'s test runs (on /dev/shm when it is
+    there: pytest empties it at each start, and nobody else's runs wait for that)."""
     shm = Path("/dev/shm")
     name = "sysverbs-mutation-" + hashlib.sha256(bytes(copy)).hexdigest()[:12]
-    tmp = (shm if shm.is_dir() and os.access(shm, os.W_OK) else copy) / name
+    return (shm if shm.is_dir() and os.access(shm, os.W_OK) else copy) / name
+
+
+def test_command(python: str, copy: Path, tests: list[str]) -> str:
+    """pytest on ``tests`` in ``copy``, stopping at the first failure, with a fixed
+    property-test seed and a temporary directory of the copy's own (:func:`temp_dir`)."""
     return (f"env -C {copy} PYTHONPATH={copy} SYSVERBS_FUZZ_SEED=1 {python} -m pytest -x -q "
-            f"-p no:cacheprovider --basetemp {tmp} " + " ".join(tests))
+            f"-p no:cacheprovider --basetemp {temp_dir(copy)} " + " ".join(tests))
 
 
 def config_text(module: str, timeout: float) -> str:
@@ -174,6 +178,8 @@ def run(modules: dict[str, list[str]], python: str, jobs: int, exclude: list[str
     try:
         tried = _try_all(modules, python, pending, sessions, copies, work)
     finally:
+        for n in range(jobs):
+            shutil.rmtree(temp_dir(work / f"copy{n}"), ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     print(f"mutation: {tried} mutants tried", flush=True)
 
