@@ -79,15 +79,19 @@ def make_copy(dest: Path) -> None:
                    check=False, capture_output=True)
 
 
-def test_command(python: str, copy: Path, tests: list[str]) -> str:
-    """pytest on ``tests`` in ``copy``, stopping at the first failure, with a fixed
-    property-test seed and a temporary directory of the copy's own (on /dev/shm when it
-    is there: pytest empties it at each start, and nobody else's runs wait for that)."""
+def temp_dir(copy: Path) -> Path:
+    """The pytest temporary directory of ``copy``'s test runs (on /dev/shm when it is
+    there: pytest empties it at each start, and nobody else's runs wait for that)."""
     shm = Path("/dev/shm")
     name = "sysverbs-mutation-" + hashlib.sha256(bytes(copy)).hexdigest()[:12]
-    tmp = (shm if shm.is_dir() and os.access(shm, os.W_OK) else copy) / name
+    return (shm if shm.is_dir() and os.access(shm, os.W_OK) else copy) / name
+
+
+def test_command(python: str, copy: Path, tests: list[str]) -> str:
+    """pytest on ``tests`` in ``copy``, stopping at the first failure, with a fixed
+    property-test seed and a temporary directory of the copy's own (:func:`temp_dir`)."""
     return (f"env -C {copy} PYTHONPATH={copy} SYSVERBS_FUZZ_SEED=1 {python} -m pytest -x -q "
-            f"-p no:cacheprovider --basetemp {tmp} " + " ".join(tests))
+            f"-p no:cacheprovider --basetemp {temp_dir(copy)} " + " ".join(tests))
 
 
 def config_text(module: str, timeout: float) -> str:
@@ -98,7 +102,8 @@ def config_text(module: str, timeout: float) -> str:
 
 def init_session(module: str, tests: list[str]) -> Path:
     """The module's session, made anew when the module changed; when only its tests
-    changed, its survivors are tried again (a mutant killed stays killed)."""
+    changed, its survivors are tried again (a mutant killed stays killed, and one listed
+    as equivalent stays so)."""
     import sqlite3
 
     session = STATE / f"{slug(module)}.sqlite"
@@ -107,9 +112,15 @@ def init_session(module: str, tests: list[str]) -> Path:
     have = stamp.read_text().split() if session.exists() and stamp.exists() else []
     if have and have[0] == want.split()[0]:
         if have[1] != want.split()[1]:
+            known = equivalents()
             with sqlite3.connect(session) as db:
-                db.execute("DELETE FROM work_results "
-                           "WHERE test_outcome IN ('SURVIVED', 'survived')")
+                rows = db.execute(
+                    "SELECT r.job_id, s.operator_name, s.definition_name, r.diff "
+                    "FROM work_results r JOIN mutation_specs s USING (job_id) "
+                    "WHERE r.test_outcome IN ('SURVIVED', 'survived')").fetchall()
+                db.executemany("DELETE FROM work_results WHERE job_id = ?",
+                               [(job,) for job, op, function, diff in rows
+                                if not listed(known, module, op, function or "", diff)])
             stamp.write_text(want)
         return session
     session.unlink(missing_ok=True)
@@ -167,6 +178,8 @@ def run(modules: dict[str, list[str]], python: str, jobs: int, exclude: list[str
     try:
         tried = _try_all(modules, python, pending, sessions, copies, work)
     finally:
+        for n in range(jobs):
+            shutil.rmtree(temp_dir(work / f"copy{n}"), ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     print(f"mutation: {tried} mutants tried", flush=True)
 
@@ -233,6 +246,13 @@ def equivalents() -> set[tuple[str, str, str, str, str]]:
     return out
 
 
+def listed(known: set[tuple[str, str, str, str, str]], module: str, operator: str,
+           function: str, diff: str) -> bool:
+    """Whether tools/mutation_equivalent.txt lists the surviving mutant of this diff."""
+    key = (module, operator, function, *changed_lines(diff))
+    return key in known or (module, "*", function, key[3], "*") in known
+
+
 def report(modules: dict[str, list[str]], markdown: bool = False) -> int:
     """Print each module's score and its unlisted survivors; 1 if any survivor is unlisted
     or a module is below 90%."""
@@ -260,9 +280,8 @@ def report(modules: dict[str, list[str]], markdown: bool = False) -> int:
                 skipped += 1
             elif r.test_outcome == TestOutcome.SURVIVED:
                 spec = item.mutations[0]
-                key = (module, spec.operator_name, spec.definition_name or "",
-                       *changed_lines(r.diff))
-                if key in known or (module, "*", key[2], key[3], "*") in known:
+                if listed(known, module, spec.operator_name, spec.definition_name or "",
+                          r.diff):
                     equivalent += 1
                 else:
                     survived += 1
