@@ -65,12 +65,30 @@ _FIX = ("raise it (ulimit -l unlimited, /etc/security/limits.conf, LimitMEMLOCK=
         "in a systemd unit, or docker run --ulimit memlock=-1).")
 
 
-def _low(shown: str) -> tuple[str, str]:
+_LESS = ("less than one NCCL buffer (4194304 bytes (4 MiB)): NCCL's and UCX's first large "
+         "registration fails")
+
+
+def _holds(n: int) -> str:
+    return f"{n} NCCL buffers of 4194304 bytes (4 MiB), one per channel of each connection"
+
+
+def _low(shown: str, holds: str = _LESS) -> tuple[str, str]:
     return ("memlock_low",
             f"RLIMIT_MEMLOCK is {shown} and this process has no CAP_IPC_LOCK: NCCL and UCX "
             "ask for unlimited (NCCL registers NCCL_BUFFSIZE, 4194304 bytes (4 MiB) by "
-            "default, for each channel of each connection), so their jobs can fail to "
-            f"register memory: {_FIX}")
+            "default, for each channel of each connection; this limit holds "
+            f"{holds}), so their jobs can fail to register memory: {_FIX}")
+
+
+def _no_ipc_lock(shown: str, holds: str = _LESS) -> tuple[str, str]:
+    """Root without CAP_IPC_LOCK: libibverbs says nothing, the pages still count."""
+    return ("no_ipc_lock",
+            "This process runs as root without CAP_IPC_LOCK (a container's default "
+            "capabilities drop it): libibverbs does not warn, yet every registered page "
+            f"counts against RLIMIT_MEMLOCK, {shown}, {holds}: add the capability (docker "
+            "run --cap-add=IPC_LOCK; Kubernetes: securityContext.capabilities.add IPC_LOCK) "
+            f"or {_FIX}")
 
 
 @pytest.mark.parametrize(("soft", "ipc_lock", "root", "want"), [
@@ -79,10 +97,10 @@ def _low(shown: str) -> tuple[str, str]:
     (32768, True, False, ("memlock", "RLIMIT_MEMLOCK is 32768 bytes, so memory "
                                      f"registration will fail: {_FIX}")),
     (32769, True, False, None),
-    (32768, False, True, _low("32768 bytes")),
+    (32768, False, True, _no_ipc_lock("32768 bytes")),
     (1048575, False, False, _low("1048575 bytes")),
     (1048576, False, False, _low("1048576 bytes (1 MiB)")),
-    (12582912, False, False, _low("12582912 bytes (12 MiB)")),
+    (12582912, False, False, _low("12582912 bytes (12 MiB)", _holds(3))),
     (-1, False, False, None),
     (None, False, False, None),
 ])
@@ -104,21 +122,23 @@ def _current(*wrap: str) -> str:
 
 def test_memlock_current_against_the_kernel() -> None:
     """The limit as prlimit sets it (below the hard limit) and CAP_IPC_LOCK as setpriv
-    leaves it: as root with the capability 8 MiB is enough; without it, it is low, and
-    32 KiB, root's, is never libibverbs' ``memlock``."""
+    leaves it: as root with the capability 8 MiB is enough; without it, root is told
+    ``no_ipc_lock`` (what the limit holds of NCCL's buffers), and 32 KiB, root's, is never
+    libibverbs' ``memlock``."""
     for tool in ("prlimit", "setpriv"):
         require(None if shutil.which(tool) else f"{tool} not found (util-linux)", tool)
     if os.geteuid() != 0:
         require("not root", "CAP_IPC_LOCK to drop")
     drop = ["setpriv", "--bounding-set", "-ipc_lock", "--inh-caps", "-ipc_lock"]
     assert _current("prlimit", "--memlock=8388608") == "None"
-    assert _current("prlimit", "--memlock=32768", *drop) == repr(_low("32768 bytes"))
+    assert _current("prlimit", "--memlock=32768", *drop) == \
+        repr(_no_ipc_lock("32768 bytes"))
     assert _current("prlimit", "--memlock=8388608", *drop) == \
-        repr(_low("8388608 bytes (8 MiB)"))
+        repr(_no_ipc_lock("8388608 bytes (8 MiB)", _holds(2)))
     # CapEff 0000000000010000 (CAP_SYS_MODULE alone): read as hexadecimal, not any base
     only16 = ["setpriv", "--bounding-set", "-all,+sys_module", "--inh-caps", "-all"]
     assert _current("prlimit", "--memlock=8388608", *only16) == \
-        repr(_low("8388608 bytes (8 MiB)"))
+        repr(_no_ipc_lock("8388608 bytes (8 MiB)", _holds(2)))
     # CAP_IPC_LOCK is bit 14 of CapEff: its neighbours (13, 15) stay, and do not count
     with open("/proc/self/status") as f:
         caps = next(int(x.split()[1], 16) for x in f if x.startswith("CapEff:"))
