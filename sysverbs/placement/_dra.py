@@ -29,6 +29,7 @@ import re
 
 from ..ground.text import parse_cpulist
 from ._pairing import pairing
+from ._pci import read_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -105,11 +106,9 @@ def numa_node_list(node: Optional[int], distance: Optional[str],
 
 
 def _read(path: str) -> Optional[str]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(65536)
-    except OSError:
-        return None
+    """The file's text, read as every sysfs file is (once inside a command's read-once
+    scope); None when it cannot be read."""
+    return read_text(os.fsencode(path))
 
 
 def read_dra_inputs(host: Topology, addresses: Sequence[str]
