@@ -51,6 +51,7 @@ def test_parse_config_file(data: bytes, names: list[bytes], bad: list[bytes]) ->
     (b"/x/libmlx5-rdmav34.so", b"mlx5"), (b"libhns-rdmav-rdmav2.so", b"hns-rdmav"),
     (b"libmlx5-rdmav.so", b""), (b"libfoo.so", b""), (b"mlx5-rdmav34.so", b""),
     (b"libmlx5-rdmav34.so.1", b""), (b"libmlx5-rdmav3x.so", b""), (b"libmlx5.so", b""),
+    (b"libabcde12.so", b""),
 ])
 def test_library_name(path: bytes, name: bytes) -> None:
     assert drivers._library_name(path) == name
@@ -172,3 +173,34 @@ def test_a_config_file_that_fails_to_read(tmp_path: Path,
 
     monkeypatch.setattr(drivers.os, "read", read)
     assert drivers._read_config(bytes(tmp_path)) == ([], [])
+
+
+def test_a_library_that_fails_to_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "elf").write_bytes(ELF)
+
+    def read(fd: int, n: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(drivers.os, "read", read)
+    assert drivers._dl_error(bytes(tmp_path / "elf")) == b"file too short"
+
+    def open_(path: bytes, flags: int) -> int:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(drivers.os, "open", open_)
+    assert drivers._dl_error(bytes(tmp_path / "elf")) == \
+        b"cannot open shared object file: Permission denied"
+
+
+def test_a_relative_path_is_opened_as_is(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name with a "/" inside is one path, from the working directory: its error is
+    the message, not the search's "No such file"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "libx").write_bytes(b"")
+    soname = b"libx/efa-rdmav34.so"
+    load = drivers.load_drivers(provider_table(44), 44, bytes(tmp_path / "none"),
+                                {"RDMAV_DRIVERS": "x/efa"}, True, libdir=bytes(tmp_path))
+    assert load.messages[1] == (b"Warning: couldn't load driver '%s': %s: cannot open shared "
+                                b"object file: Not a directory\n" % (soname, soname),
+                                DriverLoadWarning)
