@@ -149,7 +149,8 @@ def test_real_tables_every_capture_modalias() -> None:
     devices: the same provider and the same refused ones as the transcription."""
     for release in (44, 65):
         drivers = provider_table(release)
-        for name in NAMES + [b"rxe0", b"siw_eth0", b"efa_0", b"irdma0", b"mana_0"]:
+        for name in NAMES + [b"rxe0", b"siw_eth0", b"efa_0", b"irdma0", b"mana_0",
+                     b"rxe" + b"0" * 83, b"rxe" + b"0" * 84]:  # 99 and 100 with the head
             for modalias in MODALIASES:
                 for abi in (0, 1, 6):
                     for driver_id in (0, 1, 20):
