@@ -20,8 +20,6 @@ run in-process through ``sysverbs.cli.main`` (no process per case).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import random
@@ -35,13 +33,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sysverbs.cli import main
 from sysverbs.placement import RANK_VARIABLES
 from sysverbs.testing import fixture_names
 from sysverbs.testing.cache import cached_fixture
 from tests.conftest import fast_tmpdir
 from tests.fuzz.pci_trees import TreeSpec, pci_trees, render
 from tests.fuzz.profiles import fuzz_settings
+from tests.inprocess import run_main
 
 #: ``env``'s own warnings, about what it writes besides NCCL_IB_HCA (NCCL_IB_GID_INDEX,
 #: UCX_NET_DEVICES, names no list can hold): ``nccl check`` has no word on them.
@@ -60,18 +58,10 @@ def _clean_environ() -> dict[str, str]:
 
 def run_cli(args: Sequence[str], environ: Optional[dict[str, str]] = None
             ) -> tuple[int, str, str]:
-    """``sysverbs ARGS`` in-process, in a clean environment plus ``environ``: (exit
-    status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    env = _clean_environ()
-    env.update(environ or {})
-    with mock.patch.dict(os.environ, env, clear=True), \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(list(args))
-        except SystemExit as e:  # argparse's usage errors
-            rc = int(e.code or 0)
-    return rc, out.getvalue(), err.getvalue()
+    """``sysverbs ARGS`` in-process (tests/inprocess.py), in a clean environment plus
+    ``environ``: (exit status, stdout, stderr)."""
+    rc, out, err = run_main(list(args), {**_clean_environ(), **(environ or {})})
+    return rc, out, err
 
 
 def cli(args: Sequence[str], environ: Optional[dict[str, str]] = None
