@@ -128,8 +128,7 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
     model = model_of(args)
     placed = model.placement
     links, peers = _pcie_links(args)
-    live = model.root.live
-    findings = read_findings(placed, os.environ, live=live and not recorded)
+    findings = read_findings(placed, os.environ, live=model.root.live)
     host = [*found.host, *(Reason("pcie_link_degraded", d.message(), "warning")
                            for d in links),
             *(Reason(p.code, p.message(), "warning") for p in peers),

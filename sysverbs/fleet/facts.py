@@ -492,9 +492,11 @@ def _topology(out: _Topology, model: HostModel, gpu_links: bool,
     from ..rank.whynot import read_findings
 
     host: Topology = model.placement
-    root = model.root
     out.pcie_links = degraded_links(host)
-    out.findings = read_findings(host, environ or {}, live=root.live and not root.recorded)
+    lay = read_layout(host) if host.gpus else None  # the Grace pairing follows it
+    assigned = assign(host, layout=lay) if host.gpus else ()
+    out.findings = read_findings(host, environ or {}, live=model.root.live,
+                                 assigned=assigned)
     out.acs_redirects, out.translated_nics = acs_redirects(host), translated_nics(host)
     out.gpus = tuple(GpuFacts(g.index, g.address, nvml_bus_id(g.address), g.vendor)
                      for g in host.gpus)
@@ -504,8 +506,7 @@ def _topology(out: _Topology, model: HostModel, gpu_links: bool,
         out.links = tuple(GpuLink(g.index, bus[g.index], n.name,
                                   host.smi_class(g, n) or "N/A")
                           for g in host.gpus for n in placed)
-    if host.gpus:
-        lay = read_layout(host)  # the Grace pairing follows it; DRA's pcieRoot may not
+    if lay is not None:  # DRA's pcieRoot may not follow the layout
         out.layout = lay.kind
         dra: Any = read_dra(host, lay)
         off = {d["name"] for d in dra["devices"] if d.get("pairing", {}).get(
@@ -513,7 +514,7 @@ def _topology(out: _Topology, model: HostModel, gpu_links: bool,
         out.misaligned = tuple(g.index for g in host.gpus if g.name in off)
         out.assigned = tuple(
             GpuAssigned(a.gpu.index, bus[a.gpu.index], n.device, n.port, n.smi or "N/A")
-            for a in assign(host, layout=lay) if a.gpu is not None for n in a.nics)
+            for a in assigned if a.gpu is not None for n in a.nics)
 
 
 # ----------------------------------------------------------------------------- NCCL

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from typing import Optional
 
     from ..devices.diagnosis import Diagnosis
-    from ..placement import Topology
+    from ..placement import Assignment, Topology
     from .predict import DeviceView
 
 __all__ = ["CODES", "Findings", "device_views", "read_findings"]
@@ -38,15 +38,19 @@ class Findings(NamedTuple):
 
 
 def read_findings(host: Topology, environ: Mapping[str, str], *, live: bool,
-                  addresses: Optional[Mapping[str, Sequence[str]]] = None) -> Findings:
+                  addresses: Optional[Mapping[str, Sequence[str]]] = None,
+                  assigned: Optional[Sequence[Assignment]] = None) -> Findings:
     """The findings of ``host`` with NCCL's environment ``environ``.  ``live``: the tree
     is this machine's own, so this namespace's addresses (``addresses``, default
-    rtnetlink's) are compared with its GIDs; otherwise no address finding."""
+    rtnetlink's) are compared with its GIDs; otherwise no address finding.
+    ``assigned``: :func:`~sysverbs.placement.assign` of ``host``, when the caller has
+    made it already (default: made here)."""
     from ..placement import assign
 
     if any(g.vendor == "nvidia" for g in host.gpus):
         support = gdr_support(read_gdr_facts(host.sysfs_path, host.proc_path), environ)
-        pairs = gdr_pairs(host, assign(host), support, environ)
+        pairs = gdr_pairs(host, assign(host) if assigned is None else assigned, support,
+                          environ)
     else:
         support, pairs = GdrSupport("n/a", "no NVIDIA GPU"), ()
     addr: tuple[AddressGidFinding, ...] = ()
