@@ -33,6 +33,8 @@ import os
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..ground.sysfs_read import read_file
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -153,11 +155,10 @@ class AcsRedirect:
 
 
 def _read(path: str, size: int) -> Optional[bytes]:
-    try:
-        with open(path, "rb") as f:
-            return f.read(size)
-    except (OSError, ValueError):
-        return None
+    """At most ``size`` bytes of the file, read as every sysfs file is (once inside a
+    command's read-once scope); None when it cannot be read."""
+    data = read_file(path, size)
+    return None if isinstance(data, int) else data
 
 
 def _group(pci: PciDevice) -> Optional[str]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from ..ground.sysfs_read import read_file
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
@@ -35,8 +37,6 @@ def gpu_memory_node(host: Topology, gpu: Gpu) -> Optional[int]:
     """``gpu``'s memory node from its ``numa_status`` (None: no such file or line)."""
     path = os.path.join(host.proc_path, "driver", "nvidia", "gpus", gpu.address,
                         "numa_status")
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return parse_numa_status(f.read(4096))
-    except OSError:
-        return None
+    data = read_file(path, 4096)  # as every file of the host is read (once per command)
+    return None if isinstance(data, int) else parse_numa_status(
+        data.decode("utf-8", "replace"))
