@@ -75,6 +75,48 @@ def without_config(argv: list[str]) -> list[str]:
             'mount -t tmpfs none /etc/libibverbs.d && exec "$@"', "sh", *argv]
 
 
+#: libfabric's verbs provider (Debian's fi_info) beside ``doctor --predict`` in each
+#: situation (tests/kernel/test_access_lab.py; rules: sysverbs/rank/fabric_rules.py);
+#: FI_LOG_LEVEL=info makes the provider log why it skips a device.  The VM has no
+#: rdma_cm until ``fab-cm:load`` loads rdma_ucm: the first situations are without it.
+FI_INFO = ["env", "FI_LOG_LEVEL=info", "FI_LOG_PROV=verbs", "fi_info", "-p", "verbs"]
+PREDICT = [*SV, "doctor", "--predict", "--json"]
+IFACE = ["env", f"FI_VERBS_IFACE={NETDEV}"]
+#: (situation, prefix argv): each gives the steps "<situation>:fi_info" and ":predict";
+#: a situation without a prefix argv is a step of its own (set-up)
+FABRIC: tuple[tuple[str, list[str]], ...] = (
+    ("fab-init:addr", ["ip", "-o", "addr", "show", "dev", NETDEV]),
+    ("fab-ns", IN_NS),
+    ("fab-init", []),
+    ("fab-iface", IFACE),
+    ("fab-noiface", ["env", "FI_VERBS_IFACE=nosuch"]),
+    ("fab-devname", ["env", f"FI_VERBS_DEVICE_NAME={DEVICE.upper()}"]),
+    ("fab-nocap", [*NO_IPC_LOCK, *LIMIT]),
+    ("fab-noconf", without_config([])),
+    ("fab-cg", in_cgroup([])),
+    # with rdma_cm: sva0's only address is its IPv6 link-local one, then none at all
+    ("fab-cm:load", ["sh", "-c", "modprobe rdma_ucm && ls /dev/infiniband"]),
+    ("fab-cm", []),
+    ("fab-cm-iface", IFACE),
+    ("fab-cm:noaddr", ["sh", "-c", f"echo 1 > /proc/sys/net/ipv6/conf/{NETDEV}/disable_ipv6 "
+                       f"&& ip -o addr show dev {NETDEV}"]),
+    ("fab-cm-noaddr", IFACE),
+    ("fab-cm-noaddr-all", []),
+    # (rdma_ucm holds ib_core, which no_ib_core unloads)
+    ("fab-cm:unload", ["rmmod", "rdma_ucm", "rdma_cm", "iw_cm", "ib_cm"]),
+)
+
+
+def _fabric_steps() -> tuple[tuple[str, list[str]], ...]:
+    out: list[tuple[str, list[str]]] = []
+    for name, argv in FABRIC:
+        if ":" in name:
+            out.append((name, argv))
+        else:
+            out += [(f"{name}:fi_info", [*argv, *FI_INFO]), (f"{name}:predict", [*argv, *PREDICT])]
+    return tuple(out)
+
+
 #: (step name, argv): compared in tests/kernel/test_access_lab.py
 STEPS: tuple[tuple[str, list[str]], ...] = (
     ("ns:ls", [*IN_NS, "ls", "/sys/class/infiniband"]),
@@ -93,6 +135,7 @@ STEPS: tuple[tuple[str, list[str]], ...] = (
     ("cg:doctor", in_cgroup(DOCTOR)),
     ("noconf:ibv_devices", without_config(["ibv_devices"])),
     ("noconf:doctor", without_config(DOCTOR)),
+    *_fabric_steps(),
 )
 
 

@@ -12,7 +12,11 @@ evidence) in the same VM, under the same conditions.
   ``ibv_devinfo -d rxea`` cannot open the device and sysverbs says
   ``device_cgroup_denied``, naming the cgroup;
 * no provider config: ``ibv_devices`` lists nothing, sysverbs says
-  ``no_providers_installed``.
+  ``no_providers_installed``;
+* libfabric's verbs provider: in each of these situations, and with FI_VERBS_IFACE,
+  FI_VERBS_DEVICE_NAME, rdma_cm loaded or not, sva0 with or without an address, and on
+  the roce scenario's addressed wire, Debian's ``fi_info -p verbs`` lists the
+  (provider, domain, type) entries ``doctor --predict`` predicts.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
 from tests.conftest import require
-from tests.kernel.lab import LabResults
+from tests.fabric_oracle import fi_info_entries, predicted
+from tests.kernel.lab import VM_PATH, LabResults
 from tests.kernel.lab_checks import ibv_devices_rows, run
 from tests.kernel.scenario_access import CGROUP, DEVICE, MEMLOCK, STEPS
 
@@ -114,3 +119,80 @@ def test_ucx_sees_what_libibverbs_sees(lab: LabResults) -> None:
                for where in ("ns", "init")}
     assert f"{DEVICE}:1" in devices["init"], devices
     assert not {d for d in devices["ns"] if d.split(":")[0] == DEVICE}, devices
+
+
+# ------------------------------------------------- libfabric's verbs provider (fi_info)
+
+NONE = "no verbs domain (fi_getinfo -61)"
+MSG, RXM = ("verbs", "rxea", "FI_EP_MSG"), ("verbs;ofi_rxm", "rxea", "FI_EP_RDM")
+DGRAM = {("verbs", "rxea-dgram", "FI_EP_DGRAM"), ("verbs;ofi_rxd", "rxea-dgram", "FI_EP_RDM")}
+#: rxea's entries in each situation (scenario_access.FABRIC), and how the prediction's
+#: reason ends where every device shares it (None: other devices the earlier scenarios
+#: left in init_net may give theirs)
+FABRIC_WANT: dict[str, tuple[set[tuple[str, str, str]], Optional[str]]] = {
+    "fab-ns": (set(), "netns_exclusive"),
+    "fab-init": ({MSG, *DGRAM}, None),       # the GID (AF_IB); no rdma_cm: no ofi_rxm
+    "fab-iface": (DGRAM, None),
+    "fab-noiface": (DGRAM, None),
+    "fab-devname": ({MSG, *DGRAM}, "no_rdma_cm: no ofi_rxm (its rdma_create_id fails)"),
+    "fab-nocap": ({MSG, *DGRAM}, None),      # listing registers no memory
+    "fab-noconf": (set(), "provider_not_installed"),
+    "fab-cg": (set(), ": device_cgroup_denied"),
+    "fab-cm": ({RXM, MSG, *DGRAM}, None),
+    "fab-cm-iface": ({RXM, MSG, *DGRAM}, None),  # sva0's IPv6 link-local address
+    "fab-cm-noaddr": (DGRAM, None),
+    "fab-cm-noaddr-all": ({RXM, MSG, *DGRAM}, None),
+}
+#: the roce scenario's wire set-up: rxec on vc, rxed on vd, both with addresses
+_C = {(p, f"rxec{s}", t) for p, s, t in (("verbs", "", "FI_EP_MSG"),
+                                         ("verbs", "-dgram", "FI_EP_DGRAM"),
+                                         ("verbs;ofi_rxd", "-dgram", "FI_EP_RDM"))}
+_D = {(p, d.replace("rxec", "rxed"), t) for p, d, t in _C}
+_RXM = {("verbs;ofi_rxm", "rxec", "FI_EP_RDM"), ("verbs;ofi_rxm", "rxed", "FI_EP_RDM")}
+WIRE_WANT: dict[str, set[tuple[str, str, str]]] = {
+    "wire:fab": _C | _D,
+    "wire:fab-iface": {e for e in _C | _D if e[1].endswith("-dgram")},
+    "wire:fab-cm": _C | _D | _RXM,
+    "wire:fab-cm-iface": _C | {e for e in _D if e[1].endswith("-dgram")} | {
+        ("verbs;ofi_rxm", "rxec", "FI_EP_RDM")},
+}
+
+
+def _fabric(scen: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[str, Any],
+                                                     set[tuple[str, str, str]]]:
+    """fi_info's step, the prediction, and the entries both list (asserted equal)."""
+    require(None if shutil.which("fi_info", path=VM_PATH) else "fi_info is not installed "
+            "(apt-get install libfabric-bin)", "libfabric's fi_info")
+    real, ours = run(scen, f"{name}:fi_info"), run(scen, f"{name}:predict")
+    assert real["rc"] in (0, 61) and ours["rc"] in (0, 1), (real, ours)
+    pred, entries = predicted(ours["stdout"])
+    assert fi_info_entries(real["stdout"]) == entries, (name, real["stdout"], pred)
+    assert (real["rc"] == 61) == (pred["outcome"] == NONE), (real["rc"], pred)
+    return real, pred, entries
+
+
+@pytest.mark.parametrize("name", list(FABRIC_WANT))
+def test_fi_info_lists_what_doctor_predicts(lab: LabResults, name: str) -> None:
+    """``fi_info -p verbs`` and ``doctor --predict`` in each access situation: the same
+    (provider, domain, type) entries, rxea's as read in libfabric's source."""
+    scen = lab.scenario("access")
+    real, pred, entries = _fabric(scen, name)
+    want, reason = FABRIC_WANT[name]
+    assert {e for e in entries if e[1].split("-")[0] == DEVICE} == want, (name, pred)
+    if reason is not None:
+        assert pred["reason"].endswith(reason), pred
+    if name == "fab-devname":  # FI_VERBS_DEVICE_NAME=RXEA: a prefix, case ignored
+        assert {e[1].split("-")[0] for e in entries} == {DEVICE}
+    if want == DGRAM:  # the provider's own word for it, and ours
+        assert f"skipping device: {DEVICE} for FI_EP_MSG" in real["stderr"]
+        assert ": no MSG domain: " in pred["reason"], pred
+    assert run(scen, "fab-cm:load")["rc"] == 0, run(scen, "fab-cm:load")
+
+
+@pytest.mark.parametrize("name", list(WIRE_WANT))
+def test_fi_info_on_addresses(lab: LabResults, name: str) -> None:
+    """The roce scenario's wire set-up (rxec on vc, rxed on vd, IPv4 and IPv6 addresses):
+    with FI_VERBS_IFACE=vc only rxec has MSG endpoints (through vc's address, rdma_cm
+    loaded) or none does (no rdma_cm: addresses cannot be bound, the GID path is off)."""
+    _, pred, entries = _fabric(lab.scenario("roce"), name)
+    assert {e for e in entries if e[1].startswith(("rxec", "rxed"))} == WIRE_WANT[name], pred
