@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.kernel.scenarios import PYTHON, Step, cmd, scenario, sh
+from tests.kernel.scenario_access import fabric_env
+from tests.kernel.scenarios import Step, cmd, scenario, sh
 
 NS_SETUP = """set -e
 ip netns add nsa; ip netns add nsb
@@ -149,22 +150,12 @@ echo "===END"
 """
 
 
-#: libfabric's verbs provider on the wire set-up (addresses on vc and vd) beside
-#: ``doctor --predict`` (tests/kernel/test_access_lab.py): as it is, and with
-#: ``FI_VERBS_IFACE=vc`` (only vc's addresses count for MSG endpoints); without rdma_cm
-#: (the VM's own state), then with it (rdma_ucm loaded, then unloaded again).
-FABRIC = (("wire:fab", []), ("wire:fab-iface", ["FI_VERBS_IFACE=vc"]))
-FABRIC_CM = (("wire:fab-cm", []), ("wire:fab-cm-iface", ["FI_VERBS_IFACE=vc"]))
-
-
-def _fabric_steps(cases: tuple[tuple[str, list[str]], ...]) -> list[Step]:
-    out = []
-    for name, env in cases:
-        out += [cmd(f"{name}:fi_info", ["env", *env, "FI_LOG_LEVEL=info", "FI_LOG_PROV=verbs",
-                                        "fi_info", "-p", "verbs"]),
-                cmd(f"{name}:predict", ["env", *env, PYTHON, "-S", "-m", "sysverbs", "doctor",
-                                        "--predict", "--json"], timeout=180)]
-    return out
+#: libfabric's verbs provider on the wire set-up (addresses on vc and vd) with rdma_cm
+#: (rdma_ucm loaded, then unloaded) and FI_VERBS_IFACE=vc: only vc's addresses count for
+#: MSG endpoints (tests/kernel/test_access_lab.py)
+FABRIC = [cmd("wire:cm:load", ["modprobe", "rdma_ucm"]),
+          *fabric_env("wire:cm-iface", {"FI_VERBS_IFACE": "vc"}),
+          cmd("wire:cm:unload", ["rmmod", "rdma_ucm", "rdma_cm", "iw_cm", "ib_cm"])]
 
 
 def _env_cli(name: str, args: list[str], netns: str = "", **env: str) -> Step:
@@ -206,10 +197,7 @@ def roce_scenario() -> dict[str, Any]:
         _index_cli("wire:dotenv", "rxec:1", "rxed:1"),
         cmd("wire:trials", ["sh", "-c", WIRE_TRIALS], timeout=400),
         cmd("wire:ucx", ["sh", "-c", UCX], timeout=300),
-        *_fabric_steps(FABRIC),
-        cmd("wire:fab-cm:load", ["sh", "-c", "modprobe rdma_ucm && ls /dev/infiniband"]),
-        *_fabric_steps(FABRIC_CM),
-        cmd("wire:fab-cm:unload", ["rmmod", "rdma_ucm", "rdma_cm", "iw_cm", "ib_cm"]),
+        *FABRIC,
         sh(WIRE_TEARDOWN),
     ]
     return scenario("roce", steps, {})
