@@ -183,9 +183,12 @@ def test_doctor_predict_on_the_rxe_fixture(monkeypatch: pytest.MonkeyPatch) -> N
         {"library": "ucx", "outcome": "2 IB device port(s)",
          "reason": "ACTIVE ports with a GID on open devices",
          "details": ["rxe0:1 rc_verbs ud_verbs", "rxe1:1 rc_verbs ud_verbs"]},
-        {"library": "libfabric-verbs", "outcome": "not predicted",
-         "reason": "libfabric's verbs provider rules are not modelled; it connects through "
-                   "rdma_cm, see librdmacm", "details": []}]
+        {"library": "libfabric-verbs",
+         "outcome": "verbs;ofi_rxm domains for rxe0, rxe1; dgram for rxe0, rxe1",
+         "reason": "each device: an ACTIVE port, a GID or an address for MSG",
+         "details": [f"{p} {d}{s} {t}" for d in ("rxe0", "rxe1") for p, s, t in (
+             ("verbs;ofi_rxm", "", "FI_EP_RDM"), ("verbs", "", "FI_EP_MSG"),
+             ("verbs", "-dgram", "FI_EP_DGRAM"), ("verbs;ofi_rxd", "-dgram", "FI_EP_RDM"))]}]
     assert doc["gdr"] == {"state": "n/a", "reason": "no NVIDIA GPU", "pairs": []}
     assert doc["address_gids"] == []  # a recording: not this namespace's
 

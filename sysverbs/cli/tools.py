@@ -86,8 +86,9 @@ def _pcie_links(args: Any) -> tuple[list[Any], list[Any]]:
 
 
 def _print_predictions(found: Any, host: Any, findings: Any, opts: dict[str, Any],
-                       as_json: bool, doc: dict[str, Any]) -> None:
-    """``doctor --predict``: each library's predicted outcome (docs/diagnose.md)."""
+                       as_json: bool, doc: dict[str, Any], live: bool) -> None:
+    """``doctor --predict``: each library's predicted outcome (docs/diagnose.md).
+    ``live``: the tree is this machine's, so this namespace's addresses count."""
     from ..rank.nccl import predict_ib
     from ..rank.netplugin import net_transport, uses_ib
     from ..rank.predict import NcclView, predict
@@ -102,14 +103,21 @@ def _print_predictions(found: Any, host: Any, findings: Any, opts: dict[str, Any
     why = ("NCCL_IB_DISABLE" if sel.disabled else sel.failure
            or ("" if ports else "NCCL's IB transport finds no usable port"))
     codes = [r.code for r in found.host] + [c for c, _ in findings.reasons()]
+    addresses = None
+    if live and not host.recorded:
+        from ..rank.rtnetlink import interface_addresses
+
+        addresses = interface_addresses()
     preds = predict(views, codes, nccl=NcclView(transport, ports, why), gdr=findings.gdr,
-                    pairs=findings.pairs, addr=findings.addr)
+                    pairs=findings.pairs, addr=findings.addr, environ=os.environ,
+                    addresses=addresses)
     if as_json:
         doc["predict"] = [p.as_dict() for p in preds]
         return
     for p in preds:
         sys.stdout.write(f"{p.library}: {p.outcome} ({p.reason})\n")
-        lines = p.details if p.library == "ucx" else [", ".join(p.details)] * bool(p.details)
+        lines = (p.details if p.library in ("ucx", "libfabric-verbs")
+                 else [", ".join(p.details)] * bool(p.details))
         for line in lines:
             sys.stdout.write(f"  {line}\n")
 
@@ -146,7 +154,7 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
                        "pairs": [p.as_dict() for p in findings.pairs]},
                "address_gids": [f.as_dict() for f in findings.addr]}
         if args.predict:
-            _print_predictions(found, placed, findings, opts, True, doc)
+            _print_predictions(found, placed, findings, opts, True, doc, model.root.live)
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif args.verbose:
         sys.stdout.write(found.report() + "\n")
@@ -161,7 +169,7 @@ def doctor(args: Any, opts: dict[str, Any]) -> int:
             sys.stdout.write("no RDMA device\n")
     if args.predict and not args.json:
         sys.stdout.write("predicted:\n")
-        _print_predictions(found, placed, findings, opts, False, {})
+        _print_predictions(found, placed, findings, opts, False, {}, model.root.live)
     return 0 if ok else 1
 
 

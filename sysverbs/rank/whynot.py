@@ -79,11 +79,13 @@ def device_views(host: Topology, found: Sequence[Diagnosis]) -> list[DeviceView]
         nic = host.nic(name)
         ports = tuple(PortView(name, p.port, p.state or "", p.link_layer or "",
                                gids.get((name, p.port), 0) if p.link_layer == "Ethernet"
-                               else 1)
+                               else 1, p.netdevs)
                       for p in (nic.ports if nic is not None else ()))
         text = read_text(os.fsencode(os.path.join(host.sysfs_path, "class", "infiniband",
                                                   name, "node_type"))) or ""
-        errors = [r.code for r in d.reasons if r.severity == "error"]
+        # (a device libibverbs drops for a warning, netns_exclusive: that warning)
+        errors = [r.code for r in d.reasons if r.severity == "error"] or [
+            r.code for r in d.reasons[:1] if not d.usable]
         out.append(DeviceView(name, d.provider or "", d.listed, d.usable,
                               text.split(":", 1)[-1].strip(), errors[0] if errors else "",
                               ports))

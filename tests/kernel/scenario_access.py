@@ -19,7 +19,10 @@ on the dummy netdev ``sva0``, in init_net:
   child cgroup with ``c 231:* rwm`` denied: ``ibv_devinfo -d rxea`` cannot open the
   device and ``sysverbs doctor`` says ``device_cgroup_denied``;
 * a provider config removed (an empty /etc/libibverbs.d in a mount namespace):
-  ``ibv_devices`` lists nothing, ``sysverbs doctor`` says ``no_providers_installed``.
+  ``ibv_devices`` lists nothing, ``sysverbs doctor`` says ``no_providers_installed``;
+* in each of these, and with FI_VERBS_DEVICE_NAME, then with rdma_cm and sva0 without
+  any address under FI_VERBS_IFACE=sva0: libfabric's ``fi_info -p verbs`` beside the
+  ``doctor`` step's ``--predict``.
 
 Each ``cmd`` step is its own process (``python -S -m sysverbs``: the staged code).
 """
@@ -55,7 +58,7 @@ TEARDOWN = (f"echo $$ > {CGROOT}/cgroup.procs; rmdir {CGROUP}; umount {CGROOT}; 
             f"rdma link del {DEVICE}; ip link del {NETDEV}")
 
 SV = [PYTHON, "-S", "-m", "sysverbs"]
-DOCTOR = [*SV, "doctor", "--json"]
+DOCTOR = [*SV, "doctor", "--json", "--predict"]
 IN_NS = ["nsenter", f"--net=/run/netns/{NS}"]
 NO_IPC_LOCK = ["setpriv", "--bounding-set=-ipc_lock"]
 LIMIT = ["prlimit", f"--memlock={MEMLOCK}:{MEMLOCK}"]
@@ -73,6 +76,39 @@ def without_config(argv: list[str]) -> list[str]:
     providers' config files: as if ibverbs-providers were removed)."""
     return ["unshare", "-m", "sh", "-c",
             'mount -t tmpfs none /etc/libibverbs.d && exec "$@"', "sh", *argv]
+
+
+#: libfabric's verbs provider (Debian's fi_info) in each situation, beside the
+#: prediction of its ``doctor`` step (``--predict``; tests/kernel/test_access_lab.py,
+#: rules: sysverbs/rank/fabric_rules.py); FI_LOG_LEVEL=info: the provider's log says
+#: why it skips a device.  The VM has no rdma_cm until ``cm:load`` loads rdma_ucm.
+FI_INFO = ["env", "FI_LOG_LEVEL=info", "FI_LOG_PROV=verbs", "fi_info", "-p", "verbs"]
+#: (situation, the wrapper of its doctor step above)
+FABRIC: tuple[tuple[str, list[str]], ...] = (
+    ("ns", IN_NS), ("init", []), ("nocap", [*NO_IPC_LOCK, *LIMIT]), ("cg", in_cgroup([])),
+    ("noconf", without_config([])))
+
+
+def fabric_env(name: str, env: dict[str, str]) -> list[Step]:
+    """fi_info and ``doctor --predict`` (a fork of the warm runner) with ``env``."""
+    return [cmd(f"{name}:fi_info", ["env", *(f"{k}={v}" for k, v in env.items()), *FI_INFO]),
+            {"op": "cli", "name": f"{name}:doctor", "args": ["doctor", "--json", "--predict"],
+             "env": env}]
+
+
+def fabric_steps() -> list[Step]:
+    """FI_VERBS_DEVICE_NAME; then, with rdma_cm, sva0 without any address (its IPv6
+    link-local one gone) under FI_VERBS_IFACE=sva0; rdma_ucm unloaded again (it holds
+    ib_core, which no_ib_core unloads)."""
+    return [
+        *(cmd(f"{name}:fi_info", [*wrap, *FI_INFO]) for name, wrap in FABRIC),
+        *fabric_env("devname", {"FI_VERBS_DEVICE_NAME": DEVICE.upper()}),
+        cmd("cm:load", ["sh", "-c", "modprobe rdma_ucm && ls /dev/infiniband"]),
+        cmd("cm:noaddr", ["sh", "-c", f"echo 1 > /proc/sys/net/ipv6/conf/{NETDEV}/"
+                          f"disable_ipv6 && ip -o addr show dev {NETDEV}"]),
+        *fabric_env("cm-noaddr", {"FI_VERBS_IFACE": NETDEV}),
+        cmd("cm:unload", ["rmmod", "rdma_ucm", "rdma_cm", "iw_cm", "ib_cm"]),
+    ]
 
 
 #: (step name, argv): compared in tests/kernel/test_access_lab.py
@@ -99,5 +135,6 @@ STEPS: tuple[tuple[str, list[str]], ...] = (
 def access_scenario() -> dict[str, Any]:
     steps: list[Step] = [sh(SETUP)]
     steps += [cmd(name, argv, timeout=180) for name, argv in STEPS]
+    steps += fabric_steps()
     steps.append(sh(TEARDOWN))
     return scenario("access", steps, {})

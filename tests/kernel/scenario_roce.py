@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.kernel.scenario_access import fabric_env
 from tests.kernel.scenarios import Step, cmd, scenario, sh
 
 NS_SETUP = """set -e
@@ -149,6 +150,14 @@ echo "===END"
 """
 
 
+#: libfabric's verbs provider on the wire set-up (addresses on vc and vd) with rdma_cm
+#: (rdma_ucm loaded, then unloaded) and FI_VERBS_IFACE=vc: only vc's addresses count for
+#: MSG endpoints (tests/kernel/test_access_lab.py)
+FABRIC = [cmd("wire:cm:load", ["modprobe", "rdma_ucm"]),
+          *fabric_env("wire:cm-iface", {"FI_VERBS_IFACE": "vc"}),
+          cmd("wire:cm:unload", ["rmmod", "rdma_ucm", "rdma_cm", "iw_cm", "ib_cm"])]
+
+
 def _env_cli(name: str, args: list[str], netns: str = "", **env: str) -> Step:
     step: dict[str, Any] = {"op": "cli", "name": name, "args": ["env", *args], "env": env}
     if netns:
@@ -188,6 +197,7 @@ def roce_scenario() -> dict[str, Any]:
         _index_cli("wire:dotenv", "rxec:1", "rxed:1"),
         cmd("wire:trials", ["sh", "-c", WIRE_TRIALS], timeout=400),
         cmd("wire:ucx", ["sh", "-c", UCX], timeout=300),
+        *FABRIC,
         sh(WIRE_TEARDOWN),
     ]
     return scenario("roce", steps, {})

@@ -12,7 +12,11 @@ evidence) in the same VM, under the same conditions.
   ``ibv_devinfo -d rxea`` cannot open the device and sysverbs says
   ``device_cgroup_denied``, naming the cgroup;
 * no provider config: ``ibv_devices`` lists nothing, sysverbs says
-  ``no_providers_installed``.
+  ``no_providers_installed``;
+* libfabric's verbs provider: in each of these situations, and with FI_VERBS_IFACE,
+  FI_VERBS_DEVICE_NAME, rdma_cm loaded or not, sva0 with or without an address, and on
+  the roce scenario's addressed wire, Debian's ``fi_info -p verbs`` lists the
+  (provider, domain, type) entries ``doctor --predict`` predicts.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
 from tests.conftest import require
-from tests.kernel.lab import LabResults
+from tests.fabric_oracle import fi_info_entries, predicted
+from tests.kernel.lab import VM_PATH, LabResults
 from tests.kernel.lab_checks import ibv_devices_rows, run
 from tests.kernel.scenario_access import CGROUP, DEVICE, MEMLOCK, STEPS
 
@@ -114,3 +119,70 @@ def test_ucx_sees_what_libibverbs_sees(lab: LabResults) -> None:
                for where in ("ns", "init")}
     assert f"{DEVICE}:1" in devices["init"], devices
     assert not {d for d in devices["ns"] if d.split(":")[0] == DEVICE}, devices
+
+
+# ------------------------------------------------- libfabric's verbs provider (fi_info)
+
+NONE = "no verbs domain (fi_getinfo -61)"
+MSG = ("verbs", "rxea", "FI_EP_MSG")
+DGRAM = {("verbs", "rxea-dgram", "FI_EP_DGRAM"), ("verbs;ofi_rxd", "rxea-dgram", "FI_EP_RDM")}
+#: rxea's entries in each situation (scenario_access.FABRIC and fabric_steps), and how the
+#: prediction's reason ends where every device shares it (None: other devices the earlier
+#: scenarios left in init_net may give theirs).  No rdma_cm but in cm-noaddr: no ofi_rxm.
+FABRIC_WANT: dict[str, tuple[set[tuple[str, str, str]], Optional[str]]] = {
+    "ns": (set(), "netns_exclusive"),
+    "init": ({MSG, *DGRAM}, None),       # the GID (AF_IB) without any IPv4 address
+    "nocap": ({MSG, *DGRAM}, None),      # listing registers no memory
+    "cg": (set(), ": device_cgroup_denied"),
+    "noconf": (set(), "provider_not_installed"),
+    "devname": ({MSG, *DGRAM}, "no_rdma_cm: no ofi_rxm (its rdma_create_id fails)"),
+    "cm-noaddr": (DGRAM, ": FI_VERBS_IFACE=sva0 leaves it no address"),
+}
+#: the roce scenario's wire set-up, rdma_cm loaded, FI_VERBS_IFACE=vc: rxec (on vc) has
+#: MSG and ofi_rxm through vc's addresses, rxed (on vd) DGRAM only
+WIRE_WANT = {(p, f"rxec{s}", t) for p, s, t in (
+    ("verbs", "", "FI_EP_MSG"), ("verbs;ofi_rxm", "", "FI_EP_RDM"),
+    ("verbs", "-dgram", "FI_EP_DGRAM"), ("verbs;ofi_rxd", "-dgram", "FI_EP_RDM"))} | {
+    ("verbs", "rxed-dgram", "FI_EP_DGRAM"), ("verbs;ofi_rxd", "rxed-dgram", "FI_EP_RDM")}
+
+
+def _fabric(scen: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[str, Any],
+                                                     set[tuple[str, str, str]]]:
+    """fi_info's step, the prediction of the situation's doctor step, and the entries
+    both list (asserted equal)."""
+    require(None if shutil.which("fi_info", path=VM_PATH) else "fi_info is not installed "
+            "(apt-get install libfabric-bin)", "libfabric's fi_info")
+    real, ours = run(scen, f"{name}:fi_info"), run(scen, f"{name}:doctor")
+    assert real["rc"] in (0, 61) and ours["rc"] in (0, 1), (real, ours)
+    pred, entries = predicted(ours["stdout"])
+    assert fi_info_entries(real["stdout"]) == entries, (name, real["stdout"], pred)
+    assert (real["rc"] == 61) == (pred["outcome"] == NONE), (real["rc"], pred)
+    return real, pred, entries
+
+
+@pytest.mark.parametrize("name", list(FABRIC_WANT))
+def test_fi_info_lists_what_doctor_predicts(lab: LabResults, name: str) -> None:
+    """``fi_info -p verbs`` and ``doctor --predict`` in each access situation: the same
+    (provider, domain, type) entries, rxea's as read in libfabric's source."""
+    scen = lab.scenario("access")
+    real, pred, entries = _fabric(scen, name)
+    want, reason = FABRIC_WANT[name]
+    assert {e for e in entries if e[1].split("-")[0] == DEVICE} == want, (name, pred)
+    if reason is not None:
+        assert pred["reason"].endswith(reason), pred
+    if name == "devname":  # FI_VERBS_DEVICE_NAME=RXEA: a prefix, case ignored
+        assert {e[1].split("-")[0] for e in entries} == {DEVICE}
+    if name == "cm-noaddr":  # rdma_cm there, sva0 without any address: the provider says
+        assert run(scen, "cm:load")["rc"] == 0 and run(scen, "cm:noaddr")["stdout"] == ""
+        assert f"skipping device: {DEVICE} for FI_EP_MSG" in real["stderr"]
+
+
+def test_fi_info_on_addresses(lab: LabResults) -> None:
+    """The roce scenario's wire set-up (rxec on vc, rxed on vd, IPv4 and IPv6 addresses),
+    rdma_cm loaded, FI_VERBS_IFACE=vc: only rxec has MSG endpoints, through vc's address,
+    and ofi_rxm on them."""
+    scen = lab.scenario("roce")
+    _, pred, entries = _fabric(scen, "wire:cm-iface")
+    assert {e for e in entries if e[1].startswith(("rxec", "rxed"))} == WIRE_WANT, pred
+    assert pred["reason"] == "rxed: no MSG domain: FI_VERBS_IFACE=vc leaves it no address"
+    assert run(scen, "wire:cm:load")["rc"] == 0 and run(scen, "wire:cm:unload")["rc"] == 0
