@@ -48,7 +48,8 @@ def read_findings(host: Topology, environ: Mapping[str, str], *, live: bool,
     from ..placement import assign
 
     if any(g.vendor == "nvidia" for g in host.gpus):
-        support = gdr_support(read_gdr_facts(host.sysfs_path, host.proc_path), environ)
+        support = gdr_support(read_gdr_facts(host.sysfs_path, host.proc_path, host.gpus),
+                              environ)
         pairs = gdr_pairs(host, assign(host) if assigned is None else assigned, support,
                           environ)
     else:
