@@ -26,6 +26,7 @@ from sysverbs.rank.gdr import (
     GdrSupport,
     gdr_findings,
     gdr_support,
+    gpu_facts,
     gpu_without_gdr,
     pair_verdict,
     read_gdr_facts,
@@ -180,10 +181,10 @@ def test_dgx_spark_has_no_gdr_as_its_nccl_logged(tmp_path: Path) -> None:
     host = read_host(str(_spark(tmp_path).sys))
     assert [(g.address, g.model, g.pci.device) for g in host.gpus] == [SPARK_GPU]
     assert sorted(n.name for n in host.nics) == sorted(SPARK["rdma_names"].values())
-    facts = read_gdr_facts(host.sysfs_path, host.proc_path, host.gpus)
-    assert facts == OPEN_614._replace(gpus=(SPARK_GPU,))
+    facts = read_gdr_facts(host.sysfs_path, host.proc_path)
+    assert facts._replace(gpus=gpu_facts(host.gpus)) == OPEN_614._replace(gpus=(SPARK_GPU,))
     # what the rule said before it asked the GPU: the DMA-BUF path (the false "GDR on")
-    assert gdr_support(facts._replace(gpus=()), {}).state == "dmabuf"
+    assert gdr_support(facts, {}).state == "dmabuf"
 
     found = read_findings(host, {}, live=False)
     assert found.gdr.state == "none"

@@ -70,8 +70,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CODES", "DMABUF_DRIVERS", "NO_GDR_GPUS", "PATH_TYPES", "PEERMEM_FILES", "RULES",
            "GdrFacts", "GdrPair", "GdrSupport", "gdr_allowed", "gdr_findings", "gdr_level",
-           "gdr_pairs", "gdr_support", "gpu_without_gdr", "nic_dmabuf", "pair_verdict",
-           "read_gdr_facts"]
+           "gdr_pairs", "gdr_support", "gpu_facts", "gpu_without_gdr", "nic_dmabuf",
+           "pair_verdict", "read_gdr_facts"]
 
 #: The findings, as ``sysverbs.devices.diagnosis.CODES`` has its own: (severity, meaning).
 CODES = {
@@ -190,25 +190,9 @@ def _flavour(proc: str, sysfs: str) -> Optional[str]:
     return "proprietary" if "P" in taint else "open"
 
 
-def gpu_without_gdr(model: Optional[str], device: Optional[int]) -> Optional[str]:
-    """Why CUDA reports no GPUDirect RDMA for a GPU of this model name and PCI device
-    id (:data:`NO_GDR_GPUS`), or None (pure)."""
-    words = (model or "").split()
-    for dev, word, why, source in NO_GDR_GPUS:
-        if (dev is not None and device == dev) or word in words:
-            return f"{why} ({source})"
-    return None
-
-
-def nic_dmabuf(driver: Optional[str]) -> bool:
-    """Whether a NIC of this PCI driver passes NCCL's trial DMA-BUF registration on a
-    kernel that has it (:data:`DMABUF_DRIVERS`; False: unknown, pure)."""
-    return driver in DMABUF_DRIVERS
-
-
-def read_gdr_facts(sysfs: str, proc: str, gpus: Iterable[Gpu] = ()) -> GdrFacts:
-    """The facts of the host whose sysfs and proc roots are given, with its GPUs as
-    placement read them (never raises: what cannot be read is None)."""
+def read_gdr_facts(sysfs: str, proc: str) -> GdrFacts:
+    """The facts of the host whose sysfs and proc roots are given (never raises: what
+    cannot be read is None)."""
     driver = (os.path.isdir(os.path.join(proc, "driver", "nvidia"))
               or os.path.isdir(os.path.join(sysfs, "module", "nvidia")))
     modules_known = os.path.isdir(os.path.join(sysfs, "module"))
@@ -216,9 +200,7 @@ def read_gdr_facts(sysfs: str, proc: str, gpus: Iterable[Gpu] = ()) -> GdrFacts:
     release = read_text(os.fsencode(os.path.join(proc, "sys", "kernel", "osrelease")))
     m = _RELEASE.match(release.strip()) if release is not None else None
     kernel = (int(m.group(1)), int(m.group(2))) if m else None
-    return GdrFacts(driver, modules_known, peermem, _flavour(proc, sysfs), kernel,
-                    tuple((g.address, g.model, g.pci.device) for g in gpus
-                          if g.vendor == "nvidia"))
+    return GdrFacts(driver, modules_known, peermem, _flavour(proc, sysfs), kernel)
 
 
 def gdr_support(facts: GdrFacts, environ: Mapping[str, str]) -> GdrSupport:
@@ -255,6 +237,28 @@ def gdr_support(facts: GdrFacts, environ: Mapping[str, str]) -> GdrSupport:
                       f"{facts.kernel[0]}.{facts.kernel[1]} and the open NVIDIA module "
                       "(CUDA's DMA_BUF_SUPPORTED; each NIC's driver must pass NCCL's trial "
                       "ibv_reg_dmabuf_mr: mlx5 does)")
+
+
+def gpu_without_gdr(model: Optional[str], device: Optional[int]) -> Optional[str]:
+    """Why CUDA reports no GPUDirect RDMA for a GPU of this model name and PCI device
+    id (:data:`NO_GDR_GPUS`), or None (pure)."""
+    words = (model or "").split()
+    for dev, word, why, source in NO_GDR_GPUS:
+        if (dev is not None and device == dev) or word in words:
+            return f"{why} ({source})"
+    return None
+
+
+def nic_dmabuf(driver: Optional[str]) -> bool:
+    """Whether a NIC of this PCI driver passes NCCL's trial DMA-BUF registration on a
+    kernel that has it (:data:`DMABUF_DRIVERS`; False: unknown, pure)."""
+    return driver in DMABUF_DRIVERS
+
+
+def gpu_facts(gpus: Iterable[Gpu]) -> tuple[tuple[str, Optional[str], Optional[int]], ...]:
+    """:attr:`GdrFacts.gpus` of the GPUs placement read: each NVIDIA GPU's (PCI address,
+    model, PCI device id)."""
+    return tuple((g.address, g.model, g.pci.device) for g in gpus if g.vendor == "nvidia")
 
 
 def gdr_level(environ: Mapping[str, str]) -> tuple[str, str]:
