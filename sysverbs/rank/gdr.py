@@ -12,6 +12,15 @@ with its source line):
   DMA-BUF is enabled (src/init.cc:399-420) when ``NCCL_DMABUF_ENABLE`` is not 0, the CUDA
   driver is 11.7 or later and the GPU reports ``CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED``,
   which NVIDIA's open kernel module does and its proprietary one does not.
+* The GPU itself must say it can (``gdrSupport`` of NCCL's GPU node: CUDA's
+  ``cudaDevAttrGPUDirectRDMASupported``, src/plugin/net.cc:426-436, topo.cc:1807); CUDA
+  says no for the GPUs of :data:`NO_GDR_GPUS` (GeForce; the GB10 of DGX Spark, an
+  integrated GPU on unified memory, which has no DMA-BUF either), and NCCL then uses GDR
+  with no NIC, whatever the peer-memory module (paths.cc:486).
+* The DMA-BUF path is decided at run time by a trial ``ibv_reg_dmabuf_mr(fd=-1)`` on each
+  NIC (gdr.cc:46-68): sysverbs knows the kernel drivers of :data:`DMABUF_DRIVERS` to pass
+  it on Linux 5.12 and later; with another NIC the pair is ``unknown`` ("NCCL decides by
+  ..."), never a guessed "GDR on".
 * ``ncclTopoCheckGdr`` (src/graph/paths.cc:468-541): GDR is off when the NIC or the GPU
   lacks support, else when the GPU<->NIC path type is beyond the level:
   ``NCCL_NET_GDR_LEVEL`` when set (a path type name, or the old numbers 0-5), else
@@ -32,6 +41,9 @@ or module flavour leaves DMA-BUF unknown.
 >>> gdr_support(facts._replace(flavour="open"), {}).state
 'dmabuf'
 >>> gdr_support(facts._replace(flavour="open"), {"NCCL_DMABUF_ENABLE": "0"}).state
+'none'
+>>> spark = facts._replace(flavour="open", gpus=(("000f:01:00.0", "NVIDIA GB10", 0x2E12),))
+>>> gdr_support(spark, {}).state
 'none'
 >>> gdr_level({})
 ('P2C', 'NCCL_NET_GDR_LEVEL unset, NCCL_NET_GDR_C2C=1')
@@ -54,11 +66,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from ..placement import Assignment, Topology
+    from ..placement import Assignment, Gpu, Topology
 
-__all__ = ["CODES", "PATH_TYPES", "PEERMEM_FILES", "RULES", "GdrFacts", "GdrPair",
-           "GdrSupport", "gdr_allowed", "gdr_findings", "gdr_level", "gdr_pairs",
-           "gdr_support", "read_gdr_facts"]
+__all__ = ["CODES", "DMABUF_DRIVERS", "NO_GDR_GPUS", "PATH_TYPES", "PEERMEM_FILES", "RULES",
+           "GdrFacts", "GdrPair", "GdrSupport", "gdr_allowed", "gdr_findings", "gdr_level",
+           "gdr_pairs", "gdr_support", "gpu_facts", "gpu_without_gdr", "nic_dmabuf",
+           "pair_verdict", "read_gdr_facts"]
 
 #: The findings, as ``sysverbs.devices.diagnosis.CODES`` has its own: (severity, meaning).
 CODES = {
@@ -78,6 +91,21 @@ PEERMEM_FILES = ("kernel/mm/memory_peers/nv_mem/version",
                  "module/nvidia_peermem/version")
 #: The first kernel with ``ibv_reg_dmabuf_mr`` (uverbs ``REG_DMABUF_MR``, Linux 5.12).
 DMABUF_KERNEL = (5, 12)
+#: The NICs' PCI drivers known to pass NCCL's trial ``ibv_reg_dmabuf_mr`` on a kernel of
+#: :data:`DMABUF_KERNEL` or later (mlx5_ib's DMA-BUF memory regions came with uverbs'
+#: method, in Linux 5.12); any other NIC is left to NCCL's trial (``unknown``).
+DMABUF_DRIVERS = frozenset({"mlx5_core"})
+#: GPUs whose CUDA reports no GPUDirect RDMA (``cudaDevAttrGPUDirectRDMASupported`` 0):
+#: (PCI device id or None, a word of the driver's model name, why, source).  A GPU
+#: matches by its device id or by the word in ``/proc/driver/nvidia/gpus/<bdf>/information``'s
+#: ``Model``.
+NO_GDR_GPUS = (
+    (0x2E12, "GB10", "GB10 (DGX Spark) is an integrated GPU on unified memory: CUDA reports "
+     "neither GPU_DIRECT_RDMA_SUPPORTED nor DMA_BUF_SUPPORTED, nvidia_peermem does not load",
+     "NVIDIA, forums.developer.nvidia.com/t/dgx-spark-gpudirect-rdma/348787/6"),
+    (None, "GeForce", "CUDA reports no GPUDirect RDMA on a GeForce GPU",
+     "NVIDIA/nccl#618, NVIDIA/gdrcopy#211"),
+)
 #: Each rule and where NCCL has it (NVIDIA/nccl 5067397, 2026-06-11).
 RULES = (
     ("peer memory: any of PEERMEM_FILES exists -> NCCL_PTR_CUDA",
@@ -95,6 +123,10 @@ RULES = (
      "src/graph/paths.cc:243-279"),
     ("no GDR when the GPU-NIC path is beyond the level", "src/graph/paths.cc:528-535"),
     ("C2C GPU + NIC on its CPU's PCIe (PHB) -> P2C", "src/graph/paths.cc:206, 805-808"),
+    ("GPU gdr = cudaDevAttrGPUDirectRDMASupported (CUDA >= 11.3; older: a loopback regMr)",
+     "src/plugin/net.cc:424-495, init.cc:740, topo.cc:1807"),
+    ("ibv_reg_dmabuf_mr absent from libibverbs (before IBVERBS_1.12) -> EOPNOTSUPP",
+     "src/misc/ibvsymbols.cc:124-125, ibvwrap.cc:224-229"),
 )
 GRACE_ROOT_PORTS = frozenset({0x22B1, 0x22B2, 0x22B8, 0x2F95, 0x2F96})  # Grace, Vera
 NVIDIA = 0x10DE
@@ -105,13 +137,15 @@ class GdrFacts(NamedTuple):
     """What the host shows: ``driver`` (an NVIDIA kernel driver is loaded),
     ``modules_known`` (the tree has ``/sys/module``), ``peermem`` (the first of
     :data:`PEERMEM_FILES` that exists, else None), ``flavour`` of the NVIDIA module
-    (``"open"``, ``"proprietary"``, None unknown), ``kernel`` (major, minor) or None."""
+    (``"open"``, ``"proprietary"``, None unknown), ``kernel`` (major, minor) or None,
+    ``gpus``: each NVIDIA GPU's (PCI address, model, PCI device id)."""
 
     driver: bool
     modules_known: bool
     peermem: Optional[str]
     flavour: Optional[str]
     kernel: Optional[tuple[int, int]]
+    gpus: tuple[tuple[str, Optional[str], Optional[int]], ...] = ()
 
 
 class GdrSupport(NamedTuple):
@@ -174,6 +208,11 @@ def gdr_support(facts: GdrFacts, environ: Mapping[str, str]) -> GdrSupport:
     if not facts.driver:
         return GdrSupport("n/a", "no NVIDIA driver (no /proc/driver/nvidia, no "
                           "/sys/module/nvidia)")
+    lacking = [(address, model, gpu_without_gdr(model, device))
+               for address, model, device in facts.gpus]
+    if lacking and all(why for _, _, why in lacking):
+        return GdrSupport("none", "no GPU of this host can: " + "; ".join(
+            f"{address} ({model or 'NVIDIA GPU'}): {why}" for address, model, why in lacking))
     if facts.peermem is not None:
         return GdrSupport("peermem", f"/sys/{facts.peermem} exists (nvidia_peermem)")
     off: list[str] = []
@@ -196,7 +235,30 @@ def gdr_support(facts: GdrFacts, environ: Mapping[str, str]) -> GdrSupport:
                           ", which cannot be read")
     return GdrSupport("dmabuf", "no peer-memory module; DMA-BUF: kernel "
                       f"{facts.kernel[0]}.{facts.kernel[1]} and the open NVIDIA module "
-                      "(the NIC's driver must register DMA-BUF: mlx5 does)")
+                      "(CUDA's DMA_BUF_SUPPORTED; each NIC's driver must pass NCCL's trial "
+                      "ibv_reg_dmabuf_mr: mlx5 does)")
+
+
+def gpu_without_gdr(model: Optional[str], device: Optional[int]) -> Optional[str]:
+    """Why CUDA reports no GPUDirect RDMA for a GPU of this model name and PCI device
+    id (:data:`NO_GDR_GPUS`), or None (pure)."""
+    words = (model or "").split()
+    for dev, word, why, source in NO_GDR_GPUS:
+        if (dev is not None and device == dev) or word in words:
+            return f"{why} ({source})"
+    return None
+
+
+def nic_dmabuf(driver: Optional[str]) -> bool:
+    """Whether a NIC of this PCI driver passes NCCL's trial DMA-BUF registration on a
+    kernel that has it (:data:`DMABUF_DRIVERS`; False: unknown, pure)."""
+    return driver in DMABUF_DRIVERS
+
+
+def gpu_facts(gpus: Iterable[Gpu]) -> tuple[tuple[str, Optional[str], Optional[int]], ...]:
+    """:attr:`GdrFacts.gpus` of the GPUs placement read: each NVIDIA GPU's (PCI address,
+    model, PCI device id)."""
+    return tuple((g.address, g.model, g.pci.device) for g in gpus if g.vendor == "nvidia")
 
 
 def gdr_level(environ: Mapping[str, str]) -> tuple[str, str]:
@@ -229,6 +291,33 @@ def _c2c(host: Topology, gpu: object) -> bool:
     return rp is not None and rp.vendor == NVIDIA and rp.device in GRACE_ROOT_PORTS
 
 
+def pair_verdict(support: GdrSupport, gpu_lacks: Optional[str], path: Optional[str],
+                 level: str, whence: str, device: str, driver: Optional[str]
+                 ) -> tuple[Optional[bool], str]:
+    """Would NCCL use GDR between a GPU and one NIC (None: undecided), and why, in
+    NCCL's order: the NIC's support, the GPU's, then the distance (paths.cc:485-535);
+    the DMA-BUF trial of a NIC whose ``driver`` is not one of :data:`DMABUF_DRIVERS` is
+    NCCL's to make (pure)."""
+    if support.state in ("n/a", "none"):
+        return (False if support.state == "none" else None), support.reason
+    if gpu_lacks is not None:
+        return False, f"the GPU has no GPUDirect RDMA: {gpu_lacks}"
+    if path is None:
+        return None, "the GPU-NIC path is unknown"
+    near = gdr_allowed(path, level)
+    why = (f"path {path}{' (C2C GPU, NIC on its CPU)' if path == 'P2C' else ''} "
+           f"{'within' if near else 'beyond'} the GDR level {level} ({whence})")
+    if not near:
+        return False, why  # beyond the level GDR is off whatever the support
+    if support.state == "unknown":
+        return None, why
+    if support.state == "dmabuf" and not nic_dmabuf(driver):
+        return None, (f"{why}; unknown: NCCL decides by a trial ibv_reg_dmabuf_mr on "
+                      f"{device} at run time (its PCI driver {driver or 'is unknown'}"
+                      f"{'' if driver is None else ' is not one known to register DMA-BUF'})")
+    return True, why
+
+
 def gdr_pairs(host: Topology, assignments: Iterable[Assignment], support: GdrSupport,
               environ: Mapping[str, str]) -> tuple[GdrPair, ...]:
     """Each NVIDIA GPU and each NIC port placement gives it: would NCCL use GDR."""
@@ -239,36 +328,39 @@ def gdr_pairs(host: Topology, assignments: Iterable[Assignment], support: GdrSup
         if g is None or g.vendor != "nvidia":
             continue
         c2c = _c2c(host, g)
+        lacks = gpu_without_gdr(g.model, g.pci.device)
         for n in a.nics:
             path = "P2C" if c2c and n.nccl == "PHB" else n.nccl
-            enabled: Optional[bool]
-            if support.state in ("n/a", "none"):
-                enabled = False if support.state == "none" else None
-                why = support.reason
-            elif path is None:
-                enabled, why = None, "the GPU-NIC path is unknown"
-            else:
-                near = gdr_allowed(path, level)
-                # beyond the level GDR is off whatever the support; within it, on when
-                # the host supports it (None: unknown)
-                enabled = (True if support.state != "unknown" else None) if near else False
-                why = (f"path {path}{' (C2C GPU, NIC on its CPU)' if path == 'P2C' else ''} "
-                       f"{'within' if near else 'beyond'} the GDR level {level} ({whence})")
+            pci = host.pci.get(n.address) if n.address is not None else None
+            enabled, why = pair_verdict(support, lacks, path, level, whence, n.device,
+                                        pci.driver if pci is not None else None)
             out.append(GdrPair(g.index, g.address, n.device, n.port, path, level, enabled,
                                why))
     return tuple(out)
 
 
 def gdr_findings(support: GdrSupport, pairs: Iterable[GdrPair]) -> list[tuple[str, str]]:
-    """(code, message) of each finding: ``gdr_unavailable`` once, or one
-    ``gdr_disabled_by_distance`` per GPU and NIC port beyond the level."""
+    """(code, message) of each finding: ``gdr_unavailable`` once for the host, or one
+    ``gdr_disabled_by_distance`` per GPU and NIC port beyond the level and one
+    ``gdr_unavailable`` per GPU and NIC port off for the GPU's own lack (a host whose
+    other GPUs can)."""
     if support.code is not None:
         return [(support.code, f"NCCL would not use GPUDirect RDMA: {support.reason}. "
                  "Load nvidia_peermem (modprobe nvidia_peermem), or use the open NVIDIA "
-                 "kernel module on Linux >= 5.12 with NCCL_DMABUF_ENABLE unset")]
-    return [("gdr_disabled_by_distance",
-             f"GPU{p.gpu} ({p.pci_bus_id}) -> {p.device}:{p.port}: {p.reason}, so "
-             "NCCL stages this NIC's transfers through host memory (no GPUDirect RDMA). "
-             "Give the rank a NIC nearer its GPU, or set "
-             f"NCCL_NET_GDR_LEVEL={p.path} if this path is fast enough")
-            for p in pairs if p.enabled is False]
+                 "kernel module on Linux >= 5.12 with NCCL_DMABUF_ENABLE unset; a GPU "
+                 "whose CUDA reports no GPUDirect RDMA has neither: NCCL stages through "
+                 "host memory")]
+    out: list[tuple[str, str]] = []
+    for p in pairs:
+        if p.enabled is not False:
+            continue
+        head = f"GPU{p.gpu} ({p.pci_bus_id}) -> {p.device}:{p.port}: {p.reason}"
+        if p.path is None or gdr_allowed(p.path, p.level):  # the GPU's own lack
+            out.append(("gdr_unavailable", f"{head}, so NCCL stages this GPU's transfers "
+                        "through host memory (no GPUDirect RDMA)"))
+        else:
+            out.append(("gdr_disabled_by_distance",
+                        f"{head}, so NCCL stages this NIC's transfers through host memory "
+                        "(no GPUDirect RDMA). Give the rank a NIC nearer its GPU, or set "
+                        f"NCCL_NET_GDR_LEVEL={p.path} if this path is fast enough"))
+    return out

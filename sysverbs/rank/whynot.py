@@ -9,7 +9,15 @@ from typing import NamedTuple
 
 from .addrgid import CODE as ADDRESS_CODE
 from .addrgid import AddressGidFinding, address_gid_findings, roce_ports
-from .gdr import GdrPair, GdrSupport, gdr_findings, gdr_pairs, gdr_support, read_gdr_facts
+from .gdr import (
+    GdrPair,
+    GdrSupport,
+    gdr_findings,
+    gdr_pairs,
+    gdr_support,
+    gpu_facts,
+    read_gdr_facts,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,7 +56,8 @@ def read_findings(host: Topology, environ: Mapping[str, str], *, live: bool,
     from ..placement import assign
 
     if any(g.vendor == "nvidia" for g in host.gpus):
-        support = gdr_support(read_gdr_facts(host.sysfs_path, host.proc_path), environ)
+        facts = read_gdr_facts(host.sysfs_path, host.proc_path)
+        support = gdr_support(facts._replace(gpus=gpu_facts(host.gpus)), environ)
         pairs = gdr_pairs(host, assign(host) if assigned is None else assigned, support,
                           environ)
     else:
