@@ -164,20 +164,25 @@ def gb300_nvl72_tray(*, vpd: bool = True, crossed: bool = False) -> HostBuilder:
     way a tray is wired, so pairing must follow the tie, not the addresses."""
     b = HostBuilder()
     _grace_numa(b, 4, sockets=2, hbm_kb=279 << 20, lpddr_kb=489960 * _MB)  # choice: HBM
-    for i, (gdom, pdom, numa, name) in enumerate(GB300_RAILS):
+    for i, (gdom, _, numa, _) in enumerate(GB300_RAILS):
         gpu_dsp = "02:03.0"  # NVIDIA's LKML tree of a GB tray
         _dma_segment(b, gdom, numa, gpu_dsp=gpu_dsp, model="gb300", hbm_node=2 + 8 * i,
                      v3=_uuid(i), sn=f"MT2451X0{i:04d}", vpd=vpd)  # choice: serials
-        parent = _nic_segment(b, pdom, numa, True)
+    # The RDMA devices in PCI order, the kernel's probe (and uverbs) order.
+    nics = [(pdom, numa, i, name) for i, (_, pdom, numa, name) in enumerate(GB300_RAILS)]
+    nics += [("0006", 0, -1, "P6"), ("0016", 1, -1, "P22")]
+    for dom, numa, i, name in sorted(nics):
+        if i < 0:  # a BlueField-3
+            parent = _nic_segment(b, dom, numa, False)
+            for fn in (0, 1):
+                _cx(b, f"{parent}/{dom}:01:00.{fn}", "bf3", b"", name=f"roce{name}p1s0f{fn}",
+                    link_layer="Ethernet")
+            continue
+        parent = _nic_segment(b, dom, numa, True)
         j = i ^ 1 if crossed else i  # the DMA function (GPU) this PF's CX-8 serves
-        _cx(b, f"{parent}/{pdom}:03:00.0", "cx8",
+        _cx(b, f"{parent}/{dom}:03:00.0", "cx8",
             vpd_image("NVIDIA ConnectX-8", {"SN": f"MT2451X0{j:04d}", "V3": _uuid(j)})
             if vpd else b"", name=name, link_layer="InfiniBand")
-    for dom, numa, tag in (("0006", 0, "P6"), ("0016", 1, "P22")):
-        parent = _nic_segment(b, dom, numa, False)
-        for fn in (0, 1):
-            _cx(b, f"{parent}/{dom}:01:00.{fn}", "bf3", b"", name=f"roce{tag}p1s0f{fn}",
-                link_layer="Ethernet")
     return b
 
 
@@ -214,19 +219,20 @@ def gb200_nvl72_tray() -> HostBuilder:
     for i, dom in enumerate(("0008", "0009", "0018", "0019")):
         rp = _root(b, dom, 0 if i < 2 else 1)
         _gpu(b, f"{rp}/{dom}:01:00.0", "gb200", 2 + 8 * i)
-    nics = (("0000", 0, "mlx5_0"), ("0002", 0, "mlx5_1"), ("0010", 1, "mlx5_4"),
-            ("0012", 1, "mlx5_5"))
-    for i, (dom, numa, name) in enumerate(nics):
-        parent = _nic_segment(b, dom, numa, True)
-        _cx(b, f"{parent}/{dom}:03:00.0", "cx7",
-            vpd_image("NVIDIA ConnectX-7", {"SN": f"MT2420X0{i:04d}"}), name=name,
-            link_layer="InfiniBand")
-    for dom, numa, names in (("0006", 0, ("mlx5_2", "mlx5_3")),
-                             ("0016", 1, ("mlx5_6", "mlx5_7"))):
+    # In PCI order, the kernel's probe order: mlx5_N and uverbsN follow it.
+    nics = (("0000", 0, ("mlx5_0",)), ("0002", 0, ("mlx5_1",)),
+            ("0006", 0, ("mlx5_2", "mlx5_3")), ("0010", 1, ("mlx5_4",)),
+            ("0012", 1, ("mlx5_5",)), ("0016", 1, ("mlx5_6", "mlx5_7")))
+    for i, (dom, numa, names) in enumerate(nics):
         parent = _nic_segment(b, dom, numa, True)
         for fn, name in enumerate(names):
-            _cx(b, f"{parent}/{dom}:03:00.{fn}", "bf3", b"", name=name,
-                link_layer="Ethernet")
+            if len(names) == 1:  # a ConnectX-7
+                _cx(b, f"{parent}/{dom}:03:00.0", "cx7",
+                    vpd_image("NVIDIA ConnectX-7", {"SN": f"MT2420X0{i:04d}"}), name=name,
+                    link_layer="InfiniBand")
+            else:
+                _cx(b, f"{parent}/{dom}:03:00.{fn}", "bf3", b"", name=name,
+                    link_layer="Ethernet")
     return b
 
 
