@@ -67,7 +67,7 @@ def _grace_numa(b: HostBuilder, gpus: int, *, sockets: int, hbm_kb: int,
     first = sockets
     memory = {first + i: (hbm_kb if i % 8 == 0 else 0) for i in range(8 * gpus)}
     b.cpu_topology(sockets=sockets, cores_per_socket=72, mem_per_node_kb=lpddr_kb,
-                   memory_nodes=memory)
+                   memory_nodes=memory, caches="grace")
 
 
 def _root(b: HostBuilder, domain: str, numa: int) -> str:
