@@ -44,6 +44,10 @@ REAL_L3 = {
     "gpu-pcie-2socket": (16, 4, 32 * MB, 16),  # 2x EPYC 9354: 8 CCD x 4 cores
     "gpu-cloud-vm": (1, 96, 16 * MB, 16),  # QEMU's default L3
     "gpu-sriov-sf": (1, 32, 37 * MB + MB // 2, 15),  # Xeon Gold 6426Y
+    "gpu-gb200-nvl72": (2, 72, 114 * MB, 16),  # 2x Grace: one 114 MB L3 each
+    "gpu-gb300-nvl72": (2, 72, 114 * MB, 16),
+    "gpu-dgx-station-gb300": (1, 72, 114 * MB, 16),
+    "gpu-gh200": (1, 72, 114 * MB, 16),
 }
 
 
@@ -151,6 +155,8 @@ def test_hwloc_l3s_of_each_node(name: str, roots: dict[str, Path]) -> None:
     assert nodes
     for node in nodes:
         cpus = hwloc.parse_cpulist((node / "cpulist").read_text())
+        if not cpus:
+            continue  # CPU-less (Grace's GPU memory): hwloc gives it its parent's CPUs
         want = {i for i, c in l3.items() if c & cpus}
         got = ints(calc(root, "--pi", f"numanode:{node.name[4:]}", "-I", "l3cache", "--po"))
         assert got == want, node.name
@@ -219,7 +225,10 @@ def test_hwloc_calc_recipe_for_a_gpu(name: str, roots: dict[str, Path]) -> None:
         numa = int((pci / "numa_node").read_text())
         nodes = {int(p.name[4:]) for p in system.glob("node/node[0-9]*")
                  if hwloc.parse_cpulist((p / "cpulist").read_text()) & local}
-        assert ints(calc(root, where, "--local-memory", "--po")) == (
+        cpuless = {int(p.name[4:]) for p in system.glob("node/node[0-9]*")
+                   if not (p / "cpulist").read_text().strip()}
+        # hwloc also counts the CPU-less nodes (Grace's GPU memory) of the GPU's package
+        assert ints(calc(root, where, "--local-memory", "--po")) - cpuless == (
             nodes if numa < 0 else {numa})
         first = {min(hwloc.parse_cpulist(
             (system / f"cpu/cpu{c}/topology/thread_siblings_list").read_text()))

@@ -79,10 +79,15 @@ def test_hwloc_reads_the_fixture(name: str, hosts: Any) -> None:
     if wide:
         assert "non-16bit domain" in topo.stderr
     nodes = {int(r.name[4:]): r.value("cpulist") for r in rec if r.subsystem == "node"}
-    assert set(topo.numa_nodes) == set(nodes)
+    # hwloc 2.9 hides a GPU's memory node (tests/oracle/hwloc.py: gpu_memory)
+    assert set(topo.numa_nodes) == set(nodes) - set(topo.gpu_memory)
     for n, cpulist in nodes.items():
+        if n in topo.gpu_memory:
+            continue
         assert cpulist is not None
-        assert hwloc.parse_cpulist(cpulist.decode()) == topo.numa_nodes[n]
+        cpus = hwloc.parse_cpulist(cpulist.decode())
+        # a CPU-less node (Grace's GPU memory) has the CPUs of what hwloc hangs it below
+        assert cpus == topo.numa_nodes[n] or not cpus and n in topo.cpuless
     ib = {r.name for r in rec if r.subsystem == "infiniband"}
     assert set(topo.rdma) == ib
 
@@ -145,8 +150,18 @@ def _endpoints(topo: hwloc.HwlocTopology) -> list[str]:
 
 
 def compare(host: Any, topo: hwloc.HwlocTopology) -> None:
-    """Everything the model and hwloc both say must agree."""
-    assert dict(host.numa_nodes) == topo.numa_nodes
+    """Everything the model and hwloc both say must agree.  A CPU-less NUMA node (a
+    Grace GPU's memory and its reserved nodes) has no CPUs in the model and those of
+    the object it hangs below in hwloc; hwloc hangs a GPU's memory node below the GPU
+    (its driver's ``numa_status``): the model's memory node of that GPU.  Across PCI
+    domains on a host of several CPU nodes nvidia-smi's class is not the NUMA rule the
+    oracle knows (tests/test_grace_matrix.py holds those cells to the real outputs)."""
+    assert {n: c for n, c in host.numa_nodes.items() if c} == {
+        n: c for n, c in topo.numa_nodes.items() if n not in topo.cpuless}
+    assert {n for n, c in host.numa_nodes.items() if not c} == topo.cpuless
+    assert set(host.numa_nodes) == set(topo.numa_nodes) | set(topo.gpu_memory)
+    memory = {_placement().gpu_memory_node(host, g): g.address for g in host.gpus}
+    assert {n: b for n, b in memory.items() if n is not None} == topo.gpu_memory
     for busid, dev in topo.devices.items():
         mine = host.pci[busid]
         assert mine.bridges == dev.bridges, busid
@@ -161,7 +176,7 @@ def compare(host: Any, topo: hwloc.HwlocTopology) -> None:
         if mine.numa_node is None:
             assert dev.at_root, (busid, dev.nodeset)
         else:
-            assert dev.nodeset == {mine.numa_node}, busid
+            assert dev.nodeset - topo.cpuless == {mine.numa_node}, busid
     for busid, mine in host.pci.items():  # what hwloc cannot see: a wide (VMD) domain
         if busid not in topo.devices and not mine.is_bridge:
             assert _wide_domain(busid) and mine.vmd is not None, busid
@@ -170,7 +185,10 @@ def compare(host: Any, topo: hwloc.HwlocTopology) -> None:
     placed = {n.name: n.address for n in host.nics if n.address is not None}
     assert {k: v for k, v in placed.items() if not _wide_domain(v)} == topo.rdma
     ends = _endpoints(topo)
+    sockets = len(set(topo.numa_nodes) - topo.cpuless)
     for a, b in itertools.combinations_with_replacement(ends, 2):
+        if sockets > 1 and a.split(":")[0] != b.split(":")[0]:
+            continue
         assert host.smi_class(a, b) == hwloc.smi_class(topo, a, b), (a, b)
 
 
@@ -181,8 +199,8 @@ def compare_numa_affinity(host: Any, topo: hwloc.HwlocTopology) -> None:
     for busid in _endpoints(topo):
         dev = topo.devices[busid]
         node, source = host.numa_affinity(busid)
-        if len(dev.nodeset) == 1:
-            assert {node} == dev.nodeset, (busid, dev.nodeset, source)
+        if len(dev.nodeset - topo.cpuless) == 1:
+            assert {node} == dev.nodeset - topo.cpuless, (busid, dev.nodeset, source)
         else:
             assert (node, source) == (None, "unknown"), (busid, dev.nodeset)
 

@@ -33,7 +33,8 @@ def read(path: Path) -> bytes:
 EXPECTED_FIXTURES = {
     "azure-vf", "bluefield3", "bnxt_re", "cxgb4", "dgx-a100", "dgx-demo", "efa", "empty",
     "erdma", "gpu-cloud-vm", "gpu-dgx-a100", "gpu-dgx-b200", "gpu-hgx-h100", "gpu-mi300x",
-    "gpu-pcie-2socket", "gpu-sriov-sf",
+    "gpu-pcie-2socket", "gpu-sriov-sf", "gpu-gb200-nvl72", "gpu-gb300-nvl72",
+    "gpu-dgx-station-gb300", "gpu-gh200",
     "hfi1", "hns", "ionic", "irdma", "mana", "mlx4", "mlx5-cx6", "mlx5-cx7",
     "mlx5-sf", "mlx5-sriov", "mthca", "ocrdma", "qedr", "qib", "rxe", "siw", "smi", "usnic",
     "vmw_pvrdma",

@@ -249,12 +249,17 @@ def view_of(root: Path, near: Sequence[str] = ()) -> View:
         calc(root, args, locations) for args in (
             ("-I", "pu", "--po"), ("--local-memory", "--po"), ("--no-smt", "-I", "pu", "--po"),
             ("-I", "core"), ("-I", "l3cache", "--po"), ("-I", "package", "--po")))
+    # hwloc counts a CPU-less node (a Grace GPU's memory and its reserved nodes) local
+    # to the object it hangs below; a rank's memory goes to nodes with CPUs only
+    # (docs/run.md), so those are what is compared.
+    cpuless = frozenset(int(n.name[4:]) for n in (root / "sys/devices/system/node").glob(
+        "node[0-9]*") if not (n / "cpulist").read_text().strip())
     for i, loc in enumerate(locations):
-        view.where[loc] = Where(ints(pus[i]), ints(nodes[i]), ints(nosmt[i]),
+        view.where[loc] = Where(ints(pus[i]), ints(nodes[i]) - cpuless, ints(nosmt[i]),
                                 len(ints(core[i])), ints(l3s[i]), ints(pkgs[i]))
     order = sorted(packages)
     local = calc(root, ("--pi", "--local-memory", "--po"), [f"package:{p}" for p in order])
-    view.package_nodes = {p: ints(line) for p, line in zip(order, local)}
+    view.package_nodes = {p: ints(line) - cpuless for p, line in zip(order, local)}
     return view
 
 

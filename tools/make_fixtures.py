@@ -28,6 +28,11 @@ where the captures the tests read are kept):
   device of an E810 (``irdma``), Azure HBv2 VFs (``azure-vf``), the XDR SMI device and
   umad/issm layout (``smi``), mlx4 VF values (``mlx4``), hfi1 port files (``hfi1``).
 * kernel-lab (a real 6.1 kernel with rdma_rxe): the whole rxe layout (``rxe``).
+* the Grace hosts (``gpu-gb200-nvl72``, ``gpu-gb300-nvl72``, ``gpu-dgx-station-gb300``,
+  ``gpu-gh200``): the testing kit's Grace builders (``sysverbs/testing/builder_grace.py``)
+  recorded, each fact from a public nvidia-smi matrix, lspci, NCCL log, DRA
+  ResourceSlice or vendor table, every choice marked ``constructed`` in
+  ``tests/data/PROVENANCE.md`` ("The Grace fixtures").
 * kernel sources: per-driver uverbs ABI versions (``abi_version`` of uverbsN), node
   type strings, device names and which sysfs attributes each driver adds.
 
@@ -60,6 +65,12 @@ from fixturegen.gpu_hosts import (  # noqa: E402
     fx_gpu_mi300x,
     fx_gpu_pcie_2socket,
     fx_gpu_sriov_sf,
+)
+from fixturegen.grace_hosts import (  # noqa: E402
+    fx_gpu_dgx_station_gb300,
+    fx_gpu_gb200_nvl72,
+    fx_gpu_gb300_nvl72,
+    fx_gpu_gh200,
 )
 from fixturegen.mellanox import (  # noqa: E402
     fx_azure_vf,
@@ -116,6 +127,10 @@ FIXTURES = {
     "gpu-cloud-vm": fx_gpu_cloud_vm,
     "gpu-dgx-a100": fx_gpu_dgx_a100,
     "gpu-dgx-b200": fx_gpu_dgx_b200,
+    "gpu-dgx-station-gb300": fx_gpu_dgx_station_gb300,
+    "gpu-gb200-nvl72": fx_gpu_gb200_nvl72,
+    "gpu-gb300-nvl72": fx_gpu_gb300_nvl72,
+    "gpu-gh200": fx_gpu_gh200,
     "gpu-hgx-h100": fx_gpu_hgx_h100,
     "gpu-mi300x": fx_gpu_mi300x,
     "gpu-pcie-2socket": fx_gpu_pcie_2socket,

@@ -14,6 +14,10 @@ pointing at the tree's ``sys/bus/pci/devices/``:
 * ``topo -j``: the complexes as JSON (each GPU's NIC PFs and DMA function, or each NUMA
   node's GPUs and NICs); on a host it does not support, ``E: No supported topology
   detected...`` and exit status 100;
+The trees: the Grace hosts, the Inline host, the Data Direct variants (``VARIANTS``:
+no VPD, the PF-DMA tie permuted, one DMA function no PF ties to, multi-plane PFs with
+VFs) and the PCIe fixtures below.
+
 * ``check``: its first line names the layout it recognised ("All ConnectX DMA
   functions...", "All NUMA-based complexes...", "All NIC/GPU complexes..."); the rest
   are ACS and IOMMU group checks, which the generated trees do not model (no ACS
@@ -40,6 +44,7 @@ from sysverbs import testing  # noqa: E402
 from sysverbs.testing.builder_grace import (  # noqa: E402
     GRACE_HOSTS,
     OTHER_HOSTS,
+    VARIANTS,
     endpoint_config,
 )
 
@@ -53,12 +58,8 @@ def trees() -> dict[str, Callable[[Path], Path]]:
     """Tree name -> a function that writes the tree below a directory and returns its
     sysfs root."""
     out: dict[str, Callable[[Path], Path]] = {}
-    for name, make in {**GRACE_HOSTS, **OTHER_HOSTS}.items():
+    for name, make in {**GRACE_HOSTS, **OTHER_HOSTS, **VARIANTS}.items():
         out[name] = lambda d, make=make: make().materialize(d).sysfs
-    out["gb300-nvl72-novpd"] = \
-        lambda d: GRACE_HOSTS["gb300-nvl72"](vpd=False).materialize(d).sysfs  # type: ignore
-    out["gb300-nvl72-crossed"] = \
-        lambda d: GRACE_HOSTS["gb300-nvl72"](crossed=True).materialize(d).sysfs  # type: ignore
     for name in FIXTURES:
         out[name] = lambda d, name=name: testing.materialize(name, d).sysfs
     return out

@@ -118,6 +118,38 @@ def _same_numa(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
     return None, "numa_node unknown (-1 or missing) on a host with several NUMA nodes"
 
 
+#: nvidia-smi's class for two functions in different PCI domains (segments: a Grace
+#: CPU gives each root port a segment of its own, ``pciDDDD:00``), by the host's number
+#: of NUMA nodes with CPUs (sockets), as the real outputs print it (docs/placement.md,
+#: "Grace: nvidia-smi's matrix"): on the two-Grace GB200 NVL72 tray (drivers 570.172.08
+#: and 580.105.08) every cell across segments is SYS, GPU-NIC and NIC-NIC alike, even
+#: within one NUMA node; on the one-Grace GH200 (580.95.05) the GPU-NIC cell within its
+#: node is NODE, the NUMA rule below.  None: the NUMA rule decides.  x86 hosts keep all
+#: their host bridges in domain 0000 (every real x86 sample): this changes none.
+CROSS_SEGMENT: dict[str, Optional[str]] = {"one socket": None, "several sockets": "SYS"}
+
+
+def _domain(host_bridge: Optional[str]) -> str:
+    """``pci0009:00`` -> ``0009`` (a VMD domain counts by the host bridge above it)."""
+    return (host_bridge or "")[3:].split(":", 1)[0]
+
+
+def cross_segment(hb_a: Optional[str], hb_b: Optional[str],
+                  nodes: Mapping[int, frozenset[int]]) -> Optional[tuple[str, str]]:
+    """(class, reason) of two top host bridges in different PCI domains, by
+    :data:`CROSS_SEGMENT`; None when the domains are one or the rule leaves it to the
+    NUMA comparison."""
+    da, db = _domain(hb_a), _domain(hb_b)
+    if da == db:
+        return None
+    sockets = sum(1 for cpus in nodes.values() if cpus)
+    cls = CROSS_SEGMENT["several sockets" if sockets > 1 else "one socket"]
+    if cls is None:
+        return None
+    return cls, (f"different PCI domains ({da} and {db}) on a host of {sockets} "
+                 "CPU nodes: nvidia-smi's SYS, whatever their NUMA nodes")
+
+
 def smi_distance(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
                  ) -> tuple[Optional[str], Optional[int], str]:
     """(nvidia-smi class, bridge hops, reason)."""
@@ -127,6 +159,9 @@ def smi_distance(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
         return None, None, "no host bridge above one of them"
     if a.top_host_bridge != b.top_host_bridge:
         hops = len(a.ancestors) + len(b.ancestors)
+        segments = cross_segment(a.top_host_bridge, b.top_host_bridge, nodes)
+        if segments is not None:
+            return segments[0], hops, segments[1]
         same, why = _same_numa(a, b, nodes)
         cls = None if same is None else "NODE" if same else "SYS"
         return cls, hops, f"different host bridges, {why}"

@@ -117,6 +117,8 @@ class HostBuilder(PciTreeBuilder):
         model_name: Optional[str] = None,
         path: Optional[str] = None,
         sfs: int = 0,
+        vf_offset: int = 2,
+        vf_names: Sequence[str] = (),
         **options: Unpack[DeviceOptions],
     ) -> HostBuilder:
         """An NVIDIA/Mellanox mlx5 adapter (``model``: a key of :data:`MLX5_MODELS`) as
@@ -129,7 +131,9 @@ class HostBuilder(PciTreeBuilder):
         a :meth:`host_bridge`, whose NUMA node it takes unless ``numa_node`` is
         given; its VFs beside it on the same bus) instead of on a root port of its
         own; ``sfs`` adds that many sub-functions (:meth:`mlx5_sf`).  The PF takes
-        the :class:`DeviceOptions`; the VFs only ``abi_version`` and ``node_type``.
+        the :class:`DeviceOptions`; the VFs only ``abi_version`` and ``node_type``,
+        their function numbers from ``vf_offset`` (the PF's ``sriov_offset``) and
+        their IB device names from ``vf_names`` (default: the driver's).
         """
         if model not in MLX5_MODELS:
             raise UsageError(f"unknown mlx5 model {model!r} (have: {', '.join(MLX5_MODELS)})")
@@ -150,13 +154,14 @@ class HostBuilder(PciTreeBuilder):
             pf_path = f"{root}/{pf_slot}"
         if numa_node is None:
             numa_node = 0
-        vf_slots = [f"{prefix}:{(2 + i) >> 3:02x}.{(2 + i) & 7}" for i in range(vfs)]
+        vf_slots = [f"{prefix}:{(vf_offset + i) >> 3:02x}.{(vf_offset + i) & 7}"
+                    for i in range(vfs)]
         pci_class = IB_CLASS if link_layer == "InfiniBand" else ETH_CLASS
         extra: list[tuple[str, Optional[bytes]]] = []
         pf_links: list[tuple[str, str]] = []
         if vfs:
             extra += [("sriov_numvfs", _value(vfs)), ("sriov_totalvfs", _value(max(vfs, 8))),
-                      ("sriov_offset", _value(2)), ("sriov_stride", _value(1)),
+                      ("sriov_offset", _value(vf_offset)), ("sriov_stride", _value(1)),
                       ("sriov_vf_device", _value(f"{pm.vf_device or pm.device:x}"))]
             pf_links += [(f"virtfn{i}", f"../{s}") for i, s in enumerate(vf_slots)]
         vf_options: DeviceOptions = {"dev_node": vf_dev_nodes}
@@ -169,8 +174,10 @@ class HostBuilder(PciTreeBuilder):
                               Optional[str]]]
         functions = [(pf_path, pf_slot, pm.device, extra, pf_links, options, netdev, None)]
         functions += [(f"{root}/{slot}", slot, pm.vf_device or pm.device, [],
-                       [("physfn", f"../{pf_slot}")], vf_options, None, pf_slot)
-                      for slot in vf_slots]
+                       [("physfn", f"../{pf_slot}")],
+                       cast(DeviceOptions, {**vf_options, "name": vf_names[i]})
+                       if i < len(vf_names) else vf_options, None, pf_slot)
+                      for i, slot in enumerate(vf_slots)]
         for fn_path, slot, device, fn_extra, links, opts, fn_netdev, vf_of in functions:
             index = self._count("mlx5")
             self._spec_function(spec, fn_path, device=device, pci_class=pci_class,

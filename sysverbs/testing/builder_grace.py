@@ -26,9 +26,11 @@ from collections.abc import Mapping
 from typing import Callable
 
 from .builder import HostBuilder
+from .layout import Port, Value, net_attrs, net_device, port_files
 
 __all__ = ["GRACE_HOSTS", "vpd_image", "endpoint_config", "gb200_nvl72_tray",
-           "gb300_nvl72_tray", "dgx_station_gb300", "gh200", "inline_cx_switch", "OTHER_HOSTS"]
+           "gb300_nvl72_tray", "dgx_station_gb300", "gh200", "inline_cx_switch", "OTHER_HOSTS",
+           "oci_gb300_tray", "VARIANTS"]
 
 GRACE_RP = 0x22B1  # choice: rdma_topo knows 10de:22b1/22b2/22b8; no capture says which
 CX_SWITCH = 0x197C  # the CX-8 switch ports of NCCL's GB300 topology dump
@@ -67,7 +69,7 @@ def _grace_numa(b: HostBuilder, gpus: int, *, sockets: int, hbm_kb: int,
     first = sockets
     memory = {first + i: (hbm_kb if i % 8 == 0 else 0) for i in range(8 * gpus)}
     b.cpu_topology(sockets=sockets, cores_per_socket=72, mem_per_node_kb=lpddr_kb,
-                   memory_nodes=memory)
+                   memory_nodes=memory, caches="grace")
 
 
 def _root(b: HostBuilder, domain: str, numa: int) -> str:
@@ -152,7 +154,8 @@ GB300_RAILS = (("0008", "0000", 0, "ibp3s0"), ("0009", "0002", 0, "ibP2p3s0"),
                ("0018", "0010", 1, "ibP16p3s0"), ("0019", "0012", 1, "ibP18p3s0"))
 
 
-def gb300_nvl72_tray(*, vpd: bool = True, crossed: bool = False) -> HostBuilder:
+def gb300_nvl72_tray(*, vpd: bool = True, crossed: bool = False,
+                     orphan: bool = False) -> HostBuilder:
     """A GB300 NVL72 compute tray: 2 Grace, 4 GB300 (10de:31c2) at
     ``00{08,09,18,19}:06:00.0``, each with a CX-8 DMA function at ``<D>:03:00.0``;
     the 4 CX-8 PFs (15b3:1023, InfiniBand XDR) at ``00{00,02,10,12}:03:00.0`` named as
@@ -161,23 +164,75 @@ def gb300_nvl72_tray(*, vpd: bool = True, crossed: bool = False) -> HostBuilder:
     NUMA nodes.  ``vpd=False``: no ``vpd`` files (what a reader without root sees: the
     PF-DMA link cannot be resolved).  ``crossed``: each socket's two CX-8s serve the
     GPUs the other way round (the PF in 0000 the GPU in 0009...): no capture says which
-    way a tray is wired, so pairing must follow the tie, not the addresses."""
+    way a tray is wired, so pairing must follow the tie, not the addresses.
+    ``orphan``: the last CX-8's PF carries a V3 no DMA function has (a board swapped
+    without its DMA function, or VPD misread): that GPU's DMA function resolves to no
+    PF, the other three do."""
     b = HostBuilder()
     _grace_numa(b, 4, sockets=2, hbm_kb=279 << 20, lpddr_kb=489960 * _MB)  # choice: HBM
-    for i, (gdom, pdom, numa, name) in enumerate(GB300_RAILS):
+    for i, (gdom, _, numa, _) in enumerate(GB300_RAILS):
         gpu_dsp = "02:03.0"  # NVIDIA's LKML tree of a GB tray
         _dma_segment(b, gdom, numa, gpu_dsp=gpu_dsp, model="gb300", hbm_node=2 + 8 * i,
                      v3=_uuid(i), sn=f"MT2451X0{i:04d}", vpd=vpd)  # choice: serials
-        parent = _nic_segment(b, pdom, numa, True)
+    # The RDMA devices in PCI order, the kernel's probe (and uverbs) order.
+    nics = [(pdom, numa, i, name) for i, (_, pdom, numa, name) in enumerate(GB300_RAILS)]
+    nics += [("0006", 0, -1, "P6"), ("0016", 1, -1, "P22")]
+    for dom, numa, i, name in sorted(nics):
+        if i < 0:  # a BlueField-3
+            parent = _nic_segment(b, dom, numa, False)
+            for fn in (0, 1):
+                _cx(b, f"{parent}/{dom}:01:00.{fn}", "bf3", b"", name=f"roce{name}p1s0f{fn}",
+                    link_layer="Ethernet")
+            continue
+        parent = _nic_segment(b, dom, numa, True)
         j = i ^ 1 if crossed else i  # the DMA function (GPU) this PF's CX-8 serves
-        _cx(b, f"{parent}/{pdom}:03:00.0", "cx8",
+        j = 99 if orphan and i == len(GB300_RAILS) - 1 else j
+        _cx(b, f"{parent}/{dom}:03:00.0", "cx8",
             vpd_image("NVIDIA ConnectX-8", {"SN": f"MT2451X0{j:04d}", "V3": _uuid(j)})
             if vpd else b"", name=name, link_layer="InfiniBand")
-    for dom, numa, tag in (("0006", 0, "P6"), ("0016", 1, "P22")):
-        parent = _nic_segment(b, dom, numa, False)
-        for fn in (0, 1):
-            _cx(b, f"{parent}/{dom}:01:00.{fn}", "bf3", b"", name=f"roce{tag}p1s0f{fn}",
-                link_layer="Ethernet")
+    return b
+
+
+def _plane_port(mac_tail: int, netdev: str) -> Port:
+    """A RoCE port of a multi-plane PF (OCI's GB300.4 table: 200 Gb/s, ACTIVE):
+    choice: its link-local GID from a made-up MAC."""
+    gid = f"fe80:0000:0000:0000:02c5:c0ff:fe00:{mac_tail:04x}"
+    return Port("Ethernet", rate="200 Gb/sec (2X NDR)", cap_mask="0x04010000",
+                gids=(gid,), gid_types=("RoCE v2",), gid_ndevs=(netdev,))
+
+
+def oci_gb300_tray() -> HostBuilder:
+    """OCI BM.GPU.GB300.4 (its dranet README's table and live ResourceSlices): the
+    GB300 tray's GPUs and DMA functions, and per rail N a multi-plane CX-8: the PF
+    ``<P>:03:00.0`` one RDMA device ``rdma_rail<N>`` whose four ports are the planes
+    (netdev ``rdma<N>``), the other planes' functions ``.1``-``.3`` with netdevs
+    ``rdma_p<k>_rail<N>`` and no RDMA device, one SR-IOV VF ``.4``
+    (``rdma_vf_rail<N>``, 200 Gb/s, the device a pod claims).  choice: the PF-to-GPU
+    tie (as :func:`gb300_nvl72_tray`), the VPD, GIDs and MACs; no BlueField-3."""
+    b = HostBuilder()
+    _grace_numa(b, 4, sockets=2, hbm_kb=279 << 20, lpddr_kb=489960 * _MB)
+    for i, (gdom, _, numa, _) in enumerate(GB300_RAILS):
+        _dma_segment(b, gdom, numa, gpu_dsp="02:03.0", model="gb300", hbm_node=2 + 8 * i,
+                     v3=_uuid(i), sn=f"MT2451X0{i:04d}", vpd=True)
+    for i, (_, dom, numa, _) in enumerate(GB300_RAILS):
+        parent = _nic_segment(b, dom, numa, True)
+        pf = f"{parent}/{dom}:03:00.0"
+        planes = {f"{k}": _plane_port(0x100 * i + k, f"rdma_p{k}_rail{i}") for k in range(4)}
+        extra: dict[str, Value] = {}
+        for k in range(4):
+            extra.update(port_files(k + 1, planes[f"{k}"]))
+        card = vpd_image("NVIDIA ConnectX-8", {"SN": f"MT2451X0{i:04d}", "V3": _uuid(i)})
+        _cx(b, pf, "cx8", card, name=f"rdma_rail{i}", link_layer="Ethernet",
+            netdev=f"rdma{i}", vfs=1, vf_offset=4, vf_names=[f"rdma_vf_rail{i}"],
+            ib_attrs=extra)
+        for k in range(1, 4):  # choice: each function carries the card's VPD
+            fn = b.pci_device(f"{parent}/{dom}:03:00.{k}", vendor=0x15B3, device=0x1023,
+                              pci_class=0x020000, driver="mlx5_core", sub_vendor=0x15B3,
+                              sub_device=0x0071)
+            _endpoint(b, fn, 0x15B3, 0x1023, 0x020000, card)
+            mac = f"02:c5:c0:00:{i:02x}:{k:02x}"
+            b.add_record(net_device(fn, f"rdma_p{k}_rail{i}", 100 + 4 * i + k,
+                                    net_attrs(mac, 100 + 4 * i + k)))
     return b
 
 
@@ -214,19 +269,20 @@ def gb200_nvl72_tray() -> HostBuilder:
     for i, dom in enumerate(("0008", "0009", "0018", "0019")):
         rp = _root(b, dom, 0 if i < 2 else 1)
         _gpu(b, f"{rp}/{dom}:01:00.0", "gb200", 2 + 8 * i)
-    nics = (("0000", 0, "mlx5_0"), ("0002", 0, "mlx5_1"), ("0010", 1, "mlx5_4"),
-            ("0012", 1, "mlx5_5"))
-    for i, (dom, numa, name) in enumerate(nics):
-        parent = _nic_segment(b, dom, numa, True)
-        _cx(b, f"{parent}/{dom}:03:00.0", "cx7",
-            vpd_image("NVIDIA ConnectX-7", {"SN": f"MT2420X0{i:04d}"}), name=name,
-            link_layer="InfiniBand")
-    for dom, numa, names in (("0006", 0, ("mlx5_2", "mlx5_3")),
-                             ("0016", 1, ("mlx5_6", "mlx5_7"))):
+    # In PCI order, the kernel's probe order: mlx5_N and uverbsN follow it.
+    nics = (("0000", 0, ("mlx5_0",)), ("0002", 0, ("mlx5_1",)),
+            ("0006", 0, ("mlx5_2", "mlx5_3")), ("0010", 1, ("mlx5_4",)),
+            ("0012", 1, ("mlx5_5",)), ("0016", 1, ("mlx5_6", "mlx5_7")))
+    for i, (dom, numa, names) in enumerate(nics):
         parent = _nic_segment(b, dom, numa, True)
         for fn, name in enumerate(names):
-            _cx(b, f"{parent}/{dom}:03:00.{fn}", "bf3", b"", name=name,
-                link_layer="Ethernet")
+            if len(names) == 1:  # a ConnectX-7
+                _cx(b, f"{parent}/{dom}:03:00.0", "cx7",
+                    vpd_image("NVIDIA ConnectX-7", {"SN": f"MT2420X0{i:04d}"}), name=name,
+                    link_layer="InfiniBand")
+            else:
+                _cx(b, f"{parent}/{dom}:03:00.{fn}", "bf3", b"", name=name,
+                    link_layer="Ethernet")
     return b
 
 
@@ -286,3 +342,11 @@ GRACE_HOSTS: Mapping[str, Callable[[], HostBuilder]] = {
 }
 #: The other layouts rdma_topo knows, beside the Grace hosts (not a Grace machine).
 OTHER_HOSTS: Mapping[str, Callable[[], HostBuilder]] = {"inline-cx8": inline_cx_switch}
+#: The generated Data Direct variants: the PF-DMA tie unreadable (no VPD), permuted,
+#: one DMA function no PF ties to; multi-plane PFs with VFs (OCI's GB300.4).
+VARIANTS: Mapping[str, Callable[[], HostBuilder]] = {
+    "gb300-nvl72-novpd": lambda: gb300_nvl72_tray(vpd=False),
+    "gb300-nvl72-crossed": lambda: gb300_nvl72_tray(crossed=True),
+    "gb300-nvl72-orphan": lambda: gb300_nvl72_tray(orphan=True),
+    "oci-gb300-planes-vfs": oci_gb300_tray,
+}

@@ -93,6 +93,9 @@ CPU_CACHES: Mapping[str, CacheModel] = {
     # Emerald Rapids (5th gen Xeon): the same cores, 300 MB L3 per socket.
     "xeon-8570": CacheModel((48, 12), (32, 8), (2048, 16), (307200, 16)),
     "qemu": CacheModel((32, 8), (32, 8), (4096, 16), (16384, 16)),
+    # NVIDIA Grace (72 Neoverse V2 cores): 64 KB L1d/L1i, 1 MB L2 per core, one 114 MB
+    # L3 per CPU (a GH200's lscpu); the ways are not published (constructed).
+    "grace": CacheModel((64, 4), (64, 4), (1024, 8), (116736, 16)),
 }
 
 

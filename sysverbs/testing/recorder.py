@@ -41,10 +41,15 @@ class Limits:
 #: have side effects or map device memory) and the triggers (write-only anyway).  A
 #: PCI-to-PCI bridge's config space is the exception: its standard header (bus numbers,
 #: header type, PCIe port type) is what hwloc builds the PCI tree from, and reading it
-#: has no side effects.
+#: has no side effects; so is the VPD of a Data Direct host's ConnectX functions, what
+#: placement reads there (``_vpd_wanted``).
 _PCI_SKIP = frozenset({"config", "rom", "vpd", "remove", "rescan", "reset"})
 _PCI_SKIP_RE = re.compile(r"resource\d+(_wc)?")
 _RDMA_CLASSES = ("infiniband", "infiniband_verbs", "infiniband_mad")
+#: The NVIDIA driver's files of a GPU kept: its identity, and on Grace the NUMA node of
+#: its memory (``numa_status``'s ``Node:``, what hwloc and placement read).
+_NVIDIA_PROC = ("information", "numa_status")
+_CX_DMA = (0x15B3, 0x2100)  # ConnectX-8 Data Direct's DMA function (see _vpd_wanted)
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -56,6 +61,7 @@ class _Recorder:
         self.limits = limits
         self.files = 0
         self.bytes = 0
+        self._dma_host: Optional[bool] = None
 
     # -- bounded, non-following reads -------------------------------------------------
     def inside(self, real: str, area: Optional[str] = None) -> bool:
@@ -277,7 +283,8 @@ class _Recorder:
             elif entry.is_file(follow_symlinks=False):
                 if not prefix and (entry.name == "uevent" or pci and (
                         entry.name in _PCI_SKIP or _PCI_SKIP_RE.fullmatch(entry.name))
-                        and not (entry.name == "config" and self._is_bridge(base))):
+                        and not (entry.name == "config" and self._is_bridge(base))
+                        and not (entry.name == "vpd" and self._vpd_wanted(base))):
                     continue  # uevent: recorded as E: lines
                 try:
                     mode = entry.stat(follow_symlinks=False).st_mode
@@ -287,7 +294,31 @@ class _Recorder:
                     continue  # write-only
                 value = self.read(entry.path)
                 if value is not None:
-                    files.append(Attribute(name, value, binary=name == "config"))
+                    files.append(Attribute(name, value, binary=name in ("config", "vpd")))
+
+    def _ids(self, path: str) -> tuple[int, int, int]:
+        """(vendor, device, class) of a PCI function; 0 where unreadable."""
+        out = []
+        for name in ("vendor", "device", "class"):
+            value = self.read(os.path.join(path, name))
+            try:
+                out.append(int(value or b"0", 16))
+            except ValueError:
+                out.append(0)
+        return out[0], out[1], out[2]
+
+    def _vpd_wanted(self, path: str) -> bool:
+        """Whether a function's ``vpd`` is what placement reads: on a host with a
+        ConnectX-8 Data Direct DMA function (15b3:2100), the VPD of each DMA function
+        and ConnectX network function ties the PFs to their DMA function (the one
+        sysfs fact that does; root only)."""
+        if self._dma_host is None:
+            devices = os.path.join(self.root, "bus", "pci", "devices")
+            self._dma_host = any(self._ids(os.path.join(devices, n))[:2] == _CX_DMA
+                                 for n in self._listdir(devices))
+        vendor, device, pci_class = self._ids(path)
+        return self._dma_host and vendor == _CX_DMA[0] and (
+            device == _CX_DMA[1] or pci_class >> 16 == 0x02)
 
     def _is_bridge(self, path: str) -> bool:
         value = self.read(os.path.join(path, "class"))
@@ -310,21 +341,21 @@ class _Recorder:
 
     def proc_files(self, proc_root: str, records: Sequence[Record]
                    ) -> list[tuple[int, Attribute]]:
-        """The NVIDIA driver's ``gpus/<bdf>/information`` files below ``proc_root``, as
+        """The NVIDIA driver's ``gpus/<bdf>/`` files below ``proc_root`` (:data:`_NVIDIA_PROC`), as
         (index of the GPU's record, :func:`recording.proc_file` attribute)."""
         out: list[tuple[int, Attribute]] = []
         gpus = os.path.join(proc_root, "driver", "nvidia", "gpus")
         real_proc = os.path.realpath(proc_root)
         by_name = {r.name: i for i, r in enumerate(records) if r.subsystem == "pci"}
-        for bdf in self._listdir(gpus):
-            path = os.path.join(gpus, bdf, "information")
+        for bdf, name in ((b, n) for b in self._listdir(gpus) for n in _NVIDIA_PROC):
+            path = os.path.join(gpus, bdf, name)
             if bdf not in by_name or os.path.islink(path) or not os.path.isfile(path) \
                     or not self.inside(os.path.realpath(path), real_proc):
                 continue  # never follow a link out of the proc root
             value = self.read(path)
             if value is not None:
                 index = by_name[bdf]
-                target = f"/proc/driver/nvidia/gpus/{bdf}/information"
+                target = f"/proc/driver/nvidia/gpus/{bdf}/{name}"
                 out.append((index, recording.proc_file(records[index].path, target, value)))
         return out
 
@@ -392,7 +423,8 @@ def record_host(
     * ``limits``: see :class:`Limits`;
     * ``proc_root``: the ``/proc`` of that host (default: ``/proc`` for ``/sys``, else
       ``proc`` beside the sysfs root), whose NVIDIA driver files
-      ``driver/nvidia/gpus/<bdf>/information`` of recorded PCI functions are kept
+      ``driver/nvidia/gpus/<bdf>/information`` and ``numa_status`` of recorded PCI
+      functions are kept
       (:func:`recording.proc_file`).
 
     With ``devices="placement"`` or ``"all"``, the files beside ``cpu0`` and ``node0``
@@ -403,7 +435,9 @@ def record_host(
     Nothing outside the sysfs root is read or recorded: class entries and ``device``
     links that resolve outside ``<sysfs_root>/devices`` are ignored, links are
     recorded as links (and dropped when they point outside sysfs), and PCI config
-    space, ROMs, VPD and BARs are never read.  Unreadable attributes are left out.
+    space (but a bridge's), ROMs, VPD (but a Data Direct host's ConnectX functions',
+    which placement reads) and BARs are never read.  Unreadable attributes are left
+    out.
     """
     if devices not in ("rdma", "placement", "all"):
         raise UsageError("devices must be 'rdma', 'placement' or 'all'")

@@ -42,7 +42,8 @@ import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Optional
 
 __all__ = [
@@ -75,12 +76,13 @@ def unavailable_reason() -> Optional[str]:
     return None
 
 
-def lstopo(root: os.PathLike[str] | str) -> tuple[str, str]:
+def lstopo(root: os.PathLike[str] | str, **more: str) -> tuple[str, str]:
     """(XML, stderr) of ``lstopo-no-graphics --whole-io --of xml`` on the host at
-    ``root`` (the directory holding ``sys`` and ``proc``)."""
+    ``root`` (the directory holding ``sys`` and ``proc``); ``more``: other HWLOC_
+    variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HWLOC_")}
     env.update(HWLOC_FSROOT=os.fspath(root), HWLOC_COMPONENTS="-x86", HWLOC_THISSYSTEM="0",
-               LC_ALL="C")
+               LC_ALL="C", **more)
     proc = subprocess.run([LSTOPO, "--whole-io", "--of", "xml", "-"], capture_output=True,
                           text=True, env=env, timeout=120)
     if proc.returncode != 0:
@@ -136,6 +138,12 @@ class HwlocTopology:
     rdma: dict[str, str]  # ib device name -> PCI bus id
     bridge_depth: dict[str, int] = field(default_factory=dict)  # PCI bridge -> 1 = root port
     stderr: str = ""
+    #: NUMA nodes hwloc hangs below a PCI function (a Grace GPU's memory, found by
+    #: its driver's ``numa_status``): node -> bus id
+    gpu_memory: dict[int, str] = field(default_factory=dict)
+    #: the nodes without CPUs (their ``cpulist`` in the tree is empty): hwloc gives
+    #: such a node the CPU set of the object it hangs below
+    cpuless: frozenset[int] = frozenset()
 
 
 def _attr_int(elem: ET.Element, name: str) -> Optional[int]:
@@ -150,6 +158,7 @@ def parse(xml_text: str, stderr: str = "") -> HwlocTopology:
     numa: dict[int, frozenset[int]] = {}
     rdma: dict[str, str] = {}
     depth: dict[str, int] = {}
+    memory: dict[int, str] = {}
 
     def walk(elem: ET.Element, normal: Optional[ET.Element], at_root: bool,
              bridges: tuple[str, ...], host_bridge: Optional[str]) -> None:
@@ -183,6 +192,10 @@ def parse(xml_text: str, stderr: str = "") -> HwlocTopology:
                 for o in child.findall("object"):
                     if o.get("type") == "OSDev" and o.get("osdev_type") == "3":
                         rdma[o.get("name") or ""] = busid
+                    index = _attr_int(o, "os_index")
+                    if o.get("type") == "NUMANode" and index is not None:
+                        numa[index] = _bitmap(o.get("cpuset"))
+                        memory[index] = busid
                 if kind == "Bridge":
                     depth[busid] = len(bridges) + 1
                     walk(child, normal, at_root, (busid, *bridges), host_bridge)
@@ -192,13 +205,32 @@ def parse(xml_text: str, stderr: str = "") -> HwlocTopology:
             walk(child, child, kind == "Machine", bridges, host_bridge)
 
     walk(root, None, True, (), None)
-    return HwlocTopology(devices, numa, rdma, depth, stderr)
+    return HwlocTopology(devices, numa, rdma, depth, stderr, memory)
 
 
 def topology(root: os.PathLike[str] | str) -> HwlocTopology:
-    """:func:`lstopo` then :func:`parse`."""
+    """:func:`lstopo` then :func:`parse`, with the tree's CPU-less nodes."""
     xml_text, stderr = lstopo(root)
-    return parse(xml_text, stderr)
+    nodes = Path(root, "sys/devices/system/node")
+    cpuless = frozenset(int(n.name[4:]) for n in nodes.glob("node[0-9]*")
+                        if not (n / "cpulist").read_text().strip())
+    return replace(parse(xml_text, stderr), cpuless=cpuless, gpu_memory=gpu_memory(root))
+
+
+def gpu_memory(root: os.PathLike[str] | str) -> dict[int, str]:
+    """The NUMA nodes hwloc takes for a GPU's memory (from the NVIDIA driver's
+    ``numa_status``; hwloc 2.9 hides them unless ``HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES``
+    is set, then names them ``GPUMemory`` with the GPU's ``PCIBusID``): node -> bus id.
+    Asked only where a ``numa_status`` file exists."""
+    if not any(Path(root, "proc/driver/nvidia/gpus").glob("*/numa_status")):
+        return {}
+    xml_text, _ = lstopo(root, HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES="1")
+    out = {}
+    for o in ET.fromstring(xml_text).iter("object"):
+        if o.get("type") == "NUMANode" and o.get("subtype") == "GPUMemory":
+            bus = [i.get("value") for i in o.findall("info") if i.get("name") == "PCIBusID"]
+            out[int(o.get("os_index") or -1)] = (bus or [""])[0].lower()
+    return out
 
 
 def _switch(topo: HwlocTopology, bridge: str, chain: tuple[str, ...]) -> str:
@@ -216,8 +248,8 @@ def _switch(topo: HwlocTopology, bridge: str, chain: tuple[str, ...]) -> str:
 def numa_of(topo: HwlocTopology, busid: str) -> Optional[int]:
     """The device's NUMA node per hwloc: the one node of the object it hangs below,
     or None when that object spans several nodes (locality unknown or machine-wide)."""
-    dev = topo.devices[busid]
-    return next(iter(dev.nodeset)) if len(dev.nodeset) == 1 else None
+    nodeset = topo.devices[busid].nodeset - topo.cpuless
+    return next(iter(nodeset)) if len(nodeset) == 1 else None
 
 
 def smi_class(topo: HwlocTopology, a: str, b: str) -> Optional[str]:
@@ -227,7 +259,7 @@ def smi_class(topo: HwlocTopology, a: str, b: str) -> Optional[str]:
         return "X"
     da, db = topo.devices[a], topo.devices[b]
     if da.host_bridge != db.host_bridge:
-        if len(topo.numa_nodes) <= 1:
+        if len(set(topo.numa_nodes) - topo.cpuless) <= 1:
             return "NODE"
         na, nb = numa_of(topo, a), numa_of(topo, b)
         if na is None or nb is None:
