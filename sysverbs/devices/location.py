@@ -35,23 +35,21 @@ import os
 import re
 import stat
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
-from typing import Optional
 
 from ..engine.device import makedev
 from ..ground.errors import WrongTypeError
 from ..ground.hostroot import HostRoot
+from ..ground.records import FrozenRecord, init
 from ..ground.sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, cstr, read_sysfs_file, scan_u_u
 from ..ground.text import parse_cpulist
-from .attributes import (
-    DeviceArg,
-    LinkLayer,
-    PathArg,
-    RawText,
-    device_attributes,
-    read_text,
-    resolve_ibdev,
-)
+from .attributes import LinkLayer, RawText, device_attributes, read_text, resolve_ibdev
+
+# no typing or dataclasses at run time (devices/attributes.py says why)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
+    from .attributes import DeviceArg, PathArg
 
 __all__ = [
     "AuxDevice",
@@ -72,8 +70,7 @@ ARPHRD_INFINIBAND = 32
 _MAX_UP = 16  # how many directories up from the parent device a PCI function is looked for
 
 
-@dataclass(frozen=True)
-class PciFunction:
+class PciFunction(FrozenRecord):
     """The PCI function an RDMA device belongs to (for a sub-function: its PF).
 
     ``numa_node`` is the kernel's value (-1: no NUMA affinity).  ``local_cpus`` is the
@@ -82,6 +79,9 @@ class PciFunction:
     order when this is a PF.  ``raw`` keeps the text of each attribute file.
     """
 
+    __slots__ = _fields = ("address", "path", "vendor", "device", "subsystem_vendor",
+                           "subsystem_device", "pci_class", "driver", "numa_node", "local_cpus",
+                           "physfn", "virtfns", "sriov_numvfs", "sriov_totalvfs", "raw")
     address: str
     path: str
     vendor: Optional[int]
@@ -98,26 +98,38 @@ class PciFunction:
     sriov_totalvfs: Optional[int]
     raw: RawText
 
+    def __init__(self, address: str, path: str, vendor: Optional[int], device: Optional[int],
+                 subsystem_vendor: Optional[int], subsystem_device: Optional[int],
+                 pci_class: Optional[int], driver: Optional[str], numa_node: Optional[int],
+                 local_cpus: Optional[frozenset[int]], physfn: Optional[str],
+                 virtfns: tuple[str, ...], sriov_numvfs: Optional[int],
+                 sriov_totalvfs: Optional[int], raw: RawText) -> None:
+        init(self, address, path, vendor, device, subsystem_vendor, subsystem_device, pci_class,
+             driver, numa_node, local_cpus, physfn, virtfns, sriov_numvfs, sriov_totalvfs, raw)
+
     @property
     def is_vf(self) -> bool:
         return self.physfn is not None
 
 
-@dataclass(frozen=True)
-class AuxDevice:
+class AuxDevice(FrozenRecord):
     """An auxiliary-bus device: the one the RDMA driver bound to (``mlx5_core.rdma.0``,
     ``ice.roce.0``), or the sub-function the RDMA device hangs on (``mlx5_core.sf.2``)."""
 
+    __slots__ = _fields = ("name", "driver", "path")
     name: str
     driver: Optional[str]
     path: str
 
+    def __init__(self, name: str, driver: Optional[str], path: str) -> None:
+        init(self, name, driver, path)
 
-@dataclass(frozen=True)
-class Netdev:
+
+class Netdev(FrozenRecord):
     """A network interface of one port and how it was found (``via``: ``"gid_attrs"``,
     ``"parent"``, ``"device/net"`` or ``"port_guid"`` for IPoIB)."""
 
+    __slots__ = _fields = ("name", "port", "via", "ifindex", "operstate", "address")
     name: str
     port: int
     via: str
@@ -125,9 +137,12 @@ class Netdev:
     operstate: Optional[str]
     address: Optional[str]
 
+    def __init__(self, name: str, port: int, via: str, ifindex: Optional[int],
+                 operstate: Optional[str], address: Optional[str]) -> None:
+        init(self, name, port, via, ifindex, operstate, address)
 
-@dataclass(frozen=True)
-class CharDevice:
+
+class CharDevice(FrozenRecord):
     """A char device of the RDMA device: ``uverbs`` (verbs), ``umad``/``issm`` (MADs,
     per port) or ``rdma_cm`` (librdmacm's, shared by all devices).
 
@@ -135,6 +150,8 @@ class CharDevice:
     ``node_ok`` says that the node exists and is that char device.
     """
 
+    __slots__ = _fields = ("kind", "name", "port", "dev", "abi_version", "node", "node_exists",
+                           "node_is_chardev", "node_ok")
     kind: str
     name: str
     port: Optional[int]
@@ -145,11 +162,17 @@ class CharDevice:
     node_is_chardev: bool
     node_ok: bool
 
+    def __init__(self, kind: str, name: str, port: Optional[int], dev: Optional[tuple[int, int]],
+                 abi_version: Optional[int], node: str, node_exists: bool, node_is_chardev: bool,
+                 node_ok: bool) -> None:
+        init(self, kind, name, port, dev, abi_version, node, node_exists, node_is_chardev, node_ok)
 
-@dataclass(frozen=True)
-class DeviceLocation:
+
+class DeviceLocation(FrozenRecord):
     """Where the device ``name`` sits (see the module docstring)."""
 
+    __slots__ = _fields = ("name", "parent", "parent_subsystem", "pci", "auxiliary",
+                           "pf_rdma_devices", "vf_rdma_devices", "netdevs", "char_devices")
     name: str
     parent: Optional[str]
     parent_subsystem: Optional[str]
@@ -159,6 +182,13 @@ class DeviceLocation:
     vf_rdma_devices: tuple[str, ...]
     netdevs: tuple[Netdev, ...]
     char_devices: tuple[CharDevice, ...]
+
+    def __init__(self, name: str, parent: Optional[str], parent_subsystem: Optional[str],
+                 pci: Optional[PciFunction], auxiliary: Optional[AuxDevice],
+                 pf_rdma_devices: tuple[str, ...], vf_rdma_devices: tuple[str, ...],
+                 netdevs: tuple[Netdev, ...], char_devices: tuple[CharDevice, ...]) -> None:
+        init(self, name, parent, parent_subsystem, pci, auxiliary, pf_rdma_devices, vf_rdma_devices,
+             netdevs, char_devices)
 
     @property
     def numa_node(self) -> Optional[int]:

@@ -40,15 +40,13 @@ NCCL_IB_GID_INDEX=1
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from collections.abc import Sequence
 
 from ..engine.api import environ_arg, index_arg, int_arg, items_arg
 from ..ground.errors import NotFoundError, UsageError, WrongTypeError
+from ..ground.records import FrozenRecord, init
 from .gid import (
     AF_INET6,
     GidChoice,
@@ -63,10 +61,18 @@ from .gid import (
 )
 from .rtnetlink import interface_addresses
 
+# typing, dataclasses and json are not imported at run time: ``sysverbs env`` and
+# ``run`` pay for every module they load (benchmarks/bench_run.py; the records are
+# FrozenRecords, tests/test_env_imports.py checks what the command loads)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any, Optional, Union
+
     from ..placement import Topology
     from .lint import LintWarning
+
+    NicArg = Union[str, Sequence[Any]]
 
 __all__ = [
     "Nic",
@@ -94,48 +100,66 @@ SCHEMA = "sysverbs.env/1"
 NCCL_MAX_ENTRIES = 32
 UCX_MAX_ENTRIES = 64
 
-NicArg = Union[str, Sequence[Any]]
 
-
-@dataclass(frozen=True)
-class Netdev:
+class Netdev(FrozenRecord):
     """A network interface of a chosen NIC: ``running`` as IFF_RUNNING (None:
     unknown), ``addresses`` its IP addresses (None: unknown, e.g. another sysfs root)."""
 
+    __slots__ = _fields = ("name", "running", "addresses")
     name: str
-    running: Optional[bool] = None
-    addresses: Optional[tuple[str, ...]] = None
+    running: Optional[bool]
+    addresses: Optional[tuple[str, ...]]
+
+    def __init__(self, name: str, running: Optional[bool] = None,
+                 addresses: Optional[tuple[str, ...]] = None) -> None:
+        init(self, name, running, addresses)
 
 
-@dataclass(frozen=True)
-class Nic:
+class Nic(FrozenRecord):
     """One chosen NIC port, with what the environment needs to know about it."""
 
+    __slots__ = _fields = ("device", "port", "link_layer", "state", "netdevs", "gids", "note")
     device: str
     port: int
     link_layer: Optional[str]
-    state: Optional[str] = None
-    netdevs: tuple[Netdev, ...] = ()
-    gids: Optional[GidTable] = None
-    note: Optional[str] = None
+    state: Optional[str]
+    netdevs: tuple[Netdev, ...]
+    gids: Optional[GidTable]
+    note: Optional[str]
+
+    def __init__(self, device: str, port: int, link_layer: Optional[str],
+                 state: Optional[str] = None, netdevs: tuple[Netdev, ...] = (),
+                 gids: Optional[GidTable] = None, note: Optional[str] = None) -> None:
+        init(self, device, port, link_layer, state, netdevs, gids, note)
 
 
-@dataclass(frozen=True)
-class Variable:
+class Variable(FrozenRecord):
     """One variable: ``value`` None means left alone (``reason`` says why)."""
 
+    __slots__ = _fields = ("name", "value", "reason")
     name: str
     value: Optional[str]
     reason: str
 
+    def __init__(self, name: str, value: Optional[str], reason: str) -> None:
+        init(self, name, value, reason)
 
-@dataclass(frozen=True)
-class RankEnvironment:
+
+class RankEnvironment(FrozenRecord):
+    """What :func:`rank_environment` answers: the NICs, the variables (each with its
+    reason), warnings, notes and NCCL's GID index choice of each RoCE port."""
+
+    __slots__ = _fields = ("nics", "variables", "warnings", "notes", "gid_choices")
     nics: tuple[Nic, ...]
     variables: tuple[Variable, ...]
-    warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    gid_choices: tuple[GidChoice, ...] = field(default=(), repr=False)
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...]
+    gid_choices: tuple[GidChoice, ...]
+
+    def __init__(self, nics: tuple[Nic, ...], variables: tuple[Variable, ...],
+                 warnings: tuple[str, ...] = (), notes: tuple[str, ...] = (),
+                 gid_choices: tuple[GidChoice, ...] = ()) -> None:
+        init(self, nics, variables, warnings, notes, gid_choices)
 
     def exports(self) -> dict[str, str]:
         """The variables to set, in order."""
@@ -161,6 +185,8 @@ class RankEnvironment:
         """``sh`` (``export`` lines), ``dotenv`` (``NAME=value``) or ``json``; reasons,
         warnings and notes as ``#`` comments."""
         if fmt == "json":
+            import json
+
             return json.dumps(self.to_json(), indent=2) + "\n"
         if fmt not in FORMATS:
             raise UsageError(f"unknown format {fmt!r} (have: {', '.join(FORMATS)})")
@@ -192,6 +218,8 @@ def _sh_quote(value: str) -> str:
 def _dotenv_quote(value: str) -> str:
     if value and all(c in _SAFE for c in value):
         return value
+    import json
+
     return json.dumps(value)
 
 
