@@ -358,20 +358,22 @@ def numbered_entries(path: bytes) -> list[int]:
 
 # ----------------------------------------------------------------------------- parsing
 
-_HEX = re.compile(r"0x([0-9a-fA-F]{1,16})")
-_DEC = re.compile(r"[0-9]{1,10}")
-_GID = re.compile(r"[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}")
-_NUMBERED = re.compile(r"(\d{1,10}): (\S.*)")
-_BARE_HEX = re.compile(r"(?:0x)?([0-9a-fA-F]{1,16})")
+# Patterns, compiled by re on first use (and kept in its cache): a command that reads
+# no attribute file does not pay for compiling them at import (benchmarks/bench_run.py).
+_HEX = r"0x([0-9a-fA-F]{1,16})"
+_DEC = r"[0-9]{1,10}"
+_GID = r"[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}"
+_NUMBERED = r"(\d{1,10}): (\S.*)"
+_BARE_HEX = r"(?:0x)?([0-9a-fA-F]{1,16})"
 
 
 def _hex(text: Optional[str]) -> Optional[int]:
-    m = _HEX.fullmatch(text) if text is not None else None
+    m = re.fullmatch(_HEX, text) if text is not None else None
     return int(m.group(1), 16) if m else None
 
 
 def _dec(text: Optional[str]) -> Optional[int]:
-    return int(text) if text is not None and _DEC.fullmatch(text) else None
+    return int(text) if text is not None and re.fullmatch(_DEC, text) else None
 
 
 def parse_guid(text: Optional[str]) -> Optional[int]:
@@ -388,14 +390,14 @@ def parse_guid(text: Optional[str]) -> Optional[int]:
 
 def parse_gid(text: Optional[str]) -> Optional[ipaddress.IPv6Address]:
     """A GID as the kernel prints it (``%pI6``: eight groups of four hex digits)."""
-    if text is None or not _GID.fullmatch(text):
+    if text is None or not re.fullmatch(_GID, text):
         return None
     return ipaddress.IPv6Address(bytes.fromhex(text.replace(":", "")))
 
 
 def _numbered(text: Optional[str]) -> Optional[int]:
     """``"4: ACTIVE"`` -> 4 (the kernel's ``%d: %s`` format)."""
-    m = _NUMBERED.fullmatch(text) if text is not None else None
+    m = re.fullmatch(_NUMBERED, text) if text is not None else None
     return int(m.group(1)) if m else None
 
 
@@ -508,7 +510,7 @@ def device_attributes(
     for attr in ("node_type", "node_guid", "sys_image_guid", "fw_ver", "hw_rev", "hca_type",
                  "board_id", "node_desc", "parent"):
         raw[attr] = read_text(ibdev_path + b"/" + attr.encode())
-    hw = _BARE_HEX.fullmatch(raw["hw_rev"] or "")
+    hw = re.fullmatch(_BARE_HEX, raw["hw_rev"] or "")
     return DeviceAttributes(
         name=os.fsdecode(name),
         node_type=_node_type(_numbered(raw["node_type"])),

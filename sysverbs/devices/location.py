@@ -62,10 +62,11 @@ __all__ = [
     "parse_cpulist",
 ]
 
-_BDF = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
-_AUX_RDMA = re.compile(r".+\.(?:rdma|roce|iwarp)(?:-rep)?\.\d+")
-_HEXNUM = re.compile(r"0x([0-9a-fA-F]{1,8})")
-_INT = re.compile(r"-?[0-9]{1,10}")
+# Patterns, compiled by re on first use (devices/attributes.py says why).
+_BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+_AUX_RDMA = r".+\.(?:rdma|roce|iwarp)(?:-rep)?\.\d+"
+_HEXNUM = r"0x([0-9a-fA-F]{1,8})"
+_INT = r"-?[0-9]{1,10}"
 ARPHRD_INFINIBAND = 32
 _MAX_UP = 16  # how many directories up from the parent device a PCI function is looked for
 
@@ -213,12 +214,12 @@ def _parse_cpumask(text: Optional[str]) -> Optional[frozenset[int]]:
 
 
 def _hexnum(text: Optional[str]) -> Optional[int]:
-    m = _HEXNUM.fullmatch(text) if text is not None else None
+    m = re.fullmatch(_HEXNUM, text) if text is not None else None
     return int(m.group(1), 16) if m else None
 
 
 def _int(text: Optional[str]) -> Optional[int]:
-    return int(text) if text is not None and _INT.fullmatch(text) else None
+    return int(text) if text is not None and re.fullmatch(_INT, text) else None
 
 
 def _link_name(path: bytes) -> Optional[str]:
@@ -253,7 +254,7 @@ def _pci_function(start: bytes) -> Optional[bytes]:
     for _ in range(_MAX_UP):
         subsystem = _subsystem(path)
         if subsystem == "pci" or (
-            subsystem is None and _BDF.fullmatch(os.fsdecode(os.path.basename(path)))
+            subsystem is None and re.fullmatch(_BDF, os.fsdecode(os.path.basename(path)))
         ):
             return path
         parent = os.path.dirname(path)
@@ -308,7 +309,7 @@ def _auxiliary(parent: Optional[bytes], subsystem: Optional[str]) -> Optional[Au
         return AuxDevice(os.fsdecode(os.path.basename(parent)),
                          _link_name(parent + b"/driver"), os.fsdecode(parent))
     for name in _listdir(parent):
-        if _AUX_RDMA.fullmatch(os.fsdecode(name)) and _subsystem(parent + b"/" + name) == (
+        if re.fullmatch(_AUX_RDMA, os.fsdecode(name)) and _subsystem(parent + b"/" + name) == (
             "auxiliary"
         ):
             path = parent + b"/" + name
