@@ -147,19 +147,22 @@ class Variable(FrozenRecord):
 
 class RankEnvironment(FrozenRecord):
     """What :func:`rank_environment` answers: the NICs, the variables (each with its
-    reason), warnings, notes and NCCL's GID index choice of each RoCE port."""
+    reason), warnings, notes, NCCL's GID index choice of each RoCE port, and ``gpu``:
+    the index of the GPU placement put the rank on (None when the NICs were named or
+    the host has no GPU)."""
 
-    __slots__ = _fields = ("nics", "variables", "warnings", "notes", "gid_choices")
+    __slots__ = _fields = ("nics", "variables", "warnings", "notes", "gid_choices", "gpu")
     nics: tuple[Nic, ...]
     variables: tuple[Variable, ...]
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
     gid_choices: tuple[GidChoice, ...]
+    gpu: Optional[int]
 
     def __init__(self, nics: tuple[Nic, ...], variables: tuple[Variable, ...],
                  warnings: tuple[str, ...] = (), notes: tuple[str, ...] = (),
-                 gid_choices: tuple[GidChoice, ...] = ()) -> None:
-        init(self, nics, variables, warnings, notes, gid_choices)
+                 gid_choices: tuple[GidChoice, ...] = (), gpu: Optional[int] = None) -> None:
+        init(self, nics, variables, warnings, notes, gid_choices, gpu)
 
     def exports(self) -> dict[str, str]:
         """The variables to set, in order."""
@@ -508,18 +511,19 @@ def _state(text: Optional[str]) -> str:
 
 def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optional[str],
             proc_path: Optional[str], dev_dir: Optional[str], host: Optional[Topology] = None
-            ) -> tuple[Optional[list[tuple[str, int]]], str]:
-    """Placement's (device, port) list for the rank and its reason; None when the host
-    has no GPU, or placement chose no NIC for the rank's GPU, with the reason.  On a
-    host with GPUs, a rank that has no GPU is a :class:`~sysverbs.ground.errors.NotFoundError`
-    and no rank at all (with several GPUs) a :class:`~sysverbs.ground.errors.UsageError`."""
+            ) -> tuple[Optional[list[tuple[str, int]]], str, Optional[int]]:
+    """Placement's (device, port) list for the rank, its reason and the rank's GPU (its
+    index); None when the host has no GPU, or placement chose no NIC for the rank's GPU,
+    with the reason.  On a host with GPUs, a rank that has no GPU is a
+    :class:`~sysverbs.ground.errors.NotFoundError` and no rank at all (with several GPUs)
+    a :class:`~sysverbs.ground.errors.UsageError`."""
     from ..placement import assign_rank, read_host
     from ..placement import local_rank as rank_from
 
     if host is None:
         host = read_host(sysfs_path=sysfs_path, proc_path=proc_path, dev_dir=dev_dir)
     if not host.gpus:
-        return None, "no GPU on this host, so no placement"
+        return None, "no GPU on this host, so no placement", None
     if local_rank is None and rank_from(env)[0] is None:
         if len(host.gpus) > 1:
             raise UsageError(
@@ -528,9 +532,10 @@ def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optio
                 "LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID...) or name the NICs")
         local_rank = 0
     chosen = assign_rank(host, local_rank, env)  # NotFoundError: the rank has no GPU
+    gpu = None if chosen.gpu is None else chosen.gpu.index
     if not chosen.nics:
-        return None, f"placement chose no NIC ({chosen.reason})"
-    return [(n.device, n.port) for n in chosen.nics], chosen.reason
+        return None, f"placement chose no NIC ({chosen.reason})", gpu
+    return [(n.device, n.port) for n in chosen.nics], chosen.reason, gpu
 
 
 def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Optional[int]
@@ -576,8 +581,9 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
         extra.extend(f"{name} comes from NCCL's config file {path}"
                      for name, path in sorted(conf_sources.items()))
     round_robin = nics is None
+    gpu = None
     if nics is None:
-        placed, why = _placed(local_rank, env, sysfs_path, proc_path, dev_dir, host)
+        placed, why, gpu = _placed(local_rank, env, sysfs_path, proc_path, dev_dir, host)
         if placed is not None:
             nics, round_robin = placed, False
             extra.append(f"placement: {why}")
@@ -602,7 +608,7 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     mine = tuple(w for w in result.warnings if w not in said)
     return RankEnvironment(result.nics, result.variables,
                            mine + tuple(_hca_warning(result, env, w) for w in checked),
-                           tuple(extra) + result.notes + more_notes, result.gid_choices)
+                           tuple(extra) + result.notes + more_notes, result.gid_choices, gpu)
 
 
 def _hca_warning(result: RankEnvironment, env: Mapping[str, str], w: LintWarning) -> str:
@@ -628,8 +634,7 @@ def keep_user_set(result: RankEnvironment, environ: Mapping[str, str]) -> RankEn
             notes.append(f"{v.name} is already set to {have!r}: kept (sysverbs env would "
                          f"write {v.value!r}; unset it to take that)")
         variables.append(Variable(v.name, None, why))
-    return RankEnvironment(result.nics, tuple(variables), result.warnings,
-                           result.notes + tuple(notes), result.gid_choices)
+    return result._replace(variables=tuple(variables), notes=result.notes + tuple(notes))
 
 
 def _one_link_layer(nics: list[Nic]) -> tuple[list[Nic], list[str]]:
