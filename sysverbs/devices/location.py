@@ -59,6 +59,7 @@ __all__ = [
     "DeviceLocation",
     "LocationScan",
     "device_location",
+    "ipoib_netdevs",
     "parse_cpulist",
 ]
 
@@ -442,6 +443,37 @@ def _char_devices(root: Optional[bytes], ibdev_path: bytes, name: bytes, dev_dir
     return out
 
 
+def _parent(ibdev_path: bytes) -> Optional[bytes]:
+    """The device directory an IB device hangs on (``device`` resolved), or None."""
+    if not os.path.lexists(ibdev_path + b"/device"):
+        return None
+    parent = os.path.realpath(ibdev_path + b"/device")
+    return parent if os.path.isdir(parent) else None
+
+
+def _ipoib_names(parent_net: list[tuple[bytes, bytes]], guid: Optional[int]) -> list[str]:
+    """The IPoIB netdevs among the parent's (``(name, path)``) of the port whose GUID
+    is ``guid``: of type ARPHRD_INFINIBAND, with that GUID in their hardware address."""
+    return [os.fsdecode(n) for n, base in parent_net
+            if _int(read_text(base + b"/type", 32)) == ARPHRD_INFINIBAND
+            and guid is not None and _ipoib_guid(read_text(base + b"/address", 256)) == guid]
+
+
+def ipoib_netdevs(device: DeviceArg, port_guid: Optional[int], *,
+                  sysfs_path: Optional[PathArg] = None) -> tuple[str, ...]:
+    """The netdevs of an InfiniBand port whose port GUID (its GID 0's interface id) is
+    ``port_guid``, as :func:`device_location` finds them (``via="port_guid"``), without
+    reading the rest of the device: what ``sysverbs env`` and ``run`` need of an
+    InfiniBand port whose GID table they already read."""
+    ibdev_path, _ = resolve_ibdev(device, sysfs_path)
+    parent = _parent(ibdev_path)
+    if parent is None:
+        return ()
+    net_dir = parent + b"/net"
+    return tuple(_ipoib_names([(n, net_dir + b"/" + n) for n in _listdir(net_dir)],
+                              port_guid))
+
+
 def device_location(
     device: DeviceArg,
     *,
@@ -466,11 +498,7 @@ def device_location(
     else:
         ddir = HostRoot.resolve(sysfs_path, dev_dir).dev
     root = _sysfs_root(ibdev_path, name)
-    parent: Optional[bytes] = None
-    if os.path.lexists(ibdev_path + b"/device"):
-        parent = os.path.realpath(ibdev_path + b"/device")
-        if not os.path.isdir(parent):
-            parent = None
+    parent = _parent(ibdev_path)
     subsystem = _subsystem(parent) if parent is not None else None
     pci_dir = _pci_function(parent) if parent is not None else None
     pci = _pci(pci_dir) if pci_dir is not None else None
@@ -495,12 +523,8 @@ def device_location(
                 names.append((n, via))
 
         if port.link_layer is LinkLayer.INFINIBAND:
-            guid = port.port_guid
-            for n, base in parent_net:
-                if _int(read_text(base + b"/type", 32)) != ARPHRD_INFINIBAND:
-                    continue
-                if guid is not None and _ipoib_guid(read_text(base + b"/address", 256)) == guid:
-                    add(os.fsdecode(n), "port_guid")
+            for n in _ipoib_names(parent_net, port.port_guid):
+                add(n, "port_guid")
         else:
             for gid in port.gids:
                 if gid.ndev is not None:

@@ -434,7 +434,7 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     is neither a name nor a tuple a :class:`~sysverbs.ground.errors.WrongTypeError`.
     """
     from ..devices.attributes import numbered_entries, read_text, resolve_ibdev
-    from ..devices.location import LocationScan, device_location
+    from ..devices.location import LocationScan, device_location, ipoib_netdevs
     from ..ground.hostroot import HostRoot
 
     if nics is not None:
@@ -485,10 +485,15 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
                 raise NotFoundError(f"{name} has no port {p}")
             gids = read_gid_table(name, p, sysfs_path=os.fsdecode(root), link_layer=links[p])
             # RoCE: the GIDs' netdevs and a software device's parent, as topology finds
-            # them; otherwise (IPoIB, no GIDs yet) the topology's answer
+            # them; InfiniBand: the IPoIB netdevs of the port GUID (GID 0's interface id,
+            # as device_location() takes it, without reading the rest of the device);
+            # otherwise (no GIDs yet) the topology's answer
             names = [] if links[p] != "Ethernet" else list(dict.fromkeys(
                 [e.ndev for e in gids.entries if e.ndev] + ([parent] if parent else [])))
-            if not names:
+            if links[p] == "InfiniBand":
+                gid0 = int(gids.gid(0))  # zero: an unused or unreadable entry, no GUID
+                names = list(ipoib_netdevs(ibdev, gid0 & ((1 << 64) - 1) if gid0 else None))
+            elif not names:
                 if topo is None:
                     topo = device_location(name, sysfs_path=root, dev_dir=dev_dir, scan=scan)
                 names = list(topo.port_netdevs(p))
