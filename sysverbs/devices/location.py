@@ -523,8 +523,8 @@ def device_location(
                 names.append((n, via))
 
         if port.link_layer is LinkLayer.INFINIBAND:
-            for n in _ipoib_names(parent_net, port.port_guid):
-                add(n, "port_guid")
+            for ipoib in _ipoib_names(parent_net, port.port_guid):
+                add(ipoib, "port_guid")
         else:
             for gid in port.gids:
                 if gid.ndev is not None:
