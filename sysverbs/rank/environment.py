@@ -63,7 +63,7 @@ from .rtnetlink import interface_addresses
 
 # typing, dataclasses and json are not imported at run time: ``sysverbs env`` and
 # ``run`` pay for every module they load (benchmarks/bench_run.py; the records are
-# FrozenRecords, tests/test_env_imports.py checks what the command loads)
+# FrozenRecords, tests/test_env_speed.py checks what the command loads)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
