@@ -19,8 +19,10 @@ pays the fixture cache):
     --no-nics`` (E) is (B) without them.
 
 Target (issue 40, "with facts read once"): B / A <= 1.5 and D / A <= 1.5 (medians of the
-per-round ratios; 2.24 before the host model), each command reading every file of the
-host once (docs/architecture.md, "One host model").  Nothing asserts wall-clock time; the
+per-round ratios; 2.24 before the host model, 1.45 and 1.36 since item 8:
+benchmarks/README.md), each command reading every file of the host once
+(docs/architecture.md, "One host model"), and loading no module it does not use
+(tests/test_env_speed.py).  Nothing asserts wall-clock time; the
 lines say ``met`` or ``NOT MET``.  The processes keep their bytecode in a private
 directory (``PYTHONPYCACHEPREFIX``), also where ``PYTHONDONTWRITEBYTECODE`` is set, so
 that what is timed is the work, not compiling.  Writes the samples to

@@ -267,10 +267,10 @@ def test_aux_pattern_on_dgx_b200_capture() -> None:
             continue
         driver = re.search(r"^E: DRIVER=(\S+)$", record, re.M)
         if driver and driver.group(1) in ("mlx5_ib.rdma", "irdma"):
-            assert _AUX_RDMA.fullmatch(m.group(1)), m.group(1)
+            assert re.fullmatch(_AUX_RDMA, m.group(1)), m.group(1)
             rdma += 1
         else:
-            assert not _AUX_RDMA.fullmatch(m.group(1)), m.group(1)
+            assert not re.fullmatch(_AUX_RDMA, m.group(1)), m.group(1)
             other += 1
     assert rdma == 18 and other >= 1
 

@@ -17,7 +17,7 @@ from .hostmodel import model_of, read_once, say_link_layer
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
+    from typing import Any, Optional
 
 __all__ = ["register", "run"]
 
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     if not env.nics:
         return fail(args, "nothing-chosen",
                     "no usable NIC (no ACTIVE InfiniBand/Ethernet port)")
-    served = devices is not None or _one_link_layer(args)  # placement's rank only
+    served = devices is not None or _one_link_layer(args, env.gpu)  # placement's rank only
     if names is not None:
         from .env_map import with_frameworks
 
@@ -161,19 +161,11 @@ def emit_env(env: Any, fmt: str) -> int:
     return 1 if env.warnings else 0
 
 
-def _one_link_layer(args: argparse.Namespace) -> bool:
-    """Placement's rank on a host of InfiniBand and RoCE ports: warn when the host's one
-    link layer costs this rank its nearest NIC; False when no link layer serves every
-    rank (``topo --assign`` and ``run`` say the same)."""
-    import os
-
-    from ..placement import assign_rank, local_rank
-
-    host = model_of(args).placement
-    if not host.gpus:
+def _one_link_layer(args: argparse.Namespace, gpu: Optional[int]) -> bool:
+    """Placement's rank (on ``gpu``, as :func:`~sysverbs.rank.environment.rank_environment`
+    placed it: not placed again) on a host of InfiniBand and RoCE ports: warn when the
+    host's one link layer costs this rank its nearest NIC; False when no link layer
+    serves every rank (``topo --assign`` and ``run`` say the same)."""
+    if not model_of(args).placement.gpus:
         return True
-    rank = args.local_rank if args.local_rank is not None else local_rank(os.environ)[0]
-    if rank is None and len(host.gpus) == 1:
-        rank = 0
-    gpu = assign_rank(host, rank, os.environ).gpu  # as rank_environment() placed it
-    return say_link_layer(args, "env", [] if gpu is None else [gpu.index])
+    return say_link_layer(args, "env", [] if gpu is None else [gpu])

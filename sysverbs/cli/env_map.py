@@ -38,8 +38,6 @@ def with_frameworks(args: Any, env: Any, names: Sequence[str]) -> Any:
 def host_only(args: Any, opts: dict[str, Any], names: Sequence[str]) -> Any:
     """``--for`` frameworks that take the whole host (vLLM): no rank is needed.  The
     environment to print, or the exit status when there is nothing to write."""
-    from dataclasses import replace
-
     from ..rank.environment import RankEnvironment
     from .contract import fail, sysfs_root, where
 
@@ -49,7 +47,7 @@ def host_only(args: Any, opts: dict[str, Any], names: Sequence[str]) -> Any:
             env.notes)
         return fail(args, "nothing-chosen",
                     f"nothing to write on {where(args, sysfs_root(opts))}: {why}")
-    return replace(env, notes=("the whole host's answer, every GPU's NICs: no rank's",
+    return env._replace(notes=("the whole host's answer, every GPU's NICs: no rank's",
                                *env.notes))
 
 

@@ -221,7 +221,6 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
     import json
     import os
     import sys
-    from dataclasses import replace
 
     from ..ground.errors import UsageError
     from ..rank import nccl
@@ -264,7 +263,7 @@ def check(args: argparse.Namespace, opts: dict[str, Any]) -> int:
                            where=where(args, sysfs_root(opts)))
     sel = result.selection
     if extra:
-        sel = replace(sel, notes=(*sel.notes, *extra))
+        sel = sel._replace(notes=(*sel.notes, *extra))
     lines = sel.lines(_oob(args, env, live, version))
     vtext = ".".join(map(str, version))
     transport = _transport(env, sel, ports, opts)

@@ -29,17 +29,26 @@ import enum
 import ipaddress
 import os
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Union
+from collections.abc import Mapping
 
 from ..engine.api import int_arg, path_arg
-from ..ground.enums import NodeType, node_type_from_number
+from ..ground.records import FrozenRecord, init
 from ..ground.sysfs_read import read_sysfs_file, scan_hx4
 from ..ground.text import rate_fields
 
+# Neither typing nor dataclasses at run time: ``sysverbs env`` and ``run`` load this
+# module for read_text() and pay for every import (benchmarks/bench_run.py); the
+# records are FrozenRecords.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Optional, Union
+
     from ..engine.device import Device
+    from ..ground.enums import NodeType
+
+    DeviceArg = Union["Device", str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+    PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 __all__ = [
     "ATTR_SIZE",
@@ -60,9 +69,6 @@ __all__ = [
 #: The most a sysfs attribute can hold (one page); every read here is bounded by it.
 ATTR_SIZE = 4096
 _SMALL = 64  # GIDs, GID types, netdev names, pkeys: a few dozen bytes at most
-
-DeviceArg = Union["Device", str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
-PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 
 class PortState(enum.IntEnum):
@@ -106,7 +112,7 @@ class GidType(enum.IntEnum):
     ROCE_V2 = 2
 
 
-class RawText(Mapping[str, Optional[str]]):
+class RawText(Mapping[str, "Optional[str]"]):
     """The attribute files as read: name -> text (one trailing newline removed), or
     ``None`` when the file was missing or unreadable.  Immutable and hashable."""
 
@@ -156,16 +162,19 @@ SPEED_CODES = {
 WIDTH_CODES = {1: 1, 4: 2, 8: 4, 12: 8, 2: 16}
 
 
-@dataclass(frozen=True)
-class Rate:
+class Rate(FrozenRecord):
     """``ports/N/rate``: ``"200 Gb/sec (4X HDR)"`` is 200.0 Gb/s over 4 lanes of HDR.
 
     ``speed`` is None when the kernel printed no speed name (very old kernels).
     """
 
+    __slots__ = _fields = ("gbps", "width", "speed")
     gbps: float
     width: int
     speed: Optional[str]
+
+    def __init__(self, gbps: float, width: int, speed: Optional[str]) -> None:
+        init(self, gbps, width, speed)
 
     @property
     def width_code(self) -> Optional[int]:
@@ -192,20 +201,24 @@ def parse_rate(text: Optional[str]) -> Optional[Rate]:
     return Rate(gbps=fields[0], width=fields[1], speed=fields[2])
 
 
-@dataclass(frozen=True)
-class Gid:
+class Gid(FrozenRecord):
     """One valid entry of a port's GID table (``ports/N/gids/<index>``).
 
     ``type`` is None when ``gid_attrs/types/<index>`` is missing or unknown (its text is
     ``raw_type``); ``ndev`` is the netdev of a RoCE GID (``gid_attrs/ndevs/<index>``).
     """
 
+    __slots__ = _fields = ("index", "gid", "type", "ndev", "raw", "raw_type")
     index: int
     gid: ipaddress.IPv6Address
     type: Optional[GidType]
     ndev: Optional[str]
     raw: str
     raw_type: Optional[str]
+
+    def __init__(self, index: int, gid: ipaddress.IPv6Address, type: Optional[GidType],
+                 ndev: Optional[str], raw: str, raw_type: Optional[str]) -> None:
+        init(self, index, gid, type, ndev, raw, raw_type)
 
     @property
     def subnet_prefix(self) -> int:
@@ -217,8 +230,7 @@ class Gid:
         return int(self.gid) & ((1 << 64) - 1)
 
 
-@dataclass(frozen=True)
-class PortAttributes:
+class PortAttributes(FrozenRecord):
     """``/sys/class/infiniband/<dev>/ports/<port>``.
 
     ``gids`` holds the valid (non-zero) GID table entries in index order and
@@ -226,6 +238,9 @@ class PortAttributes:
     non-zero P_Keys as ``(index, pkey)``.  ``raw`` keeps the text of each scalar file.
     """
 
+    __slots__ = _fields = ("port", "state", "phys_state", "rate", "lid", "sm_lid", "sm_sl",
+                     "lid_mask_count", "cap_mask", "link_layer", "gids", "gid_tbl_len",
+                     "pkeys", "pkey_tbl_len", "raw")
     port: int
     state: Optional[PortState]
     phys_state: Optional[PhysState]
@@ -242,6 +257,14 @@ class PortAttributes:
     pkey_tbl_len: int
     raw: RawText
 
+    def __init__(self, port: int, state: Optional[PortState], phys_state: Optional[PhysState],
+                 rate: Optional[Rate], lid: Optional[int], sm_lid: Optional[int],
+                 sm_sl: Optional[int], lid_mask_count: Optional[int], cap_mask: Optional[int],
+                 link_layer: Optional[LinkLayer], gids: tuple[Gid, ...], gid_tbl_len: int,
+                 pkeys: tuple[tuple[int, int], ...], pkey_tbl_len: int, raw: RawText) -> None:
+        init(self, port, state, phys_state, rate, lid, sm_lid, sm_sl, lid_mask_count, cap_mask,
+             link_layer, gids, gid_tbl_len, pkeys, pkey_tbl_len, raw)
+
     @property
     def port_guid(self) -> Optional[int]:
         """The interface id of GID 0: the port GUID on InfiniBand (IPoIB uses it)."""
@@ -251,14 +274,15 @@ class PortAttributes:
         return None
 
 
-@dataclass(frozen=True)
-class DeviceAttributes:
+class DeviceAttributes(FrozenRecord):
     """``/sys/class/infiniband/<dev>``: the device attributes and its ports.
 
     ``parent`` is the netdev of a software device (rxe, siw).  ``raw`` keeps the
     text of each file read.
     """
 
+    __slots__ = _fields = ("name", "node_type", "node_guid", "sys_image_guid", "fw_ver", "hw_rev",
+                     "hca_type", "board_id", "node_desc", "parent", "ports", "raw")
     name: str
     node_type: Optional[NodeType]
     node_guid: Optional[int]
@@ -271,6 +295,14 @@ class DeviceAttributes:
     parent: Optional[str]
     ports: tuple[PortAttributes, ...]
     raw: RawText
+
+    def __init__(self, name: str, node_type: Optional[NodeType], node_guid: Optional[int],
+                 sys_image_guid: Optional[int], fw_ver: Optional[str], hw_rev: Optional[int],
+                 hca_type: Optional[str], board_id: Optional[str], node_desc: Optional[str],
+                 parent: Optional[str], ports: tuple[PortAttributes, ...],
+                 raw: RawText) -> None:
+        init(self, name, node_type, node_guid, sys_image_guid, fw_ver, hw_rev, hca_type, board_id,
+             node_desc, parent, ports, raw)
 
     def port(self, number: int) -> Optional[PortAttributes]:
         """The port with that number (1-based), or None."""
@@ -326,20 +358,22 @@ def numbered_entries(path: bytes) -> list[int]:
 
 # ----------------------------------------------------------------------------- parsing
 
-_HEX = re.compile(r"0x([0-9a-fA-F]{1,16})")
-_DEC = re.compile(r"[0-9]{1,10}")
-_GID = re.compile(r"[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}")
-_NUMBERED = re.compile(r"(\d{1,10}): (\S.*)")
-_BARE_HEX = re.compile(r"(?:0x)?([0-9a-fA-F]{1,16})")
+# Patterns, compiled by re on first use (and kept in its cache): a command that reads
+# no attribute file does not pay for compiling them at import (benchmarks/bench_run.py).
+_HEX = r"0x([0-9a-fA-F]{1,16})"
+_DEC = r"[0-9]{1,10}"
+_GID = r"[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7}"
+_NUMBERED = r"(\d{1,10}): (\S.*)"
+_BARE_HEX = r"(?:0x)?([0-9a-fA-F]{1,16})"
 
 
 def _hex(text: Optional[str]) -> Optional[int]:
-    m = _HEX.fullmatch(text) if text is not None else None
+    m = re.fullmatch(_HEX, text) if text is not None else None
     return int(m.group(1), 16) if m else None
 
 
 def _dec(text: Optional[str]) -> Optional[int]:
-    return int(text) if text is not None and _DEC.fullmatch(text) else None
+    return int(text) if text is not None and re.fullmatch(_DEC, text) else None
 
 
 def parse_guid(text: Optional[str]) -> Optional[int]:
@@ -356,14 +390,14 @@ def parse_guid(text: Optional[str]) -> Optional[int]:
 
 def parse_gid(text: Optional[str]) -> Optional[ipaddress.IPv6Address]:
     """A GID as the kernel prints it (``%pI6``: eight groups of four hex digits)."""
-    if text is None or not _GID.fullmatch(text):
+    if text is None or not re.fullmatch(_GID, text):
         return None
     return ipaddress.IPv6Address(bytes.fromhex(text.replace(":", "")))
 
 
 def _numbered(text: Optional[str]) -> Optional[int]:
     """``"4: ACTIVE"`` -> 4 (the kernel's ``%d: %s`` format)."""
-    m = _NUMBERED.fullmatch(text) if text is not None else None
+    m = re.fullmatch(_NUMBERED, text) if text is not None else None
     return int(m.group(1)) if m else None
 
 
@@ -376,6 +410,8 @@ def _phys_state(number: Optional[int]) -> Optional[PhysState]:
 
 
 def _node_type(number: Optional[int]) -> Optional[NodeType]:
+    from ..ground.enums import NodeType, node_type_from_number
+
     if number is None:
         return None
     node = node_type_from_number(number)
@@ -474,7 +510,7 @@ def device_attributes(
     for attr in ("node_type", "node_guid", "sys_image_guid", "fw_ver", "hw_rev", "hca_type",
                  "board_id", "node_desc", "parent"):
         raw[attr] = read_text(ibdev_path + b"/" + attr.encode())
-    hw = _BARE_HEX.fullmatch(raw["hw_rev"] or "")
+    hw = re.fullmatch(_BARE_HEX, raw["hw_rev"] or "")
     return DeviceAttributes(
         name=os.fsdecode(name),
         node_type=_node_type(_numbered(raw["node_type"])),

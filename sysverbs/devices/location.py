@@ -35,23 +35,21 @@ import os
 import re
 import stat
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
-from typing import Optional
 
 from ..engine.device import makedev
 from ..ground.errors import WrongTypeError
 from ..ground.hostroot import HostRoot
+from ..ground.records import FrozenRecord, init
 from ..ground.sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, cstr, read_sysfs_file, scan_u_u
 from ..ground.text import parse_cpulist
-from .attributes import (
-    DeviceArg,
-    LinkLayer,
-    PathArg,
-    RawText,
-    device_attributes,
-    read_text,
-    resolve_ibdev,
-)
+from .attributes import LinkLayer, RawText, device_attributes, read_text, resolve_ibdev
+
+# no typing or dataclasses at run time (devices/attributes.py says why)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
+    from .attributes import DeviceArg, PathArg
 
 __all__ = [
     "AuxDevice",
@@ -61,19 +59,20 @@ __all__ = [
     "DeviceLocation",
     "LocationScan",
     "device_location",
+    "ipoib_netdevs",
     "parse_cpulist",
 ]
 
-_BDF = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
-_AUX_RDMA = re.compile(r".+\.(?:rdma|roce|iwarp)(?:-rep)?\.\d+")
-_HEXNUM = re.compile(r"0x([0-9a-fA-F]{1,8})")
-_INT = re.compile(r"-?[0-9]{1,10}")
+# Patterns, compiled by re on first use (devices/attributes.py says why).
+_BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+_AUX_RDMA = r".+\.(?:rdma|roce|iwarp)(?:-rep)?\.\d+"
+_HEXNUM = r"0x([0-9a-fA-F]{1,8})"
+_INT = r"-?[0-9]{1,10}"
 ARPHRD_INFINIBAND = 32
 _MAX_UP = 16  # how many directories up from the parent device a PCI function is looked for
 
 
-@dataclass(frozen=True)
-class PciFunction:
+class PciFunction(FrozenRecord):
     """The PCI function an RDMA device belongs to (for a sub-function: its PF).
 
     ``numa_node`` is the kernel's value (-1: no NUMA affinity).  ``local_cpus`` is the
@@ -82,6 +81,9 @@ class PciFunction:
     order when this is a PF.  ``raw`` keeps the text of each attribute file.
     """
 
+    __slots__ = _fields = ("address", "path", "vendor", "device", "subsystem_vendor",
+                           "subsystem_device", "pci_class", "driver", "numa_node", "local_cpus",
+                           "physfn", "virtfns", "sriov_numvfs", "sriov_totalvfs", "raw")
     address: str
     path: str
     vendor: Optional[int]
@@ -98,26 +100,38 @@ class PciFunction:
     sriov_totalvfs: Optional[int]
     raw: RawText
 
+    def __init__(self, address: str, path: str, vendor: Optional[int], device: Optional[int],
+                 subsystem_vendor: Optional[int], subsystem_device: Optional[int],
+                 pci_class: Optional[int], driver: Optional[str], numa_node: Optional[int],
+                 local_cpus: Optional[frozenset[int]], physfn: Optional[str],
+                 virtfns: tuple[str, ...], sriov_numvfs: Optional[int],
+                 sriov_totalvfs: Optional[int], raw: RawText) -> None:
+        init(self, address, path, vendor, device, subsystem_vendor, subsystem_device, pci_class,
+             driver, numa_node, local_cpus, physfn, virtfns, sriov_numvfs, sriov_totalvfs, raw)
+
     @property
     def is_vf(self) -> bool:
         return self.physfn is not None
 
 
-@dataclass(frozen=True)
-class AuxDevice:
+class AuxDevice(FrozenRecord):
     """An auxiliary-bus device: the one the RDMA driver bound to (``mlx5_core.rdma.0``,
     ``ice.roce.0``), or the sub-function the RDMA device hangs on (``mlx5_core.sf.2``)."""
 
+    __slots__ = _fields = ("name", "driver", "path")
     name: str
     driver: Optional[str]
     path: str
 
+    def __init__(self, name: str, driver: Optional[str], path: str) -> None:
+        init(self, name, driver, path)
 
-@dataclass(frozen=True)
-class Netdev:
+
+class Netdev(FrozenRecord):
     """A network interface of one port and how it was found (``via``: ``"gid_attrs"``,
     ``"parent"``, ``"device/net"`` or ``"port_guid"`` for IPoIB)."""
 
+    __slots__ = _fields = ("name", "port", "via", "ifindex", "operstate", "address")
     name: str
     port: int
     via: str
@@ -125,9 +139,12 @@ class Netdev:
     operstate: Optional[str]
     address: Optional[str]
 
+    def __init__(self, name: str, port: int, via: str, ifindex: Optional[int],
+                 operstate: Optional[str], address: Optional[str]) -> None:
+        init(self, name, port, via, ifindex, operstate, address)
 
-@dataclass(frozen=True)
-class CharDevice:
+
+class CharDevice(FrozenRecord):
     """A char device of the RDMA device: ``uverbs`` (verbs), ``umad``/``issm`` (MADs,
     per port) or ``rdma_cm`` (librdmacm's, shared by all devices).
 
@@ -135,6 +152,8 @@ class CharDevice:
     ``node_ok`` says that the node exists and is that char device.
     """
 
+    __slots__ = _fields = ("kind", "name", "port", "dev", "abi_version", "node", "node_exists",
+                           "node_is_chardev", "node_ok")
     kind: str
     name: str
     port: Optional[int]
@@ -145,11 +164,17 @@ class CharDevice:
     node_is_chardev: bool
     node_ok: bool
 
+    def __init__(self, kind: str, name: str, port: Optional[int], dev: Optional[tuple[int, int]],
+                 abi_version: Optional[int], node: str, node_exists: bool, node_is_chardev: bool,
+                 node_ok: bool) -> None:
+        init(self, kind, name, port, dev, abi_version, node, node_exists, node_is_chardev, node_ok)
 
-@dataclass(frozen=True)
-class DeviceLocation:
+
+class DeviceLocation(FrozenRecord):
     """Where the device ``name`` sits (see the module docstring)."""
 
+    __slots__ = _fields = ("name", "parent", "parent_subsystem", "pci", "auxiliary",
+                           "pf_rdma_devices", "vf_rdma_devices", "netdevs", "char_devices")
     name: str
     parent: Optional[str]
     parent_subsystem: Optional[str]
@@ -159,6 +184,13 @@ class DeviceLocation:
     vf_rdma_devices: tuple[str, ...]
     netdevs: tuple[Netdev, ...]
     char_devices: tuple[CharDevice, ...]
+
+    def __init__(self, name: str, parent: Optional[str], parent_subsystem: Optional[str],
+                 pci: Optional[PciFunction], auxiliary: Optional[AuxDevice],
+                 pf_rdma_devices: tuple[str, ...], vf_rdma_devices: tuple[str, ...],
+                 netdevs: tuple[Netdev, ...], char_devices: tuple[CharDevice, ...]) -> None:
+        init(self, name, parent, parent_subsystem, pci, auxiliary, pf_rdma_devices, vf_rdma_devices,
+             netdevs, char_devices)
 
     @property
     def numa_node(self) -> Optional[int]:
@@ -183,12 +215,12 @@ def _parse_cpumask(text: Optional[str]) -> Optional[frozenset[int]]:
 
 
 def _hexnum(text: Optional[str]) -> Optional[int]:
-    m = _HEXNUM.fullmatch(text) if text is not None else None
+    m = re.fullmatch(_HEXNUM, text) if text is not None else None
     return int(m.group(1), 16) if m else None
 
 
 def _int(text: Optional[str]) -> Optional[int]:
-    return int(text) if text is not None and _INT.fullmatch(text) else None
+    return int(text) if text is not None and re.fullmatch(_INT, text) else None
 
 
 def _link_name(path: bytes) -> Optional[str]:
@@ -223,7 +255,7 @@ def _pci_function(start: bytes) -> Optional[bytes]:
     for _ in range(_MAX_UP):
         subsystem = _subsystem(path)
         if subsystem == "pci" or (
-            subsystem is None and _BDF.fullmatch(os.fsdecode(os.path.basename(path)))
+            subsystem is None and re.fullmatch(_BDF, os.fsdecode(os.path.basename(path)))
         ):
             return path
         parent = os.path.dirname(path)
@@ -278,7 +310,7 @@ def _auxiliary(parent: Optional[bytes], subsystem: Optional[str]) -> Optional[Au
         return AuxDevice(os.fsdecode(os.path.basename(parent)),
                          _link_name(parent + b"/driver"), os.fsdecode(parent))
     for name in _listdir(parent):
-        if _AUX_RDMA.fullmatch(os.fsdecode(name)) and _subsystem(parent + b"/" + name) == (
+        if re.fullmatch(_AUX_RDMA, os.fsdecode(name)) and _subsystem(parent + b"/" + name) == (
             "auxiliary"
         ):
             path = parent + b"/" + name
@@ -411,6 +443,37 @@ def _char_devices(root: Optional[bytes], ibdev_path: bytes, name: bytes, dev_dir
     return out
 
 
+def _parent(ibdev_path: bytes) -> Optional[bytes]:
+    """The device directory an IB device hangs on (``device`` resolved), or None."""
+    if not os.path.lexists(ibdev_path + b"/device"):
+        return None
+    parent = os.path.realpath(ibdev_path + b"/device")
+    return parent if os.path.isdir(parent) else None
+
+
+def _ipoib_names(parent_net: list[tuple[bytes, bytes]], guid: Optional[int]) -> list[str]:
+    """The IPoIB netdevs among the parent's (``(name, path)``) of the port whose GUID
+    is ``guid``: of type ARPHRD_INFINIBAND, with that GUID in their hardware address."""
+    return [os.fsdecode(n) for n, base in parent_net
+            if _int(read_text(base + b"/type", 32)) == ARPHRD_INFINIBAND
+            and guid is not None and _ipoib_guid(read_text(base + b"/address", 256)) == guid]
+
+
+def ipoib_netdevs(device: DeviceArg, port_guid: Optional[int], *,
+                  sysfs_path: Optional[PathArg] = None) -> tuple[str, ...]:
+    """The netdevs of an InfiniBand port whose port GUID (its GID 0's interface id) is
+    ``port_guid``, as :func:`device_location` finds them (``via="port_guid"``), without
+    reading the rest of the device: what ``sysverbs env`` and ``run`` need of an
+    InfiniBand port whose GID table they already read."""
+    ibdev_path, _ = resolve_ibdev(device, sysfs_path)
+    parent = _parent(ibdev_path)
+    if parent is None:
+        return ()
+    net_dir = parent + b"/net"
+    return tuple(_ipoib_names([(n, net_dir + b"/" + n) for n in _listdir(net_dir)],
+                              port_guid))
+
+
 def device_location(
     device: DeviceArg,
     *,
@@ -435,11 +498,7 @@ def device_location(
     else:
         ddir = HostRoot.resolve(sysfs_path, dev_dir).dev
     root = _sysfs_root(ibdev_path, name)
-    parent: Optional[bytes] = None
-    if os.path.lexists(ibdev_path + b"/device"):
-        parent = os.path.realpath(ibdev_path + b"/device")
-        if not os.path.isdir(parent):
-            parent = None
+    parent = _parent(ibdev_path)
     subsystem = _subsystem(parent) if parent is not None else None
     pci_dir = _pci_function(parent) if parent is not None else None
     pci = _pci(pci_dir) if pci_dir is not None else None
@@ -464,12 +523,8 @@ def device_location(
                 names.append((n, via))
 
         if port.link_layer is LinkLayer.INFINIBAND:
-            guid = port.port_guid
-            for n, base in parent_net:
-                if _int(read_text(base + b"/type", 32)) != ARPHRD_INFINIBAND:
-                    continue
-                if guid is not None and _ipoib_guid(read_text(base + b"/address", 256)) == guid:
-                    add(os.fsdecode(n), "port_guid")
+            for ipoib in _ipoib_names(parent_net, port.port_guid):
+                add(ipoib, "port_guid")
         else:
             for gid in port.gids:
                 if gid.ndev is not None:

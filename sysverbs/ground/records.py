@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from typing import Any, Optional, TypeVar
 
     R = TypeVar("R", bound="RecordTuple")
+    F = TypeVar("F", bound="FrozenRecord")
 
 __all__ = ["RecordTuple", "FrozenRecord", "init", "UNKNOWN", "node_type_number",
            "transport_number", "DeviceRecord", "read_abi_version", "read_node_type",
@@ -117,7 +118,9 @@ class FrozenRecord:
 
     As a frozen dataclass: equal to a record of the same class with equal fields, hashed
     from the fields, ``Point(x=1, y=0)`` as repr, and assigning or deleting an attribute
-    raises ``AttributeError``; copy and pickle call the class again with the fields.
+    raises ``AttributeError``; copy and pickle call the class again with the fields, and
+    ``_replace(**changes)`` with the fields by name (so ``__init__`` names them as
+    ``_fields`` does).
     Unlike a named tuple it is no sequence (no ``len``, no unpacking, never equal to a
     plain tuple).
     """
@@ -127,6 +130,15 @@ class FrozenRecord:
 
     def _values(self) -> tuple[Any, ...]:
         return tuple([getattr(self, name) for name in self._fields])
+
+    def _replace(self: F, **changes: Any) -> F:
+        """A copy with the given fields replaced, as ``dataclasses.replace`` makes it
+        (the class called again with every field by name; ``ValueError`` for an unknown
+        name)."""
+        unknown = [name for name in changes if name not in self._fields]
+        if unknown:
+            raise ValueError(f"Got unexpected field names: {unknown!r}")
+        return type(self)(**{**dict(zip(self._fields, self._values())), **changes})
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:

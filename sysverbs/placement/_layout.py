@@ -286,13 +286,16 @@ def _numa_based(host: Topology, gpus: list[PciDevice], on_rp: list[PciDevice]) -
 def _inline(host: Topology) -> Optional[Layout]:
     names = _rdma_names(host)
     out: list[dict[str, object]] = []
+    cx_pfs: Optional[list[PciDevice]] = None  # the host's ConnectX PFs, listed once
     for g in _nvidia_gpus(host):
         chain = [host.pci.get(b) for b in g.bridges[:4]]
         if len(chain) < 4 or not all(_is(b, MELLANOX, CX_SWITCHES) for b in chain):
             continue
         usp = chain[3]
         assert usp is not None
-        pfs = [d for d in _cx_pfs(host) if usp.address in d.bridges]
+        if cx_pfs is None:
+            cx_pfs = _cx_pfs(host)
+        pfs = [d for d in cx_pfs if usp.address in d.bridges]
         if pfs:
             out.append({"gpu": g.address, "switch": usp.address,
                         "pfs": [_pf_entry(d, names) for d in pfs]})

@@ -4,15 +4,18 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
 
 from ..engine.api import environ_arg
 from ..ground.errors import WrongTypeError
 from .ctext import text_arg
-from .versions import V_CONF_COMMENTS, V_CONF_FGETS, V_CONF_FILE_ENV, VersionArg, parse_version
+from .versions import V_CONF_COMMENTS, V_CONF_FGETS, V_CONF_FILE_ENV, parse_version
 
+TYPE_CHECKING = False  # no typing at run time (rank/environment.py says why)
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Optional
+
+    from .versions import VersionArg
 
 __all__ = ["read_conf_file", "nccl_environment"]
 

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..ground.errors import UsageError, WrongTypeError
 
+TYPE_CHECKING = False  # no typing at run time (rank/environment.py says why)
 if TYPE_CHECKING:
     from collections.abc import Mapping
 

@@ -40,15 +40,13 @@ NCCL_IB_GID_INDEX=1
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from collections.abc import Sequence
 
 from ..engine.api import environ_arg, index_arg, int_arg, items_arg
 from ..ground.errors import NotFoundError, UsageError, WrongTypeError
+from ..ground.records import FrozenRecord, init
 from .gid import (
     AF_INET6,
     GidChoice,
@@ -63,10 +61,18 @@ from .gid import (
 )
 from .rtnetlink import interface_addresses
 
+# typing, dataclasses and json are not imported at run time: ``sysverbs env`` and
+# ``run`` pay for every module they load (benchmarks/bench_run.py; the records are
+# FrozenRecords, tests/test_env_speed.py checks what the command loads)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any, Optional, Union
+
     from ..placement import Topology
     from .lint import LintWarning
+
+    NicArg = Union[str, Sequence[Any]]
 
 __all__ = [
     "Nic",
@@ -94,48 +100,69 @@ SCHEMA = "sysverbs.env/1"
 NCCL_MAX_ENTRIES = 32
 UCX_MAX_ENTRIES = 64
 
-NicArg = Union[str, Sequence[Any]]
 
-
-@dataclass(frozen=True)
-class Netdev:
+class Netdev(FrozenRecord):
     """A network interface of a chosen NIC: ``running`` as IFF_RUNNING (None:
     unknown), ``addresses`` its IP addresses (None: unknown, e.g. another sysfs root)."""
 
+    __slots__ = _fields = ("name", "running", "addresses")
     name: str
-    running: Optional[bool] = None
-    addresses: Optional[tuple[str, ...]] = None
+    running: Optional[bool]
+    addresses: Optional[tuple[str, ...]]
+
+    def __init__(self, name: str, running: Optional[bool] = None,
+                 addresses: Optional[tuple[str, ...]] = None) -> None:
+        init(self, name, running, addresses)
 
 
-@dataclass(frozen=True)
-class Nic:
+class Nic(FrozenRecord):
     """One chosen NIC port, with what the environment needs to know about it."""
 
+    __slots__ = _fields = ("device", "port", "link_layer", "state", "netdevs", "gids", "note")
     device: str
     port: int
     link_layer: Optional[str]
-    state: Optional[str] = None
-    netdevs: tuple[Netdev, ...] = ()
-    gids: Optional[GidTable] = None
-    note: Optional[str] = None
+    state: Optional[str]
+    netdevs: tuple[Netdev, ...]
+    gids: Optional[GidTable]
+    note: Optional[str]
+
+    def __init__(self, device: str, port: int, link_layer: Optional[str],
+                 state: Optional[str] = None, netdevs: tuple[Netdev, ...] = (),
+                 gids: Optional[GidTable] = None, note: Optional[str] = None) -> None:
+        init(self, device, port, link_layer, state, netdevs, gids, note)
 
 
-@dataclass(frozen=True)
-class Variable:
+class Variable(FrozenRecord):
     """One variable: ``value`` None means left alone (``reason`` says why)."""
 
+    __slots__ = _fields = ("name", "value", "reason")
     name: str
     value: Optional[str]
     reason: str
 
+    def __init__(self, name: str, value: Optional[str], reason: str) -> None:
+        init(self, name, value, reason)
 
-@dataclass(frozen=True)
-class RankEnvironment:
+
+class RankEnvironment(FrozenRecord):
+    """What :func:`rank_environment` answers: the NICs, the variables (each with its
+    reason), warnings, notes, NCCL's GID index choice of each RoCE port, and ``gpu``:
+    the index of the GPU placement put the rank on (None when the NICs were named or
+    the host has no GPU)."""
+
+    __slots__ = _fields = ("nics", "variables", "warnings", "notes", "gid_choices", "gpu")
     nics: tuple[Nic, ...]
     variables: tuple[Variable, ...]
-    warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    gid_choices: tuple[GidChoice, ...] = field(default=(), repr=False)
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...]
+    gid_choices: tuple[GidChoice, ...]
+    gpu: Optional[int]
+
+    def __init__(self, nics: tuple[Nic, ...], variables: tuple[Variable, ...],
+                 warnings: tuple[str, ...] = (), notes: tuple[str, ...] = (),
+                 gid_choices: tuple[GidChoice, ...] = (), gpu: Optional[int] = None) -> None:
+        init(self, nics, variables, warnings, notes, gid_choices, gpu)
 
     def exports(self) -> dict[str, str]:
         """The variables to set, in order."""
@@ -161,6 +188,8 @@ class RankEnvironment:
         """``sh`` (``export`` lines), ``dotenv`` (``NAME=value``) or ``json``; reasons,
         warnings and notes as ``#`` comments."""
         if fmt == "json":
+            import json
+
             return json.dumps(self.to_json(), indent=2) + "\n"
         if fmt not in FORMATS:
             raise UsageError(f"unknown format {fmt!r} (have: {', '.join(FORMATS)})")
@@ -192,6 +221,8 @@ def _sh_quote(value: str) -> str:
 def _dotenv_quote(value: str) -> str:
     if value and all(c in _SAFE for c in value):
         return value
+    import json
+
     return json.dumps(value)
 
 
@@ -403,7 +434,7 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
     is neither a name nor a tuple a :class:`~sysverbs.ground.errors.WrongTypeError`.
     """
     from ..devices.attributes import numbered_entries, read_text, resolve_ibdev
-    from ..devices.location import LocationScan, device_location
+    from ..devices.location import LocationScan, device_location, ipoib_netdevs
     from ..ground.hostroot import HostRoot
 
     if nics is not None:
@@ -454,10 +485,15 @@ def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[s
                 raise NotFoundError(f"{name} has no port {p}")
             gids = read_gid_table(name, p, sysfs_path=os.fsdecode(root), link_layer=links[p])
             # RoCE: the GIDs' netdevs and a software device's parent, as topology finds
-            # them; otherwise (IPoIB, no GIDs yet) the topology's answer
+            # them; InfiniBand: the IPoIB netdevs of the port GUID (GID 0's interface id,
+            # as device_location() takes it, without reading the rest of the device);
+            # otherwise (no GIDs yet) the topology's answer
             names = [] if links[p] != "Ethernet" else list(dict.fromkeys(
                 [e.ndev for e in gids.entries if e.ndev] + ([parent] if parent else [])))
-            if not names:
+            if links[p] == "InfiniBand":
+                gid0 = int(gids.gid(0))  # zero: an unused or unreadable entry, no GUID
+                names = list(ipoib_netdevs(ibdev, gid0 & ((1 << 64) - 1) if gid0 else None))
+            elif not names:
                 if topo is None:
                     topo = device_location(name, sysfs_path=root, dev_dir=dev_dir, scan=scan)
                 names = list(topo.port_netdevs(p))
@@ -480,18 +516,19 @@ def _state(text: Optional[str]) -> str:
 
 def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optional[str],
             proc_path: Optional[str], dev_dir: Optional[str], host: Optional[Topology] = None
-            ) -> tuple[Optional[list[tuple[str, int]]], str]:
-    """Placement's (device, port) list for the rank and its reason; None when the host
-    has no GPU, or placement chose no NIC for the rank's GPU, with the reason.  On a
-    host with GPUs, a rank that has no GPU is a :class:`~sysverbs.ground.errors.NotFoundError`
-    and no rank at all (with several GPUs) a :class:`~sysverbs.ground.errors.UsageError`."""
+            ) -> tuple[Optional[list[tuple[str, int]]], str, Optional[int]]:
+    """Placement's (device, port) list for the rank, its reason and the rank's GPU (its
+    index); None when the host has no GPU, or placement chose no NIC for the rank's GPU,
+    with the reason.  On a host with GPUs, a rank that has no GPU is a
+    :class:`~sysverbs.ground.errors.NotFoundError` and no rank at all (with several GPUs)
+    a :class:`~sysverbs.ground.errors.UsageError`."""
     from ..placement import assign_rank, read_host
     from ..placement import local_rank as rank_from
 
     if host is None:
         host = read_host(sysfs_path=sysfs_path, proc_path=proc_path, dev_dir=dev_dir)
     if not host.gpus:
-        return None, "no GPU on this host, so no placement"
+        return None, "no GPU on this host, so no placement", None
     if local_rank is None and rank_from(env)[0] is None:
         if len(host.gpus) > 1:
             raise UsageError(
@@ -500,9 +537,10 @@ def _placed(local_rank: Optional[int], env: Mapping[str, str], sysfs_path: Optio
                 "LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID...) or name the NICs")
         local_rank = 0
     chosen = assign_rank(host, local_rank, env)  # NotFoundError: the rank has no GPU
+    gpu = None if chosen.gpu is None else chosen.gpu.index
     if not chosen.nics:
-        return None, f"placement chose no NIC ({chosen.reason})"
-    return [(n.device, n.port) for n in chosen.nics], chosen.reason
+        return None, f"placement chose no NIC ({chosen.reason})", gpu
+    return [(n.device, n.port) for n in chosen.nics], chosen.reason, gpu
 
 
 def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Optional[int]
@@ -548,8 +586,9 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
         extra.extend(f"{name} comes from NCCL's config file {path}"
                      for name, path in sorted(conf_sources.items()))
     round_robin = nics is None
+    gpu = None
     if nics is None:
-        placed, why = _placed(local_rank, env, sysfs_path, proc_path, dev_dir, host)
+        placed, why, gpu = _placed(local_rank, env, sysfs_path, proc_path, dev_dir, host)
         if placed is not None:
             nics, round_robin = placed, False
             extra.append(f"placement: {why}")
@@ -574,7 +613,7 @@ def rank_environment(nics: Optional[Iterable[NicArg]] = None, *, local_rank: Opt
     mine = tuple(w for w in result.warnings if w not in said)
     return RankEnvironment(result.nics, result.variables,
                            mine + tuple(_hca_warning(result, env, w) for w in checked),
-                           tuple(extra) + result.notes + more_notes, result.gid_choices)
+                           tuple(extra) + result.notes + more_notes, result.gid_choices, gpu)
 
 
 def _hca_warning(result: RankEnvironment, env: Mapping[str, str], w: LintWarning) -> str:
@@ -600,8 +639,7 @@ def keep_user_set(result: RankEnvironment, environ: Mapping[str, str]) -> RankEn
             notes.append(f"{v.name} is already set to {have!r}: kept (sysverbs env would "
                          f"write {v.value!r}; unset it to take that)")
         variables.append(Variable(v.name, None, why))
-    return RankEnvironment(result.nics, tuple(variables), result.warnings,
-                           result.notes + tuple(notes), result.gid_choices)
+    return result._replace(variables=tuple(variables), notes=result.notes + tuple(notes))
 
 
 def _one_link_layer(nics: list[Nic]) -> tuple[list[Nic], list[str]]:

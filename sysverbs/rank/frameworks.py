@@ -335,6 +335,5 @@ def for_frameworks(env: RankEnvironment, names: Sequence[str], *,
                 v = Variable(var, None, "vLLM sets it per worker (VLLM_NIC_SELECTION_VARS) "
                              "before any value set here, which would then follow it")
             variables.append(v)
-    out = RankEnvironment(env.nics, tuple(variables), env.warnings,
-                          env.notes + tuple(notes), env.gid_choices)
+    out = env._replace(variables=tuple(variables), notes=env.notes + tuple(notes))
     return keep_user_set(out, environ or {})

@@ -49,11 +49,15 @@ from __future__ import annotations
 import errno
 import ipaddress
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Union
 
+from ..ground.records import FrozenRecord, RecordTuple, init
 from ..ground.sysfs_read import read_file
+
+# no typing or dataclasses at run time (rank/environment.py says why)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Optional, Union
 
 __all__ = [
     "GidEntry",
@@ -84,17 +88,21 @@ TYPE_MISSING = "<missing>"  # open() failed: NCCL fails ("open failed in ncclIbR
 TYPE_ERROR = "<error>"  # read() failed otherwise: NCCL fails
 
 
-@dataclass(frozen=True)
-class GidEntry:
+class GidEntry(FrozenRecord):
     """One index of a port's GID table.  ``gid`` as text or address (the zero GID
     for an unused entry); ``type_text`` what ``gid_attrs/types/<index>`` reads (the
     text, or :data:`TYPE_EINVAL` / :data:`TYPE_MISSING` / :data:`TYPE_ERROR`);
     ``ndev`` its netdev (``gid_attrs/ndevs/<index>``)."""
 
+    __slots__ = _fields = ("index", "gid", "type_text", "ndev")
     index: int
     gid: Union[str, ipaddress.IPv6Address]
-    type_text: Optional[str] = None
-    ndev: Optional[str] = None
+    type_text: Optional[str]
+    ndev: Optional[str]
+
+    def __init__(self, index: int, gid: Union[str, ipaddress.IPv6Address],
+                 type_text: Optional[str] = None, ndev: Optional[str] = None) -> None:
+        init(self, index, gid, type_text, ndev)
 
     @property
     def address(self) -> ipaddress.IPv6Address:
@@ -102,26 +110,26 @@ class GidEntry:
         return g if isinstance(g, ipaddress.IPv6Address) else ipaddress.IPv6Address(g)
 
 
-@dataclass(frozen=True)
-class GidTable:
+class GidTable(FrozenRecord):
     """A port's GID table as ``ibv_query_port`` (``gid_tbl_len``) and
     ``ibv_query_gid`` see it: indexes missing from ``entries`` read as the zero GID
     (and, with ``type_text`` None, an EINVAL types file)."""
 
+    _fields = ("device", "port", "link_layer", "length", "entries")
+    __slots__ = (*_fields, "_by_index", "_gids")  # the two lookups: neither compared nor shown
     device: str
     port: int
     link_layer: Optional[str]  # "InfiniBand", "Ethernet", ... as sysfs says
     length: int
-    entries: Sequence[GidEntry] = ()
-    _by_index: dict[int, GidEntry] = field(default_factory=dict, init=False, repr=False,
-                                           compare=False)
+    entries: Sequence[GidEntry]
+    _by_index: dict[int, GidEntry]
+    _gids: dict[int, ipaddress.IPv6Address]
 
-    _gids: dict[int, ipaddress.IPv6Address] = field(default_factory=dict, init=False,
-                                                    repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self._by_index.update((e.index, e) for e in self.entries)
-        self._gids.update((e.index, e.address) for e in self.entries)
+    def __init__(self, device: str, port: int, link_layer: Optional[str], length: int,
+                 entries: Sequence[GidEntry] = ()) -> None:
+        init(self, device, port, link_layer, length, entries)
+        object.__setattr__(self, "_by_index", {e.index: e for e in entries})
+        object.__setattr__(self, "_gids", {e.index: e.address for e in entries})
 
     def indexes(self) -> list[int]:
         """The indexes of the entries given (the others read as zero)."""
@@ -135,15 +143,19 @@ class GidTable:
         return self._gids.get(index, _ZERO)
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(FrozenRecord):
     """One index NCCL looked at, and what it did with it."""
 
+    __slots__ = _fields = ("index", "taken", "why", "last")
     index: int
     taken: bool
     why: str
     #: the last index of a run of zero entries weighed alike (None: one index)
-    last: Optional[int] = None
+    last: Optional[int]
+
+    def __init__(self, index: int, taken: bool, why: str, last: Optional[int] = None
+                 ) -> None:
+        init(self, index, taken, why, last)
 
     def __str__(self) -> str:
         where = f"{self.index}" if self.last is None else f"{self.index}-{self.last}"
@@ -151,13 +163,14 @@ class Step:
         return f"{where}: {'taken' if self.taken else 'skipped'}: {why}"
 
 
-@dataclass(frozen=True)
-class GidChoice:
+class GidChoice(FrozenRecord):
     """NCCL's GID index for a port.  ``error`` is set when NCCL's lookup itself
     fails (the connection would fail); ``steps`` the indexes it weighed, in order;
     ``rule`` how the index came about; ``suitable`` whether the GID is one RoCE
     traffic can use as asked (valid, of the wanted family and RoCE version)."""
 
+    __slots__ = _fields = ("device", "port", "index", "gid", "rule", "steps", "family",
+                           "roce_version", "error", "version", "ndev")
     device: str
     port: int
     index: int
@@ -166,9 +179,16 @@ class GidChoice:
     steps: tuple[Step, ...]
     family: str
     roce_version: int
-    error: Optional[str] = None
-    version: Optional[int] = None
-    ndev: Optional[str] = None
+    error: Optional[str]
+    version: Optional[int]
+    ndev: Optional[str]
+
+    def __init__(self, device: str, port: int, index: int, gid: ipaddress.IPv6Address,
+                 rule: str, steps: tuple[Step, ...], family: str, roce_version: int,
+                 error: Optional[str] = None, version: Optional[int] = None,
+                 ndev: Optional[str] = None) -> None:
+        init(self, device, port, index, gid, rule, steps, family, roce_version, error,
+             version, ndev)
 
     @property
     def suitable(self) -> bool:
@@ -454,13 +474,25 @@ def nccl_gid_index(table: GidTable, environ: Mapping[str, str]) -> GidChoice:
 # ----------------------------------------------------------------------------- verdict
 
 
-class GidVerdict(NamedTuple):
+class GidVerdict(RecordTuple, tuple[str, str]):
     """What a port's GID choice means for NCCL's RoCE traffic (:func:`gid_verdict`):
     ``code`` (``gid-lookup-fails``, ``gid-link-local``, ``gid-unsuitable``) and the
-    message every command gives (``env``, ``run`` and ``nccl check`` print it as it is)."""
+    message every command gives (``env``, ``run`` and ``nccl check`` print it as it is).
+    A named tuple."""
 
-    code: str
-    message: str
+    __slots__ = ()
+    _fields = ("code", "message")
+
+    def __new__(cls, code: str, message: str) -> GidVerdict:
+        return tuple.__new__(cls, (code, message))
+
+    @property
+    def code(self) -> str:
+        return self[0]
+
+    @property
+    def message(self) -> str:
+        return self[1]
 
 
 def gid_verdict(choice: GidChoice) -> Optional[GidVerdict]:

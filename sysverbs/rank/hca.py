@@ -3,24 +3,26 @@ NCCL does it, and the socket interface its bootstrap picks."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple, Optional
-
 from ..engine.api import index_arg, items_arg
 from ..ground.errors import WrongTypeError
+from ..ground.records import FrozenRecord, RecordTuple, init
 from .ctext import atoi, encoded, int_cast, text_arg
 from .versions import (
     LATEST,
     MAX_IB_DEVS,
     V_STRTOK_PARSER,
     Version,
-    VersionArg,
     max_ib_devs,
     parse_version,
 )
 
+# no typing or dataclasses at run time (rank/environment.py says why)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Optional
+
+    from .versions import VersionArg
 
 __all__ = [
     "MAX_IFS",
@@ -56,15 +58,35 @@ def cut_name(name: str) -> str:
     return name  # pragma: no cover (the whole name is over 63 bytes)
 
 
-class HcaEntry(NamedTuple):
+class HcaEntry(RecordTuple, tuple[str, int, int, int, str]):
     """One entry of the list: ``prefix[:port[:rail[:plane]]]`` (-1: not given).
-    ``text`` is the entry as written (between commas)."""
+    ``text`` is the entry as written (between commas).  A named tuple."""
 
-    prefix: str
-    port: int
-    rail: int
-    plane: int
-    text: str
+    __slots__ = ()
+    _fields = ("prefix", "port", "rail", "plane", "text")
+
+    def __new__(cls, prefix: str, port: int, rail: int, plane: int, text: str) -> HcaEntry:
+        return tuple.__new__(cls, (prefix, port, rail, plane, text))
+
+    @property
+    def prefix(self) -> str:
+        return self[0]
+
+    @property
+    def port(self) -> int:
+        return self[1]
+
+    @property
+    def rail(self) -> int:
+        return self[2]
+
+    @property
+    def plane(self) -> int:
+        return self[3]
+
+    @property
+    def text(self) -> str:
+        return self[4]
 
 
 def _parse_list_strtok(text: str, max_list: int) -> list[HcaEntry]:
@@ -119,22 +141,28 @@ def _parse_list_loop(text: str, max_list: int) -> list[HcaEntry]:
     return out
 
 
-@dataclass(frozen=True)
-class HcaFilter:
+class HcaFilter(FrozenRecord):
     """A parsed NCCL device list (``NCCL_IB_HCA``, ``NCCL_SOCKET_IFNAME``...).
 
     ``negate`` is a leading ``^``, ``exact`` a ``=`` right after it (or first); both
     apply to the whole list.  ``entries`` are the entries NCCL keeps.
     """
 
+    __slots__ = _fields = ("value", "negate", "exact", "entries", "version", "max_entries",
+                           "dropped")
     value: str
     negate: bool
     exact: bool
     entries: tuple[HcaEntry, ...]
-    version: Version = LATEST
-    max_entries: int = MAX_IB_DEVS
+    version: Version
+    max_entries: int
     #: The entries after the first ``max_entries`` (NCCL does not read them).
-    dropped: tuple[str, ...] = field(default=())
+    dropped: tuple[str, ...]
+
+    def __init__(self, value: str, negate: bool, exact: bool, entries: tuple[HcaEntry, ...],
+                 version: Version = LATEST, max_entries: int = MAX_IB_DEVS,
+                 dropped: tuple[str, ...] = ()) -> None:
+        init(self, value, negate, exact, entries, version, max_entries, dropped)
 
     def match_index(self, device: str, port: int = -1) -> int:
         """``matchIfList`` (src/misc/utils.cc): the index of the first entry that

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from ..engine.api import environ_arg, items_arg
 from ..ground.errors import WrongTypeError
+from ..ground.records import FrozenRecord, RecordTuple, init
 from .conf import nccl_environment
 from .ctext import load_param
 from .hca import parse_hca
@@ -24,18 +23,21 @@ from .versions import (
     V_RO,
     V_STRTOK_PARSER,
     Version,
-    VersionArg,
     max_ib_devs,
     parse_version,
 )
 
+# no typing or dataclasses at run time (rank/environment.py says why)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from typing import Optional
 
     from typing_extensions import Unpack
 
     from ..engine.api import ListOptions
     from .gid import GidTable
+    from .versions import VersionArg
 
 __all__ = [
     "PLANE_MAX_INDEX",
@@ -52,7 +54,8 @@ __all__ = [
 PLANE_MAX_INDEX = 14
 
 
-class IbPort(NamedTuple):
+class IbPort(RecordTuple, tuple[str, int, bool, "Optional[str]", str, int, bool, str,
+                                 "Optional[GidTable]"]):
     """One port of a device as NCCL's ``ncclIbInitDevices`` sees it.
 
     ``link_layer`` is sysfs' text (``InfiniBand``, ``Ethernet``...), ``full_pci_path``
@@ -62,27 +65,91 @@ class IbPort(NamedTuple):
     linter then judges the GID NCCL would use, :func:`sysverbs.rank.gid.gid_verdict`).
     """
 
-    device: str
-    port: int
-    active: bool
-    link_layer: Optional[str]
-    full_pci_path: str
-    sys_image_guid: int = 0
-    opens: bool = True
-    state: str = ""
-    gids: Optional[GidTable] = None
+    __slots__ = ()
+    _fields = ("device", "port", "active", "link_layer", "full_pci_path", "sys_image_guid",
+               "opens", "state", "gids")
+
+    def __new__(cls, device: str, port: int, active: bool, link_layer: Optional[str],
+                full_pci_path: str, sys_image_guid: int = 0, opens: bool = True,
+                state: str = "", gids: Optional[GidTable] = None) -> IbPort:
+        return tuple.__new__(cls, (device, port, active, link_layer, full_pci_path,
+                                   sys_image_guid, opens, state, gids))
+
+    @property
+    def device(self) -> str:
+        return self[0]
+
+    @property
+    def port(self) -> int:
+        return self[1]
+
+    @property
+    def active(self) -> bool:
+        return self[2]
+
+    @property
+    def link_layer(self) -> Optional[str]:
+        return self[3]
+
+    @property
+    def full_pci_path(self) -> str:
+        return self[4]
+
+    @property
+    def sys_image_guid(self) -> int:
+        return self[5]
+
+    @property
+    def opens(self) -> bool:
+        return self[6]
+
+    @property
+    def state(self) -> str:
+        return self[7]
+
+    @property
+    def gids(self) -> Optional[GidTable]:
+        return self[8]
 
 
-class IbDevice(NamedTuple):
+class IbDevice(RecordTuple, tuple[int, str, int, str, str, int, int]):
     """One entry of NCCL's device table: ``[index]device:port[:rail[:plane]]/link``."""
 
-    slot: int
-    device: str
-    port: int
-    link: str  # "IB" or "RoCE" (NCCL_IB_LLSTR)
-    pci_path: str
-    rail: int = -1
-    plane: int = -1
+    __slots__ = ()
+    _fields = ("slot", "device", "port", "link", "pci_path", "rail", "plane")
+
+    def __new__(cls, slot: int, device: str, port: int, link: str, pci_path: str,
+                rail: int = -1, plane: int = -1) -> IbDevice:
+        return tuple.__new__(cls, (slot, device, port, link, pci_path, rail, plane))
+
+    @property
+    def slot(self) -> int:
+        return self[0]
+
+    @property
+    def device(self) -> str:
+        return self[1]
+
+    @property
+    def port(self) -> int:
+        return self[2]
+
+    @property
+    def link(self) -> str:
+        """``"IB"`` or ``"RoCE"`` (NCCL_IB_LLSTR)."""
+        return self[3]
+
+    @property
+    def pci_path(self) -> str:
+        return self[4]
+
+    @property
+    def rail(self) -> int:
+        return self[5]
+
+    @property
+    def plane(self) -> int:
+        return self[6]
 
     def label(self) -> str:
         """``[0]mlx5_0:1/IB`` as ``ncclIbInitDevices`` prints it."""
@@ -96,27 +163,35 @@ class IbDevice(NamedTuple):
         return f"{text}/{self.link}"
 
 
-@dataclass(frozen=True)
-class IbSelection:
+class IbSelection(FrozenRecord):
     """The IB transport's device table: ``devices`` in NCCL's order (the indexes it
     prints), ``merged`` the virtual devices of merged multi-port NICs (lists of
     indexes into ``devices``), ``notes`` what NCCL would warn about."""
 
+    __slots__ = _fields = ("devices", "merged", "version", "disabled", "notes",
+                           "incompatible", "unread", "overflow", "failure")
     devices: tuple[IbDevice, ...]
     merged: tuple[tuple[int, ...], ...]
     version: Version
-    disabled: bool = False
-    notes: tuple[str, ...] = ()
+    disabled: bool
+    notes: tuple[str, ...]
     #: Merges of ports of different link layers NCCL attempts (indexes into ``devices``).
-    incompatible: tuple[tuple[int, int], ...] = ()
+    incompatible: tuple[tuple[int, int], ...]
     #: The devices NCCL does not read because its table is full (``MAX_IB_DEVS``), and
     #: whether the last one read overflows the table (its ports go past the end).
-    unread: tuple[str, ...] = ()
-    overflow: bool = False
+    unread: tuple[str, ...]
+    overflow: bool
     #: The warning with which ``ncclIbInitDevices`` fails after building the table (a
     #: plane ID NCCL cannot use, since 2.30.7): the IB transport then does not start and
     #: NCCL falls back to its next network, sockets.  "" when it does not fail.
-    failure: str = ""
+    failure: str
+
+    def __init__(self, devices: tuple[IbDevice, ...], merged: tuple[tuple[int, ...], ...],
+                 version: Version, disabled: bool = False, notes: tuple[str, ...] = (),
+                 incompatible: tuple[tuple[int, int], ...] = (), unread: tuple[str, ...] = (),
+                 overflow: bool = False, failure: str = "") -> None:
+        init(self, devices, merged, version, disabled, notes, incompatible, unread, overflow,
+             failure)
 
     def using_line(self, oob: Optional[str] = None, relaxed_ordering: bool = True) -> str:
         """NCCL's ``NET/IB : Using ...`` INFO line (``ncclIbInitDevices``,
@@ -447,7 +522,7 @@ def predict_ib(env: Optional[Mapping[str, str]] = None, *, conf_root: Optional[s
         ports = host_ports(open_devices=options.get("sysfs_path") is None, **options)
     except OSError as e:
         sel = select_ib([], full_env, nccl_version=nccl_version)
-        return replace(sel, notes=(*sel.notes, no_device_list_note(e)))
+        return sel._replace(notes=(*sel.notes, no_device_list_note(e)))
     return select_ib(ports, full_env, nccl_version=nccl_version)
 
 

@@ -4,11 +4,10 @@ NCCL then does, and the one fix that selects what was meant (:func:`lint_hca`)."
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from ..engine.api import environ_arg, items_arg
 from ..ground.errors import WrongTypeError
+from ..ground.records import FrozenRecord, RecordTuple, init
 from .ctext import C_SPACE, encoded, text_arg
 from .gid import gid_verdict, nccl_gid_index
 from .hca import NAME_MAX, cut_name, parse_hca
@@ -17,29 +16,49 @@ from .versions import (
     V_MERGE_RETRY,
     V_STRTOK_PARSER,
     Version,
-    VersionArg,
     max_ib_devs,
     parse_version,
 )
 
+# no typing or dataclasses at run time (rank/environment.py says why)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
+    from typing import Optional
+
+    from .versions import VersionArg
 
 __all__ = ["LintWarning", "LintResult", "dma_base", "gid_warnings", "lint_hca"]
 
-class LintWarning(NamedTuple):
+class LintWarning(RecordTuple, tuple[str, str, str, str]):
     """One problem: a short ``code``, the ``entry`` it is about, what NCCL does
     (``message``) and what to write instead (``fix``: the whole value, "" when this
-    warning carries none; see :func:`lint_hca`)."""
+    warning carries none; see :func:`lint_hca`).  A named tuple."""
 
-    code: str
-    entry: str
-    message: str
-    fix: str
+    __slots__ = ()
+    _fields = ("code", "entry", "message", "fix")
+
+    def __new__(cls, code: str, entry: str, message: str, fix: str) -> LintWarning:
+        return tuple.__new__(cls, (code, entry, message, fix))
+
+    @property
+    def code(self) -> str:
+        return self[0]
+
+    @property
+    def entry(self) -> str:
+        return self[1]
+
+    @property
+    def message(self) -> str:
+        return self[2]
+
+    @property
+    def fix(self) -> str:
+        return self[3]
 
 
-@dataclass(frozen=True)
-class LintResult:
+class LintResult(FrozenRecord):
     """What :func:`lint_hca` found: the value, the selection it gives and the warnings.
 
     ``meant``: the ``(device, port)`` pairs of this host the value was meant to select
@@ -47,11 +66,16 @@ class LintResult:
     ``fix``: the one value that selects exactly ``meant`` without the warnings (the
     ``fix`` of the first warning it answers), "" when there is none."""
 
+    __slots__ = _fields = ("value", "selection", "warnings", "meant", "fix")
     value: str
     selection: IbSelection
     warnings: tuple[LintWarning, ...]
-    meant: Optional[tuple[tuple[str, int], ...]] = None
-    fix: str = ""
+    meant: Optional[tuple[tuple[str, int], ...]]
+    fix: str
+
+    def __init__(self, value: str, selection: IbSelection, warnings: tuple[LintWarning, ...],
+                 meant: Optional[tuple[tuple[str, int], ...]] = None, fix: str = "") -> None:
+        init(self, value, selection, warnings, meant, fix)
 
 
 #: Warnings about the devices meant, which no other spelling of the value removes.
@@ -63,9 +87,11 @@ _PORT_TEXT = re.compile(r"\+?[0-9]{1,9}")
 _PORT_NUMBER = re.compile(r"[+-]?[0-9]+")
 
 
-class _Meant(NamedTuple):
+class _Meant(FrozenRecord):
     """One entry as its writer meant it (:func:`_meant_entries`)."""
 
+    __slots__ = _fields = ("exclude", "exact", "marked_exact", "name", "port", "text",
+                           "fields", "written")
     exclude: bool
     exact: bool  # a "=" applies: the list's, or one written before the entry
     marked_exact: bool  # a "=" written before the entry (not the list's)
@@ -74,6 +100,10 @@ class _Meant(NamedTuple):
     text: str  # the entry as it should be written: name[:port[:rail[:plane]]]
     fields: bool  # it has a rail or plane field (2.30.7 and later)
     written: str  # the entry as written (whitespace around ":" dropped)
+
+    def __init__(self, exclude: bool, exact: bool, marked_exact: bool, name: str,
+                 port: Optional[int], text: str, fields: bool, written: str) -> None:
+        init(self, exclude, exact, marked_exact, name, port, text, fields, written)
 
 
 def _meant_entries(body: str, negate: bool, exact: bool, version: Version) -> list[_Meant]:
@@ -112,12 +142,16 @@ def _meant_entries(body: str, negate: bool, exact: bool, version: Version) -> li
     return out
 
 
-class _Host(NamedTuple):
+class _Host(FrozenRecord):
     """The ports of a host as the linter needs them: every device name, and the ports
     NCCL could use of each (ACTIVE, InfiniBand or Ethernet, the device opens)."""
 
+    __slots__ = _fields = ("names", "usable")
     names: tuple[str, ...]
     usable: dict[str, tuple[int, ...]]
+
+    def __init__(self, names: tuple[str, ...], usable: dict[str, tuple[int, ...]]) -> None:
+        init(self, names, usable)
 
     @classmethod
     def of(cls, ports: Sequence[IbPort]) -> _Host:
@@ -157,11 +191,13 @@ class _Host(NamedTuple):
         return out
 
 
-class _Found(NamedTuple):
+class _Found(FrozenRecord):
     """What :func:`_lint` finds: warnings without fixes, NCCL's selection, the
     entries as meant (and the list's ``^`` and ``=`` as meant) and the ports meant
     (None, with the reason, when not clear)."""
 
+    __slots__ = _fields = ("warnings", "selection", "entries", "negate", "exact", "meant",
+                           "unclear")
     warnings: list[LintWarning]
     selection: IbSelection
     entries: list[_Meant]
@@ -169,6 +205,11 @@ class _Found(NamedTuple):
     exact: bool
     meant: Optional[set[tuple[str, int]]]
     unclear: str
+
+    def __init__(self, warnings: list[LintWarning], selection: IbSelection,
+                 entries: list[_Meant], negate: bool, exact: bool,
+                 meant: Optional[set[tuple[str, int]]], unclear: str) -> None:
+        init(self, warnings, selection, entries, negate, exact, meant, unclear)
 
 
 def dma_base(name: str, names: Sequence[str]) -> Optional[str]:

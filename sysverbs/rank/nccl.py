@@ -60,9 +60,12 @@ from .lint import lint_hca as lint_hca
 from .versions import LATEST as LATEST
 from .versions import MAX_IB_DEVS as MAX_IB_DEVS
 from .versions import Version as Version
-from .versions import VersionArg as VersionArg
 from .versions import max_ib_devs as max_ib_devs
 from .versions import parse_version as parse_version
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # an annotation's alias: typing is not imported at run time
+    from .versions import VersionArg as VersionArg
 
 __all__ = [
     "MAX_IB_DEVS",

@@ -4,7 +4,10 @@ uses): the netdevs' addresses ``sysverbs env`` needs for NCCL_SOCKET_IFNAME."""
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+
+TYPE_CHECKING = False  # no typing at run time (rank/environment.py says why)
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 __all__ = ["interface_addresses"]
 

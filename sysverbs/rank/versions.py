@@ -6,14 +6,18 @@ constants are the first release of each rule, compared with ``>=``."""
 
 from __future__ import annotations
 
-from typing import Union
-
 from ..ground.errors import UsageError, WrongTypeError
+
+# no typing at run time (rank/environment.py says why): VersionArg is for annotations
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Union
+
+    VersionArg = Union[None, str, int, "tuple[int, ...]"]
 
 __all__ = [
     "MAX_IB_DEVS",
     "Version",
-    "VersionArg",
     "LATEST",
     "V_STRTOK_PARSER",
     "V_MERGED_IN_INIT",
@@ -37,7 +41,6 @@ __all__ = [
 MAX_IB_DEVS = 32
 
 Version = tuple[int, int, int]
-VersionArg = Union[None, str, int, "tuple[int, ...]"]
 
 #: The newest rules this module knows (NCCL 2.32.3, the PyPI wheel it is tested against).
 LATEST: Version = (2, 32, 3)
