@@ -250,10 +250,29 @@ def dgx_station_gb300(*, vpd: bool = True) -> HostBuilder:
                  v3=_uuid(9), sn=sn, vpd=vpd)
     parent = _nic_segment(b, "0001", 0, True)
     for fn in (0, 1):
+        netdev = f"enP1p3s0f{fn}np{fn}"
         _cx(b, f"{parent}/0001:03:00.{fn}", "cx8",
             vpd_image("NVIDIA ConnectX-8", {"SN": sn, "V3": _uuid(9)}) if vpd else b"",
-            name=f"mlx5_{fn}", link_layer="Ethernet", netdev=f"enP1p3s0f{fn}np{fn}")
+            name=f"mlx5_{fn}", link_layer="Ethernet", netdev=netdev,
+            ib_attrs=_roce_gids(f"fe80:0000:0000:0000:b859:9f03:00a2:{fn + 1:04x}",
+                                f"192.168.{100 + fn}.2", netdev))
     return b
+
+
+def _roce_gids(link_local: str, ipv4: str, netdev: str) -> dict[str, str]:
+    """A configured RoCE port's GID table as mlx5 fills it: the link-local GID and the
+    netdev's IPv4 address, each as RoCE v1 and v2 (``gid_attrs/types``, ``ndevs``).
+    choice: the addresses (no source shows them; an addressed port, as a host that
+    runs NCCL across machines has)."""
+    a, b, c, d = (int(x) for x in ipv4.split("."))
+    v4 = f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
+    files: dict[str, str] = {}
+    for n, (gid, kind) in enumerate(((link_local, "IB/RoCE v1"), (link_local, "RoCE v2"),
+                                     (v4, "IB/RoCE v1"), (v4, "RoCE v2"))):
+        files[f"ports/1/gids/{n}"] = gid
+        files[f"ports/1/gid_attrs/types/{n}"] = kind
+        files[f"ports/1/gid_attrs/ndevs/{n}"] = netdev
+    return files
 
 
 def gb200_nvl72_tray() -> HostBuilder:
