@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -229,3 +230,17 @@ def test_every_surface_reports_gdr_unavailable(tmp_path: Path) -> None:
     labels = feature_file(facts, expires_in=60).labels()
     assert ("sysverbs.feature.node.kubernetes.io/gdr.disabled-by-distance", "true") in labels
     assert not any(k.endswith("/gdr.unavailable") for k, _ in labels)
+
+    # GPU2 a GeForce (no GDR of its own): its SYS pair is off for the GPU, not the distance
+    info = root / "proc/driver/nvidia/gpus/0000:c1:00.0/information"
+    info.write_text(re.sub(r"Model:.*", "Model: \t\t NVIDIA GeForce RTX 4090", info.read_text()))
+    facts = collect_facts(sysfs_path=str(root / "sys"), dev_dir=tree[3], providers="builtin",
+                          source="sysfs", environ={"NCCL_NET_GDR_LEVEL": "PHB"})
+    lines = metrics.render(facts).decode().splitlines()
+    assert "sysverbs_gdr_unavailable 1.0" in lines
+    assert [s for s in lines if s.startswith("sysverbs_gdr_disabled_by_distance{")] == [
+        'sysverbs_gdr_disabled_by_distance{device="mlx5_1",gpu="3",level="PHB",'
+        'path="SYS",pci_bus_id="00000000:E1:00.0",port="1"} 1.0']
+    labels = feature_file(facts, expires_in=60).labels()
+    assert {k.rsplit("/", 1)[1] for k, v in labels if "/gdr." in k and v == "true"} == {
+        "gdr.unavailable", "gdr.disabled-by-distance"}

@@ -201,3 +201,21 @@ def test_dgx_spark_has_no_gdr_as_its_nccl_logged(tmp_path: Path) -> None:
     mine = {p.device: p.enabled for p in found.pairs}
     assert set(logged) <= set(mine)
     assert set(mine.values()) == {False}
+
+
+def test_a_gpu_without_gdr_beyond_the_level_is_its_own_lack_everywhere() -> None:
+    """A GeForce pair at SYS is off because of the GPU (NCCL asks it first): doctor, the
+    prediction, metrics and nfd all say ``gdr_unavailable``, never the distance (whose fix,
+    NCCL_NET_GDR_LEVEL, would change nothing)."""
+    from sysverbs.rank.gdr import pair_code
+
+    support = GdrSupport("peermem", "nvidia_peermem")
+    lack = gpu_without_gdr("NVIDIA GeForce RTX 4090", 0x2684)
+    enabled, why = pair_verdict(support, lack, "SYS", "PXB", "default", "mlx5_0", "mlx5_core")
+    far = GdrPair(0, "0000:01:00.0", "mlx5_0", 1, "SYS", "PXB", enabled, why)
+    near_off = far._replace(path="PIX")
+    distance = far._replace(gpu=1, reason="path SYS beyond the GDR level PXB (default)")
+    assert [pair_code(p) for p in (far, near_off, distance, far._replace(enabled=None))] == [
+        "gdr_unavailable", "gdr_unavailable", "gdr_disabled_by_distance", None]
+    assert [code for code, _ in gdr_findings(support, (far, distance))] == [
+        "gdr_unavailable", "gdr_disabled_by_distance"]

@@ -33,6 +33,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
+from ..rank.gdr import pair_code
 from ..rank.netplugin import TRANSPORTS
 from .facts import COLLECTORS, DEVICE_REASONS, GID_TYPES, HOST_REASONS, HostFacts, nvml_bus_id
 from .files import replace_file
@@ -238,10 +239,11 @@ def _samples(facts: HostFacts, detail: bool
                                                     *pl.rates()), 1.0))
     found = facts.findings
     if found is not None:
-        if found.gdr.code is not None:
+        offs = [pair_code(gp) for gp in found.pairs] if found.gdr.code is None else []
+        if found.gdr.code is not None or "gdr_unavailable" in offs:
             out["sysverbs_gdr_unavailable"].append(((), 1.0))
-        for gp in found.pairs:
-            if gp.enabled is False and found.gdr.code is None:
+        for gp, off in zip(found.pairs, offs):
+            if off == "gdr_disabled_by_distance":
                 out["sysverbs_gdr_disabled_by_distance"].append(((
                     str(gp.gpu), nvml_bus_id(gp.pci_bus_id), gp.device, str(gp.port),
                     gp.path or "", gp.level), 1.0))

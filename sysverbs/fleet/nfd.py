@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from ..devices.diagnosis import CODES
+from ..rank.gdr import pair_code
 from .files import replace_file
 
 if TYPE_CHECKING:
@@ -222,10 +223,11 @@ def _host_features(facts: HostFacts) -> list[Feature]:
     if "topology" not in failed and facts.pcie_links:
         label("pcie.degraded", "true")
     found = facts.findings if "topology" not in failed else None
-    if found is not None and found.gdr.code is not None:
+    offs = {pair_code(p) for p in found.pairs} \
+        if found is not None and found.gdr.code is None else set()
+    if found is not None and (found.gdr.code is not None or "gdr_unavailable" in offs):
         label("gdr.unavailable", "true")
-    if found is not None and found.gdr.code is None and \
-            any(p.enabled is False for p in found.pairs):
+    if "gdr_disabled_by_distance" in offs:
         label("gdr.disabled-by-distance", "true")
     if found is not None and found.addr:
         label("roce.no-address-gid", "true")

@@ -68,10 +68,11 @@ if TYPE_CHECKING:
 
     from ..placement import Assignment, Gpu, Topology
 
-__all__ = ["CODES", "DMABUF_DRIVERS", "NO_GDR_GPUS", "PATH_TYPES", "PEERMEM_FILES", "RULES",
+__all__ = ["CODES", "DMABUF_DRIVERS", "GPU_LACKS", "NO_GDR_GPUS", "PATH_TYPES", "PEERMEM_FILES",
+           "RULES",
            "GdrFacts", "GdrPair", "GdrSupport", "gdr_allowed", "gdr_findings", "gdr_level",
            "gdr_pairs", "gdr_support", "gpu_facts", "gpu_without_gdr", "nic_dmabuf",
-           "pair_verdict", "read_gdr_facts"]
+           "pair_code", "pair_verdict", "read_gdr_facts"]
 
 #: The findings, as ``sysverbs.devices.diagnosis.CODES`` has its own: (severity, meaning).
 CODES = {
@@ -291,6 +292,12 @@ def _c2c(host: Topology, gpu: object) -> bool:
     return rp is not None and rp.vendor == NVIDIA and rp.device in GRACE_ROOT_PORTS
 
 
+#: How :func:`pair_verdict` begins the reason of a pair whose GPU itself has no GDR
+#: (NCCL asks the GPU before the distance: a GeForce pair beyond the level is off for
+#: the GPU, and no NCCL_NET_GDR_LEVEL turns it on).
+GPU_LACKS = "the GPU has no GPUDirect RDMA"
+
+
 def pair_verdict(support: GdrSupport, gpu_lacks: Optional[str], path: Optional[str],
                  level: str, whence: str, device: str, driver: Optional[str]
                  ) -> tuple[Optional[bool], str]:
@@ -301,7 +308,7 @@ def pair_verdict(support: GdrSupport, gpu_lacks: Optional[str], path: Optional[s
     if support.state in ("n/a", "none"):
         return (False if support.state == "none" else None), support.reason
     if gpu_lacks is not None:
-        return False, f"the GPU has no GPUDirect RDMA: {gpu_lacks}"
+        return False, f"{GPU_LACKS}: {gpu_lacks}"
     if path is None:
         return None, "the GPU-NIC path is unknown"
     near = gdr_allowed(path, level)
@@ -339,6 +346,19 @@ def gdr_pairs(host: Topology, assignments: Iterable[Assignment], support: GdrSup
     return tuple(out)
 
 
+def pair_code(pair: GdrPair) -> Optional[str]:
+    """The finding a pair NCCL leaves without GPUDirect RDMA gives: ``gdr_unavailable``
+    when the GPU itself cannot (its path is within the level, or there is none),
+    ``gdr_disabled_by_distance`` when only the path is beyond the level; None for a pair
+    with GDR or undecided.  doctor, metrics, nfd and ``--predict`` all ask this."""
+    if pair.enabled is not False:
+        return None
+    if pair.reason.startswith(GPU_LACKS) or pair.path is None or \
+            gdr_allowed(pair.path, pair.level):
+        return "gdr_unavailable"
+    return "gdr_disabled_by_distance"
+
+
 def gdr_findings(support: GdrSupport, pairs: Iterable[GdrPair]) -> list[tuple[str, str]]:
     """(code, message) of each finding: ``gdr_unavailable`` once for the host, or one
     ``gdr_disabled_by_distance`` per GPU and NIC port beyond the level and one
@@ -352,10 +372,11 @@ def gdr_findings(support: GdrSupport, pairs: Iterable[GdrPair]) -> list[tuple[st
                  "host memory")]
     out: list[tuple[str, str]] = []
     for p in pairs:
-        if p.enabled is not False:
+        code = pair_code(p)
+        if code is None:
             continue
         head = f"GPU{p.gpu} ({p.pci_bus_id}) -> {p.device}:{p.port}: {p.reason}"
-        if p.path is None or gdr_allowed(p.path, p.level):  # the GPU's own lack
+        if code == "gdr_unavailable":
             out.append(("gdr_unavailable", f"{head}, so NCCL stages this GPU's transfers "
                         "through host memory (no GPUDirect RDMA)"))
         else:

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .gdr import pair_code
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -146,14 +148,14 @@ def _nccl(nccl: NcclView, gdr: GdrSupport, pairs: Sequence[GdrPair]) -> Predicti
         names = {"socket": "sockets (TCP)", "ofi": "aws-ofi-nccl (Libfabric)",
                  "plugin": "its net plugin"}
         return Prediction("nccl", names[nccl.transport], nccl.why or nccl.transport)
-    off = [p for p in pairs if p.enabled is False]
+    off = [code for code in map(pair_code, pairs) if code is not None]
     if gdr.state == "n/a":
         how, why = "GDR n/a", gdr.reason
     elif gdr.state == "none":
         how, why = "no GDR", "gdr_unavailable"
-    elif off:
+    elif off:  # the GPU's own lack first: it is the reason whatever the NIC
         how, why = f"no GDR on {len(off)} of {len(pairs)} GPU-NIC pairs", \
-            "gdr_disabled_by_distance"
+            min(off, key=("gdr_unavailable", "gdr_disabled_by_distance").index)
     elif gdr.state == "unknown":
         how, why = "GDR unknown", gdr.reason
     else:
