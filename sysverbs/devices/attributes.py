@@ -313,8 +313,10 @@ def resolve_ibdev(device: DeviceArg, sysfs_path: Optional[PathArg] = None) -> tu
 def numbered_entries(path: bytes) -> list[int]:
     """The entries of a directory whose names are decimal numbers, sorted (a missing or
     unreadable directory has none)."""
+    from ..ground.sysfs_read import listdir
+
     try:
-        names = os.listdir(path)
+        names = listdir(path)
     except (OSError, ValueError):
         return []
     out = []
@@ -469,7 +471,16 @@ def device_attributes(
     up in ``<sysfs_path>/class/infiniband``; default: the effective sysfs root) or the
     path of an IB device directory.
     """
+    from ..ground.sysfs_read import derived
+
     ibdev_path, name = resolve_ibdev(device, sysfs_path)
+    # made of the reads alone: once per device in a read-once scope (the diagnosis, the
+    # device's location and the fleet's facts each ask for it)
+    return derived("device_attributes", ibdev_path + b"/",
+                   lambda: _device_attributes(ibdev_path, name))
+
+
+def _device_attributes(ibdev_path: bytes, name: bytes) -> DeviceAttributes:
     raw: dict[str, Optional[str]] = {}
     for attr in ("node_type", "node_guid", "sys_image_guid", "fw_ver", "hw_rev", "hca_type",
                  "board_id", "node_desc", "parent"):

@@ -34,14 +34,17 @@ from errno import EINVAL, EIO
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional, Union
+    from typing import Callable, Optional, TypeVar, Union
 
     PathArg = Union[bytes, str]
+    T = TypeVar("T")
 
 __all__ = [
     "read_sysfs_file",
     "ReadOnce",
     "read_file",
+    "listdir",
+    "derived",
     "check_sysfs_root",
     "cstr",
     "strtoul",
@@ -101,6 +104,31 @@ def read_file(path: PathArg, size: int) -> Union[bytes, int]:
     return _read_raw(path, size)
 
 
+def listdir(path: PathArg) -> list[bytes]:
+    """``os.listdir(path)`` as bytes names (``OSError`` as it raises); inside a
+    :class:`ReadOnce` of this thread each directory is listed once, as each file is read
+    once: every reader of the invocation sees one listing of it."""
+    if _active:
+        memo = _active.get(get_ident())
+        if memo is not None:
+            return memo.listdir(path)
+    return os.listdir(path if isinstance(path, bytes) else os.fsencode(path))
+
+
+def derived(kind: str, path: PathArg, build: Callable[[], T]) -> T:
+    """``build()``, a value made only of what this thread's reads answer about the
+    directory ``path`` (its files and listings, through :func:`read_sysfs_file` and
+    :func:`listdir`); inside a :class:`ReadOnce` it is built once per (``kind``, file)
+    and kept: the reads it is made of answer the same for the scope's whole life, so a
+    second build would give the same value (``device_attributes()`` of one device, asked
+    for by the diagnosis, the fleet's facts and the device's location)."""
+    if _active:
+        memo = _active.get(get_ident())
+        if memo is not None:
+            return memo.derived(kind, path, build)
+    return build()
+
+
 def _read_raw(path: PathArg, size: int, dir_fd: Optional[int] = None) -> Union[bytes, int]:
     """One ``read()`` of at most ``size`` bytes; the errno when the open fails (EINVAL
     for a path that holds a NUL byte), minus the errno when the read does."""
@@ -148,7 +176,7 @@ class ReadOnce:
     resolved once, one ``readlink`` per component.  Entered again (nested) it is a
     no-op; another thread's reads are not affected."""
 
-    __slots__ = ("files", "dirs", "_entered")
+    __slots__ = ("files", "dirs", "listings", "values", "_keys", "_entered")
 
     def __init__(self) -> None:
         #: the file's key (:meth:`key`) -> (what one read gave, or its errno; the size
@@ -156,16 +184,30 @@ class ReadOnce:
         self.files: dict[bytes, tuple[Union[bytes, int], int]] = {}
         #: a directory as given -> the same with its links resolved
         self.dirs: dict[bytes, bytes] = {}
+        #: a directory's key -> its names as ``os.listdir`` gave them, or its errno
+        self.listings: dict[bytes, Union[list[bytes], int]] = {}
+        #: (kind, key) -> a value :func:`derived` built from this scope's reads
+        self.values: dict[tuple[str, bytes], object] = {}
+        #: a path as given (bytes or str) -> its key: the same path is split and
+        #: resolved once
+        self._keys: dict[PathArg, bytes] = {}
         #: per ``with``, in this thread: whether it made this one the thread's
         self._entered: list[tuple[int, bool]] = []
 
     def key(self, path: PathArg) -> bytes:
         """``path`` (absolute) with the links of its directory resolved."""
+        got = self._keys.get(path)
+        if got is not None:
+            return got
         raw = path if isinstance(path, bytes) else os.fsencode(path)
-        if not raw.startswith(b"/"):
+        relative = not raw.startswith(b"/")
+        if relative:
             raw = os.path.abspath(raw)
         head, name = os.path.split(raw)
-        return self._real(head, 0) + b"/" + name
+        got = self._real(head, 0) + b"/" + name
+        if not relative:  # a relative path's key follows the working directory
+            self._keys[path] = got
+        return got
 
     def _real(self, d: bytes, depth: int) -> bytes:
         got = self.dirs.get(d)
@@ -207,6 +249,30 @@ class ReadOnce:
         data = _read_raw(path, size, dir_fd)
         self.files[key] = (data, size)
         return data
+
+    def listdir(self, path: PathArg) -> list[bytes]:
+        """``os.listdir(path)`` (bytes names), listed once: the same names (a new list)
+        or the same ``OSError`` for every later call."""
+        key = self.key(path)
+        have = self.listings.get(key)
+        if have is None:
+            try:
+                have = os.listdir(path if isinstance(path, bytes) else os.fsencode(path))
+            except OSError as e:
+                have = e.errno or EIO
+            self.listings[key] = have
+        if isinstance(have, int):
+            raise OSError(have, os.strerror(have), os.fsdecode(path))
+        return list(have)
+
+    def derived(self, kind: str, path: PathArg, build: Callable[[], T]) -> T:
+        """:func:`derived` in this scope: ``build()`` once per (``kind``, file)."""
+        key = (kind, self.key(path))
+        if key in self.values:
+            return self.values[key]  # type: ignore[return-value]
+        value = build()
+        self.values[key] = value
+        return value
 
     def __enter__(self) -> ReadOnce:
         me = get_ident()
