@@ -45,6 +45,8 @@ __all__ = [
     "read_file",
     "listdir",
     "derived",
+    "current",
+    "read_raw",
     "check_sysfs_root",
     "cstr",
     "strtoul",
@@ -115,6 +117,11 @@ def listdir(path: PathArg) -> list[bytes]:
     return os.listdir(path if isinstance(path, bytes) else os.fsencode(path))
 
 
+def current() -> Optional[ReadOnce]:
+    """The :class:`ReadOnce` in force in this thread, or None."""
+    return _active.get(get_ident()) if _active else None
+
+
 def derived(kind: str, path: PathArg, build: Callable[[], T]) -> T:
     """``build()``, a value made only of what this thread's reads answer about the
     directory ``path`` (its files and listings, through :func:`read_sysfs_file` and
@@ -127,6 +134,13 @@ def derived(kind: str, path: PathArg, build: Callable[[], T]) -> T:
         if memo is not None:
             return memo.derived(kind, path, build)
     return build()
+
+
+def read_raw(path: PathArg, size: int) -> Union[bytes, int]:
+    """What one ``read()`` of at most ``size`` bytes of ``path`` gives, past any
+    :class:`ReadOnce`: the bytes, the errno of the failed open, or minus the errno of
+    the failed read (:func:`read_file`'s answer)."""
+    return _read_raw(path, size)
 
 
 def _read_raw(path: PathArg, size: int, dir_fd: Optional[int] = None) -> Union[bytes, int]:
@@ -176,7 +190,8 @@ class ReadOnce:
     resolved once, one ``readlink`` per component.  Entered again (nested) it is a
     no-op; another thread's reads are not affected."""
 
-    __slots__ = ("files", "dirs", "listings", "values", "_keys", "_entered")
+    __slots__ = ("files", "dirs", "listings", "links", "inputs", "opaque", "values", "_keys",
+                 "_entered")
 
     def __init__(self) -> None:
         #: the file's key (:meth:`key`) -> (what one read gave, or its errno; the size
@@ -186,6 +201,15 @@ class ReadOnce:
         self.dirs: dict[bytes, bytes] = {}
         #: a directory's key -> its names as ``os.listdir`` gave them, or its errno
         self.listings: dict[bytes, Union[list[bytes], int]] = {}
+        #: a directory component :meth:`key` resolved -> its ``readlink`` (the target,
+        #: or the errno: EINVAL for a directory that is no link)
+        self.links: dict[bytes, Union[bytes, int]] = {}
+        #: every other input of the scope (:mod:`sysverbs.ground.inputs`): (kind,
+        #: arguments) -> (how to ask again, what it answered)
+        self.inputs: dict[tuple[object, ...], tuple[Callable[[], object], object]] = {}
+        #: why the scope's answer depends on something not recorded here (a netlink
+        #: answer...): "" when everything it depends on is in the records above
+        self.opaque = ""
         #: (kind, key) -> a value :func:`derived` built from this scope's reads
         self.values: dict[tuple[str, bytes], object] = {}
         #: a path as given (bytes or str) -> its key: the same path is split and
@@ -221,9 +245,15 @@ class ReadOnce:
             else (b"" if base == b"/" else base) + b"/" + name
         try:
             target = os.readlink(here)
-        except (OSError, ValueError):  # not a link (EINVAL), or missing: itself
+        except OSError as e:  # not a link (EINVAL), or missing: itself
+            self.links[here] = e.errno or EIO
             real = here
-        else:  # base holds no link: a relative target's ".." is the real parent
+        except ValueError:  # a NUL byte
+            self.links[here] = EINVAL
+            real = here
+        else:
+            # base holds no link: a relative target's ".." is the real parent
+            self.links[here] = target
             real = self._real(os.path.normpath(os.path.join(base, target)), depth + 1)
         self.dirs[d] = real
         return real
@@ -238,6 +268,7 @@ class ReadOnce:
                 key = self.key(os.path.join(os.readlink(b"/proc/self/fd/%d" % dir_fd),
                                             os.fsencode(path)))
             except (OSError, ValueError):  # no /proc: read it, and keep nothing
+                self.opaque = self.opaque or "a read relative to a directory without /proc"
                 return _read_raw(path, size, dir_fd)
         have = self.files.get(key)
         if have is not None:
