@@ -27,6 +27,7 @@ from ..ground.inputs import changed
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ..ground.sysfs_read import ReadOnce
     from ..model import HostModel
     from .facts import HostFacts
 
@@ -104,6 +105,11 @@ class Steady:
         return replace(facts, collectors=tuple(
             replace(c, duration_seconds=took if i == 0 else 0.0)
             for i, c in enumerate(facts.collectors)))
+
+    @property
+    def reads(self) -> Optional[ReadOnce]:
+        """The read-once scope of the last collection: what a scrape asks again."""
+        return self._last[1].reads if self._last is not None else None
 
     def __call__(self) -> HostFacts:
         start = time.perf_counter()
