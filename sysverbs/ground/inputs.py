@@ -73,11 +73,11 @@ def observe(kind: str, key: object, fn: Callable[[], T]) -> T:
     if have is None:
         have = (fn, _ask(fn))
         memo.inputs[name] = have
-    ok, value = have[1]  # type: ignore[misc]
+    ok, value = have[1]
     if not ok:
         assert isinstance(value, int)
         raise OSError(value, os.strerror(value), key if isinstance(key, (str, bytes)) else None)
-    return value  # type: ignore[no-any-return]
+    return value  # type: ignore[return-value]
 
 
 def _bytes(path: PathArg) -> bytes:
@@ -202,10 +202,8 @@ def changed(reads: ReadOnce) -> Optional[str]:
         if _read_raw(key, size) != data:
             return f"file {os.fsdecode(key)}"
     for name, (fn, answer) in reads.inputs.items():
-        if name[0] == "readlink" and name[1] in links:
-            now = links[name[1]]  # type: ignore[index]
-        else:
-            now = _ask(fn)
-        if not _same(now, answer):  # type: ignore[arg-type]
+        link = links.get(name[1]) if name[0] == "readlink" else None  # type: ignore[call-overload]
+        now = link if link is not None else _ask(fn)
+        if not _same(now, answer):
             return f"{name[0]} {name[1]!r}"
     return None

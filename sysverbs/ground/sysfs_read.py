@@ -206,7 +206,8 @@ class ReadOnce:
         self.links: dict[bytes, Union[bytes, int]] = {}
         #: every other input of the scope (:mod:`sysverbs.ground.inputs`): (kind,
         #: arguments) -> (how to ask again, what it answered)
-        self.inputs: dict[tuple[object, ...], tuple[Callable[[], object], object]] = {}
+        self.inputs: dict[tuple[object, ...],
+                          tuple[Callable[[], object], tuple[bool, object]]] = {}
         #: why the scope's answer depends on something not recorded here (a netlink
         #: answer...): "" when everything it depends on is in the records above
         self.opaque = ""

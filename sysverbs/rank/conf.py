@@ -130,12 +130,14 @@ def nccl_environment(env: Optional[Mapping[str, str]] = None, *, root: Optional[
     elif home is not None:
         files.append(f"{home}/.nccl.conf"[:1023])
     files.append("/etc/nccl.conf")
+    from functools import partial
+
     from ..ground import inputs
 
     for path in files:
         try:
             where = _reroot(root, path)
-            data = inputs.observe("file", where, lambda where=where: _whole(where))
+            data = inputs.observe("file", where, partial(_whole, where))
         except (OSError, ValueError):  # ValueError: a NUL or odd surrogate, only in a
             continue                   # caller's env: no file NCCL could open either
         for name, value in read_conf_file(data, nccl_version=version):
