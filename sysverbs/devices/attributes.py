@@ -420,6 +420,8 @@ def _port(ibdev_path: bytes, number: int) -> PortAttributes:
     gid_indexes = numbered_entries(base + b"/gids")
     for index in gid_indexes:
         text = read_text(base + b"/gids/%d" % index, _SMALL)
+        if text == "0000:0000:0000:0000:0000:0000:0000:0000":
+            continue  # the kernel's unused entry (most of a table): not parsed
         gid = parse_gid(text)
         if gid is None or text is None or int(gid) == 0:
             continue  # the kernel shows unused entries as the zero GID

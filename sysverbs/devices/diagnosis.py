@@ -259,8 +259,6 @@ def _candidates(key: LibraryKey) -> tuple[list[DeviceRecord], list[Skipped], boo
 
 
 def _load(key: LibraryKey) -> tuple[tuple[Provider, ...], tuple[bytes, ...]]:
-    if key.providers == "installed":  # the config files and libraries: not recorded
-        inputs.opaque("the installed providers")
     load = load_for_mode(key.providers, key.release, key.config_dir, os.environ, key.static)
     return tuple(load.providers), tuple(body for body, _ in load.messages)
 
@@ -433,12 +431,10 @@ def _node_reasons(key: LibraryKey, rec: DeviceRecord, probe_open: bool, recorded
             f"(mknod {node} c {major} {minor}) or pass the host's node in.")], found
     effective = os.access in os.supports_effective_ids
     if not inputs.access(path, os.R_OK | os.W_OK, effective_ids=effective):
-        inputs.opaque("the device cgroup's answer")
         if access.access_errno(path) == errno.EPERM:  # the device cgroup, not the node's mode
             return [_reason(*access.cgroup_denied_here(node, major, minor))], found
         return [_access_reason(node, st)], found
     if probe_open:
-        inputs.opaque("opening the device nodes")
         try:
             fd = open_cdev(path, makedev(major, minor) if (major or minor) else 0)
         except OSError as e:

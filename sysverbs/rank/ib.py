@@ -413,7 +413,6 @@ def host_ports(*, open_devices: Optional[bool] = None, gid_tables: bool = False,
     from ..engine import api
     from ..engine.api import resolve
     from ..engine.device import open_device
-    from ..ground import inputs
 
     sysfs = resolve(**options).sysfs_path
     devices = api.get_device_list(**options)
@@ -426,7 +425,6 @@ def host_ports(*, open_devices: Optional[bool] = None, gid_tables: bool = False,
             guid = parse_guid(read_text(ibdev + b"/sys_image_guid")) or 0
             opens = True
             if open_devices:
-                inputs.opaque("opening the devices")  # not recorded
                 try:
                     open_device(dev).close()
                 except OSError:

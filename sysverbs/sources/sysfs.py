@@ -8,7 +8,6 @@ import os
 import stat
 import sys
 
-from ..ground import inputs
 from ..ground.errors import ScanError
 from ..ground.records import DeviceRecord, RecordTuple, abi_number, read_node_type
 from ..ground.sysfs_read import (
@@ -134,9 +133,12 @@ class _Recorded:
     force (:mod:`sysverbs.ground.inputs`): the same answers (a path resolves as the
     descriptor it replaces), recorded so that a later scrape can ask them again."""
 
-    __slots__ = ("class_path", "dev_dir", "dev_fd")
+    __slots__ = ("class_path", "dev_dir", "dev_fd", "io")
 
     def __init__(self, class_path: bytes, root: bytes, dev_dir: bytes) -> None:
+        from ..ground import inputs  # not on the path of the first device list
+
+        self.io = inputs
         if inputs.probe_open(class_path, _DIR_FLAGS):
             raise ScanError(errno.ENOSYS, class_path)
         self.class_path = class_path
@@ -148,7 +150,7 @@ class _Recorded:
 
     def entry(self, name: bytes) -> Optional[bytes]:
         path = self.class_path + b"/" + name
-        return None if inputs.probe_open(path, _DIR_FLAGS) else path
+        return None if self.io.probe_open(path, _DIR_FLAGS) else path
 
     def read(self, entry: bytes, name: bytes, size: int) -> Optional[bytes]:
         return read_sysfs_file(entry + b"/" + name, size)
@@ -157,13 +159,13 @@ class _Recorded:
         pass
 
     def stat_ibdev(self, ibdev_name: bytes, ibdev_path: bytes) -> os.stat_result:
-        return inputs.stat(ibdev_path)
+        return self.io.stat(ibdev_path)
 
     def dev_node(self, name: bytes) -> bool:
         path = self.dev_dir + b"/" + name
         if self.dev_fd and _ACCESS_EFFECTIVE:
-            return inputs.access(path, os.F_OK, effective_ids=True)
-        return inputs.exists(path)
+            return self.io.access(path, os.F_OK, effective_ids=True)
+        return self.io.exists(path)
 
     def close(self) -> None:
         pass
