@@ -49,7 +49,8 @@ class _Host:
     """A materialized fixture read as a tree of this machine (not a recording: the
     rlimit and the rdma_cm probe are read), its snapshots steady and cold."""
 
-    def __init__(self, tree: Path, environ: dict[str, str]) -> None:
+    def __init__(self, tree: Path, environ: dict[str, str], **options: str) -> None:
+        self.options = {"providers": "builtin", "source": "sysfs", **options}
         self.sysfs = tree / "sys"
         self.dev = tree / "dev" / "infiniband"
         #: what puts the module's tree back as it was (run after each test)
@@ -62,8 +63,8 @@ class _Host:
         model = model or HostModel(self.root)
         with model.reading():
             return collect_facts(sysfs_path=str(self.sysfs), dev_dir=str(self.dev),
-                                 providers="builtin", source="sysfs", probe_open=False,
-                                 environ=self.environ, model=model)
+                                 probe_open=False, environ=self.environ, model=model,
+                                 **self.options)  # type: ignore[arg-type]
 
     def port(self, device: str, name: str) -> Path:
         return (self.sysfs / "class" / "infiniband" / device).resolve() / "ports" / "1" / name
@@ -189,11 +190,25 @@ def _recorded() -> bool:
     return False
 
 
-def test_every_input_of_a_snapshot_is_recorded(host: _Host) -> None:
+def test_what_is_not_recorded_is_never_reused(tree: Path) -> None:
+    """RDMA netlink (``source="auto"``: its answers, or whether it answers) is no
+    recorded input: every scrape is a new collection."""
+    host = _Host(tree, {}, source="auto")
+    host.steady()
+    host.steady()
+    assert (host.steady.collected, host.steady.reused) == (2, 0)
+    assert "RDMA netlink" in host.steady.why
+
+
+@pytest.mark.parametrize("providers", ["builtin", "installed"])
+def test_every_input_of_a_snapshot_is_recorded(tree: Path, providers: str) -> None:
     """Every os.open/listdir/scandir/readlink/stat/lstat/access, open(), socket,
     getrlimit and getpwuid of a collection is made by the scope's recorder (or is one
-    of the process inputs Steady compares itself); the scope is not opaque."""
+    of the process inputs Steady compares itself); the scope is not opaque.  With the
+    installed providers, their configuration and libraries are read too."""
     import _socket
+
+    host = _Host(tree, {}, providers=providers)
     import pwd
 
     bypass: list[str] = []
@@ -226,6 +241,8 @@ def test_every_input_of_a_snapshot_is_recorded(host: _Host) -> None:
     assert [c.success for c in facts.collectors] == [True, True, True]
     assert bypass == [], f"{len(bypass)} calls past the recorder, first: {bypass[:5]}"
     assert model.reads.opaque == ""
+    kinds = {kind for kind, _ in model.reads.inputs}
+    assert ("installed providers" in kinds) == (providers == "installed")
     assert len(model.reads.files) > 500 and model.reads.inputs and model.reads.listings
 
 
