@@ -24,7 +24,9 @@ import stat as stat_mod
 from errno import EINVAL, EIO
 
 from .sysfs_read import ReadOnce, current
-from .sysfs_read import read_raw as _read_raw
+
+#: how :func:`~sysverbs.ground.sysfs_read.read_sysfs_file` opens a file
+_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -189,21 +191,46 @@ def changed(reads: ReadOnce) -> Optional[str]:
     answers as it did, else what answers differently (the first found)."""
     if reads.opaque:
         return reads.opaque
+    readlink, listdir, open_, read, close = os.readlink, os.listdir, os.open, os.read, os.close
     links: dict[bytes, tuple[bool, object]] = {}  # a link asked twice is asked once
     for here, target in reads.links.items():
-        now = _ask(lambda: os.readlink(here))  # noqa: B023 (called at once)
-        links[here] = now
-        if now[1] != target:
+        now: object
+        try:
+            now = readlink(here)
+            links[here] = (True, now)
+        except OSError as e:
+            now = e.errno or EIO
+            links[here] = (False, now)
+        except ValueError:  # a NUL byte
+            now = EINVAL
+            links[here] = (False, now)
+        if now != target:
             return f"link {os.fsdecode(here)}"
     for d, names in reads.listings.items():
-        if _ask(lambda: os.listdir(d))[1] != names:  # noqa: B023
+        try:
+            now = listdir(d)
+        except OSError as e:
+            now = e.errno or EIO
+        if now != names:
             return f"directory {os.fsdecode(d)}"
-    for key, (data, size) in reads.files.items():
-        if _read_raw(key, size) != data:
+    for key, (data, size) in reads.files.items():  # _read_raw's steps, inline: the most
+        try:                                        # numerous inputs
+            fd = open_(key, _FLAGS)
+        except OSError as e:
+            now = e.errno or EIO
+        except ValueError:  # a NUL byte
+            now = EINVAL
+        else:
+            try:
+                now = read(fd, size)
+            except OSError as e:
+                now = -(e.errno or EIO)
+            finally:
+                close(fd)
+        if now != data:
             return f"file {os.fsdecode(key)}"
     for name, (fn, answer) in reads.inputs.items():
         link = links.get(name[1]) if name[0] == "readlink" else None  # type: ignore[call-overload]
-        now = link if link is not None else _ask(fn)
-        if not _same(now, answer):
+        if not _same(link if link is not None else _ask(fn), answer):
             return f"{name[0]} {name[1]!r}"
     return None
