@@ -172,6 +172,52 @@ def test_environment_changed(host: _Host) -> None:
     assert after.nccl_devices == (("mlx5_1", 1),) and len(before.nccl_devices) > 1
 
 
+def test_the_exporter_answers_an_unchanged_host_again_and_sees_a_change(host: _Host,
+                                                                       tmp_path: Path) -> None:
+    """The real ``sysverbs metrics --textfile DIR --interval`` as the DaemonSet reads
+    (``--source sysfs --no-open``): its rewrites of an unchanged host are the last
+    snapshot again (topology's duration 0), and a GID added shows on a later one."""
+    import signal
+    import subprocess
+    import time
+
+    from tests import prom
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    for name in ("SYSFS_PATH", "NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_CONF_FILE"):
+        env.pop(name, None)
+    page = tmp_path / "sysverbs.prom"
+    topology = ("sysverbs_collector_duration_seconds", frozenset({("collector", "topology")}))
+    gids = ("sysverbs_rdma_port_gids",
+            frozenset({("device", "irdma0"), ("port", "1"), ("gid_type", "roce_v2")}))
+
+    def until(want: Callable[[dict[Any, float]], bool]) -> dict[Any, float]:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                found = {(n, labels): v for n, labels, v in prom.samples(page.read_text())}
+            except (OSError, ValueError):  # not written yet
+                found = {}
+            if found and want(found):
+                return found
+            time.sleep(0.02)
+        raise AssertionError(f"not seen in 60 s: {page.read_text()[:200]}")
+
+    p = subprocess.Popen([sys.executable, "-m", "sysverbs", "metrics", "--sysfs-path",
+                          str(host.sysfs), "--dev-dir", str(host.dev), "--source", "sysfs",
+                          "--no-open", "--textfile", str(tmp_path), "--interval", "0.1"],
+                         stderr=subprocess.PIPE, env=env)
+    try:
+        until(lambda s: s[topology] == 0.0 and s[gids] == 1.0)  # the last snapshot again
+        _write(host, host.port("irdma0", "gids/2"), "fe80:0000:0000:0000:6efe:54ff:fe9c:5c4a\n")
+        _write(host, host.port("irdma0", "gid_attrs/types/2"), "RoCE v2\n")
+        until(lambda s: s[gids] == 2.0)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
+    assert p.returncode == 0
+
+
 # ------------------------------------------------------------------- the guard
 
 _RECORDERS = {inputs._ask.__code__, sysfs_read._read_raw.__code__,  # noqa: SLF001
