@@ -248,14 +248,17 @@ def test_what_is_not_recorded_is_never_reused(tree: Path) -> None:
 
 @pytest.mark.parametrize("providers", ["builtin", "installed"])
 def test_every_input_of_a_snapshot_is_recorded(tree: Path, providers: str) -> None:
-    """Every os.open/listdir/scandir/readlink/stat/lstat/access, open(), socket,
-    getrlimit and getpwuid of a collection is made by the scope's recorder (or is one
-    of the process inputs Steady compares itself); the scope is not opaque.  With the
-    installed providers, their configuration and libraries are read too."""
+    """Every os.open/listdir/scandir/readlink/stat/lstat/access (os.path's functions
+    call them), open() and io.open() (pathlib's), socket, getrlimit and getpwuid of a
+    collection is made by the scope's recorder (or is one of the process inputs Steady
+    compares itself); the scope is not opaque.  With the installed providers, their
+    configuration and libraries are read too."""
     import _socket
+    import io
+    import pwd
+    import socket
 
     host = _Host(tree, {}, providers=providers)
-    import pwd
 
     bypass: list[str] = []
 
@@ -273,7 +276,9 @@ def test_every_input_of_a_snapshot_is_recorded(tree: Path, providers: str) -> No
     patches = [mock.patch.object(os, n, spy(n, getattr(os, n)))
                for n in ("open", "listdir", "scandir", "readlink", "stat", "lstat", "access")]
     patches += [mock.patch.object(builtins, "open", spy("open()", builtins.open)),
+                mock.patch.object(io, "open", spy("open()", io.open)),  # pathlib's
                 mock.patch.object(_socket, "socket", spy("socket", _socket.socket)),
+                mock.patch.object(socket, "socket", spy("socket", socket.socket)),
                 mock.patch.object(resource, "getrlimit", spy("getrlimit", resource.getrlimit)),
                 mock.patch.object(pwd, "getpwuid", spy("getpwuid", pwd.getpwuid))]
     host.environ["HOME"] = str(host.sysfs.parent)  # NCCL's ~/.nccl.conf: a read too
