@@ -23,10 +23,7 @@ import os
 import stat as stat_mod
 from errno import EINVAL, EIO
 
-from .sysfs_read import ReadOnce, current
-
-#: how :func:`~sysverbs.ground.sysfs_read.read_sysfs_file` opens a file
-_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+from .sysfs_read import READ_FLAGS, ReadOnce, current
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -215,7 +212,7 @@ def changed(reads: ReadOnce) -> Optional[str]:
             return f"directory {os.fsdecode(d)}"
     for key, (data, size) in reads.files.items():  # _read_raw's steps, inline: the most
         try:                                        # numerous inputs
-            fd = open_(key, _FLAGS)
+            fd = open_(key, READ_FLAGS)
         except OSError as e:
             now = e.errno or EIO
         except ValueError:  # a NUL byte

@@ -46,7 +46,7 @@ __all__ = [
     "listdir",
     "derived",
     "current",
-    "read_raw",
+    "READ_FLAGS",
     "check_sysfs_root",
     "cstr",
     "strtoul",
@@ -81,7 +81,8 @@ PATH_MAX_IBV = 256
 #: ``IBV_SYSFS_NAME_MAX``: a name must be shorter than this many bytes.
 NAME_MAX_IBV = 64
 
-_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+#: How a file is opened to be read (``O_NONBLOCK``: a FIFO in a broken tree cannot hang).
+READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def read_sysfs_file(path: PathArg, size: int, dir_fd: Optional[int] = None) -> Optional[bytes]:
@@ -136,18 +137,12 @@ def derived(kind: str, path: PathArg, build: Callable[[], T]) -> T:
     return build()
 
 
-def read_raw(path: PathArg, size: int) -> Union[bytes, int]:
-    """What one ``read()`` of at most ``size`` bytes of ``path`` gives, past any
-    :class:`ReadOnce`: the bytes, the errno of the failed open, or minus the errno of
-    the failed read (:func:`read_file`'s answer)."""
-    return _read_raw(path, size)
-
-
 def _read_raw(path: PathArg, size: int, dir_fd: Optional[int] = None) -> Union[bytes, int]:
     """One ``read()`` of at most ``size`` bytes; the errno when the open fails (EINVAL
     for a path that holds a NUL byte), minus the errno when the read does."""
     try:
-        fd = os.open(path, _FLAGS) if dir_fd is None else os.open(path, _FLAGS, dir_fd=dir_fd)
+        fd = (os.open(path, READ_FLAGS) if dir_fd is None
+              else os.open(path, READ_FLAGS, dir_fd=dir_fd))
     except OSError as e:
         return e.errno or EIO
     except ValueError:
