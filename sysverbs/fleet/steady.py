@@ -72,7 +72,7 @@ class Steady:
         self._collect = collect
         self._new_model = new_model
         self._environ = environ
-        self._last: Optional[tuple[HostFacts, HostModel, tuple[object, ...]]] = None
+        self._last: Optional[tuple[HostFacts, ReadOnce, tuple[object, ...]]] = None
         self.reused = 0
         self.collected = 0
         self.why = ""
@@ -84,7 +84,7 @@ class Steady:
         if self._last is None:
             self.why = "first"
             return None
-        facts, model, process = self._last
+        facts, reads, process = self._last
         failed = [c.name for c in facts.collectors if not c.success]
         if failed:
             self.why = f"the {failed[0]} part failed"
@@ -97,7 +97,7 @@ class Steady:
         except OSError:
             self.why = "no sysfs tree"
             return None
-        why = changed(model.reads)
+        why = changed(reads)
         if why is not None:
             self.why = why
             return None
@@ -109,7 +109,7 @@ class Steady:
     @property
     def reads(self) -> Optional[ReadOnce]:
         """The read-once scope of the last collection: what a scrape asks again."""
-        return self._last[1].reads if self._last is not None else None
+        return self._last[1] if self._last is not None else None
 
     def __call__(self) -> HostFacts:
         start = time.perf_counter()
@@ -121,6 +121,7 @@ class Steady:
         model = self._new_model()
         with model.reading():
             facts = self._collect(model)
-        self._last = (facts, model, process)
+        model.reads.records_only()  # the model's parts and caches are not kept
+        self._last = (facts, model.reads, process)
         self.collected += 1
         return facts

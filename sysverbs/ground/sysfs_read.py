@@ -185,8 +185,7 @@ class ReadOnce:
     resolved once, one ``readlink`` per component.  Entered again (nested) it is a
     no-op; another thread's reads are not affected."""
 
-    __slots__ = ("files", "dirs", "listings", "links", "inputs", "opaque", "values", "_keys",
-                 "_entered")
+    __slots__ = ("files", "dirs", "listings", "links", "inputs", "opaque", "values", "_entered")
 
     def __init__(self) -> None:
         #: the file's key (:meth:`key`) -> (what one read gave, or its errno; the size
@@ -208,26 +207,18 @@ class ReadOnce:
         self.opaque = ""
         #: (kind, key) -> a value :func:`derived` built from this scope's reads
         self.values: dict[tuple[str, bytes], object] = {}
-        #: a path as given (bytes or str) -> its key: the same path is split and
-        #: resolved once
-        self._keys: dict[PathArg, bytes] = {}
         #: per ``with``, in this thread: whether it made this one the thread's
         self._entered: list[tuple[int, bool]] = []
 
     def key(self, path: PathArg) -> bytes:
         """``path`` (absolute) with the links of its directory resolved."""
-        got = self._keys.get(path)
-        if got is not None:
-            return got
         raw = path if isinstance(path, bytes) else os.fsencode(path)
-        relative = not raw.startswith(b"/")
-        if relative:
+        if raw[:1] != b"/":
             raw = os.path.abspath(raw)
-        head, name = os.path.split(raw)
-        got = self._real(head, 0) + b"/" + name
-        if not relative:  # a relative path's key follows the working directory
-            self._keys[path] = got
-        return got
+        head, _, name = raw.rpartition(b"/")  # os.path.split's answer, but for "//"
+        if not head or head[-1:] == b"/":
+            head, name = os.path.split(raw)
+        return self._real(head, 0) + b"/" + name
 
     def _real(self, d: bytes, depth: int) -> bytes:
         got = self.dirs.get(d)
@@ -300,6 +291,13 @@ class ReadOnce:
         value = build()
         self.values[key] = value
         return value
+
+    def records_only(self) -> None:
+        """Forget what only the scope's own reads use (the directories resolved, the
+        derived values), keeping its records: for a finished scope kept to be asked
+        again (:func:`sysverbs.ground.inputs.changed`)."""
+        self.dirs.clear()
+        self.values.clear()
 
     def __enter__(self) -> ReadOnce:
         me = get_ident()
