@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
     from ..fleet.facts import HostFacts
+    from ..model import HostModel
 
 __all__ = ["register", "run", "listen_address", "max_age"]
 
@@ -188,19 +189,22 @@ def run(args: argparse.Namespace, opts: dict[str, Any]) -> int:
         return 1
     proc = args.host_root.proc_path
 
-    def collect() -> HostFacts:  # one host model per snapshot, each file read once
-        model = fresh_model(args)
+    def collect_with(model: HostModel) -> HostFacts:  # each file read once
         with model.reading():
             return collect_facts(gpu_links=not args.no_gpu_links, proc_path=proc,
                                  recorded=args.fixture is not None,
                                  probe_open=not args.no_open, conf_root=args.conf_root,
                                  model=model, **opts)
 
-    if args.listen is not None:
-        return _serve(args, collect)
-    if args.textfile is not None:
-        return _textfile(args, collect)
-    facts = collect()
+    if args.listen is not None or args.textfile is not None:
+        from ..fleet.steady import Steady
+
+        # a scrape asks again what the last snapshot read; a new one when any changed
+        steady = Steady(collect_with, lambda: fresh_model(args))
+        if args.listen is not None:
+            return _serve(args, steady)
+        return _textfile(args, steady)
+    facts = collect_with(fresh_model(args))
     problems = _problems(facts)
     for text in problems:
         warning("metrics", text)

@@ -162,6 +162,9 @@ def access_errno(path: bytes) -> int:
     import ctypes
     import errno
 
+    from ..ground.inputs import opaque
+
+    opaque("the device cgroup's answer")  # not recorded
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         ret = libc.faccessat(-100, path, os.R_OK | os.W_OK, 0x200)  # AT_FDCWD, AT_EACCESS

@@ -345,8 +345,10 @@ def resolve_ibdev(device: DeviceArg, sysfs_path: Optional[PathArg] = None) -> tu
 def numbered_entries(path: bytes) -> list[int]:
     """The entries of a directory whose names are decimal numbers, sorted (a missing or
     unreadable directory has none)."""
+    from ..ground.sysfs_read import listdir
+
     try:
-        names = os.listdir(path)
+        names = listdir(path)
     except (OSError, ValueError):
         return []
     out = []
@@ -454,6 +456,8 @@ def _port(ibdev_path: bytes, number: int) -> PortAttributes:
     gid_indexes = numbered_entries(base + b"/gids")
     for index in gid_indexes:
         text = read_text(base + b"/gids/%d" % index, _SMALL)
+        if text == "0000:0000:0000:0000:0000:0000:0000:0000":
+            continue  # the kernel's unused entry (most of a table): not parsed
         gid = parse_gid(text)
         if gid is None or text is None or int(gid) == 0:
             continue  # the kernel shows unused entries as the zero GID
@@ -505,7 +509,16 @@ def device_attributes(
     up in ``<sysfs_path>/class/infiniband``; default: the effective sysfs root) or the
     path of an IB device directory.
     """
+    from ..ground.sysfs_read import derived
+
     ibdev_path, name = resolve_ibdev(device, sysfs_path)
+    # made of the reads alone: once per device in a read-once scope (the diagnosis, the
+    # device's location and the fleet's facts each ask for it)
+    return derived("device_attributes", ibdev_path + b"/",
+                   lambda: _device_attributes(ibdev_path, name))
+
+
+def _device_attributes(ibdev_path: bytes, name: bytes) -> DeviceAttributes:
     raw: dict[str, Optional[str]] = {}
     for attr in ("node_type", "node_guid", "sys_image_guid", "fw_ver", "hw_rev", "hca_type",
                  "board_id", "node_desc", "parent"):

@@ -52,10 +52,11 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..engine.api import resolve
 from ..engine.device import makedev, open_cdev
 from ..engine.devlist import AUTO_ORDER, MAX_ABI, MIN_ABI, scan_source
+from ..ground import inputs
 from ..ground.errors import SourceUnavailable, WrongTypeError
 from ..ground.hostroot import DEFAULT_DEV_DIR
 from ..ground.records import DeviceRecord
-from ..ground.sysfs_read import cstr
+from ..ground.sysfs_read import cstr, listdir
 from ..providers.drivers import load_for_mode
 from ..providers.matching import DEV_PATH_TOO_LONG, PROVIDER_ABI, explain_match, modalias_of
 from ..providers.table import Provider, latest_release, pabi_for, provider_dir, provider_table
@@ -329,11 +330,11 @@ def _not_installed(prov: Provider, key: LibraryKey, messages: tuple[bytes, ...])
     lib = f"lib{prov.library}-rdmav{pabi_for(key.release)}.so"
     path = os.path.join(provider_dir(), lib)
     said = [os.fsdecode(m).strip() for m in messages if lib.encode() in m]
-    if not os.path.isdir(key.config_dir):
+    if not inputs.isdir(key.config_dir):
         text = (f"The {prov.name} provider is not enabled: the provider config directory "
                 f"{_fs(key.config_dir)} does not exist; install ibverbs-providers "
                 "(Debian/Ubuntu) or rdma-core (RHEL, Fedora, SUSE).")
-    elif os.path.exists(path):
+    elif inputs.exists(path):
         text = (f"The {prov.name} provider ({path}) is installed but not enabled: "
                 f"{_fs(key.config_dir)} has no file with the line 'driver {prov.library}'.")
     else:
@@ -405,7 +406,7 @@ def _node_reasons(key: LibraryKey, rec: DeviceRecord, probe_open: bool, recorded
     node = _fs(path)
     major, minor = rec.cdev
     try:
-        st = os.stat(path)
+        st = inputs.stat(path)
     except (OSError, ValueError):
         return [_no_dev_node(key, rec.dev_name, recorded)], None
     if recorded and stat.S_ISREG(st.st_mode):
@@ -429,7 +430,7 @@ def _node_reasons(key: LibraryKey, rec: DeviceRecord, probe_open: bool, recorded
             f"says {major}:{minor}, so opening the device fails: recreate the node "
             f"(mknod {node} c {major} {minor}) or pass the host's node in.")], found
     effective = os.access in os.supports_effective_ids
-    if not os.access(path, os.R_OK | os.W_OK, effective_ids=effective):
+    if not inputs.access(path, os.R_OK | os.W_OK, effective_ids=effective):
         if access.access_errno(path) == errno.EPERM:  # the device cgroup, not the node's mode
             return [_reason(*access.cgroup_denied_here(node, major, minor))], found
         return [_access_reason(node, st)], found
@@ -492,7 +493,7 @@ def _recorded_note(key: LibraryKey) -> Reason:
             "(plain files), so each listed device shows the node the recording has, and "
             "none is opened. This process's RLIMIT_MEMLOCK is not the recorded host's: "
             "not checked.")
-    if not os.path.isdir(key.sysfs_root + b"/class/misc"):
+    if not inputs.isdir(key.sysfs_root + b"/class/misc"):
         text += " The recording has no class/misc: librdmacm's rdma_cm not checked."
     return _reason("recorded_host", text)
 
@@ -514,15 +515,15 @@ def _host_reasons(key: LibraryKey, any_device: bool, recorded: bool) -> list[Rea
             f"{RDMA_USER_CM_MIN_ABI_VERSION} to {RDMA_USER_CM_MAX_ABI_VERSION}, so "
             "rdma_get_devices() fails with EPERM: use a matching rdma-core."))
     misc = key.sysfs_root + b"/class/misc/rdma_cm"
-    if recorded and not os.path.isdir(key.sysfs_root + b"/class/misc"):
+    if recorded and not inputs.isdir(key.sysfs_root + b"/class/misc"):
         return out  # the recording does not cover misc devices (the recorded_host note)
     node = _node_path(key, b"rdma_cm", recorded)
-    if not os.path.isdir(misc):
+    if not inputs.isdir(misc):
         out.append(_reason(
             "no_rdma_cm",
             "The rdma_ucm module is not loaded (no class/misc/rdma_cm): librdmacm "
             "(rdma_cm, RDMA connections) needs it: modprobe rdma_ucm."))
-    elif not os.path.exists(key.dev_dir + b"/rdma_cm"):
+    elif not inputs.exists(key.dev_dir + b"/rdma_cm"):
         said = f"The recording has no {node}" if recorded else f"{node} does not exist"
         out.append(_reason(
             "no_rdma_cm",
@@ -562,7 +563,7 @@ def diagnose(*, probe_open: bool = True, recorded: bool = False,
 
     ib_dir = root + b"/class/infiniband"
     try:
-        kernel_names = [n for n in os.listdir(ib_dir) if not n.startswith(b".")]
+        kernel_names = [n for n in listdir(ib_dir) if not n.startswith(b".")]
     except (OSError, ValueError):
         kernel_names = []
         host.append(_reason(
@@ -679,7 +680,7 @@ def diagnose(*, probe_open: bool = True, recorded: bool = False,
                 why, node = _node_reasons(key, rec, probe_open, recorded)
                 reasons.extend(why)
         ibdev_path = ib_dir + b"/" + name
-        if name and b"/" not in name and os.path.isdir(ibdev_path):
+        if name and b"/" not in name and inputs.isdir(ibdev_path):
             reasons.extend(_port_reasons(ibdev_path))
             reasons.extend(_reason("unknown", u.message(_fs(name)), u.port)
                            for u in unknown_files(ibdev_path))
@@ -688,7 +689,7 @@ def diagnose(*, probe_open: bool = True, recorded: bool = False,
         out.append(Diagnosis(_fs(name), usable, provider, tuple(reasons), listed, uverbs,
                              node))
     out.sort(key=lambda d: _natural(d.name))
-    if not out and os.path.isdir(ib_dir):
+    if not out and inputs.isdir(ib_dir):
         host.insert(0, _reason(
             "no_kernel_support",
             f"The kernel shows no RDMA devices ({_fs(ib_dir)} is empty): no adapter has an "

@@ -225,8 +225,10 @@ def _int(text: Optional[str]) -> Optional[int]:
 
 def _link_name(path: bytes) -> Optional[str]:
     """The last component of a symlink's target (``driver`` -> ``mlx5_core``), or None."""
+    from ..ground import inputs
+
     try:
-        target = os.readlink(path)
+        target = inputs.readlink(path)
     except (OSError, ValueError):
         return None
     name = os.path.basename(target.rstrip(b"/"))
@@ -234,8 +236,10 @@ def _link_name(path: bytes) -> Optional[str]:
 
 
 def _listdir(path: bytes) -> list[bytes]:
+    from ..ground.sysfs_read import listdir
+
     try:
-        return sorted(n for n in os.listdir(path) if not n.startswith(b"."))
+        return sorted(n for n in listdir(path) if not n.startswith(b"."))
     except (OSError, ValueError):
         return []
 
@@ -320,9 +324,11 @@ def _auxiliary(parent: Optional[bytes], subsystem: Optional[str]) -> Optional[Au
 
 def _netdev(root: Optional[bytes], net_dir: Optional[bytes], name: str, port: int,
             via: str) -> Netdev:
+    from ..ground import inputs
+
     base: Optional[bytes] = None
     enc = os.fsencode(name)
-    if net_dir is not None and os.path.isdir(net_dir + b"/" + enc):
+    if net_dir is not None and inputs.isdir(net_dir + b"/" + enc):
         base = net_dir + b"/" + enc
     elif root is not None and b"/" not in enc:
         base = root + b"/class/net/" + enc
@@ -345,9 +351,11 @@ def _ipoib_guid(address: Optional[str]) -> Optional[int]:
 
 def _char_node(dev_dir: bytes, name: bytes, dev: Optional[tuple[int, int]]
                ) -> tuple[str, bool, bool, bool]:
+    from ..ground import inputs
+
     node = dev_dir + b"/" + name
     try:
-        st = os.stat(node)
+        st = inputs.stat(node)
     except (OSError, ValueError):
         return os.fsdecode(node), False, False, False
     is_chr = stat.S_ISCHR(st.st_mode)
@@ -434,8 +442,10 @@ def _char_devices(root: Optional[bytes], ibdev_path: bytes, name: bytes, dev_dir
             port = _int(read_text(path + b"/port", 32))
             out.append(CharDevice(kind, os.fsdecode(entry), port, dev, None,
                                   *_char_node(dev_dir, entry, dev)))
+        from ..ground import inputs
+
         cm = root + b"/class/misc/rdma_cm"
-        if os.path.isdir(cm):
+        if inputs.isdir(cm):
             dev = _dev_of(cm)
             abi_text = read_text(cm + b"/abi_version", 8)
             out.append(CharDevice("rdma_cm", "rdma_cm", None, dev, _int(abi_text),
@@ -445,10 +455,12 @@ def _char_devices(root: Optional[bytes], ibdev_path: bytes, name: bytes, dev_dir
 
 def _parent(ibdev_path: bytes) -> Optional[bytes]:
     """The device directory an IB device hangs on (``device`` resolved), or None."""
-    if not os.path.lexists(ibdev_path + b"/device"):
+    from ..ground import inputs
+
+    if not inputs.lexists(ibdev_path + b"/device"):
         return None
-    parent = os.path.realpath(ibdev_path + b"/device")
-    return parent if os.path.isdir(parent) else None
+    parent = inputs.realpath(ibdev_path + b"/device")
+    return parent if inputs.isdir(parent) else None
 
 
 def _ipoib_names(parent_net: list[tuple[bytes, bytes]], guid: Optional[int]) -> list[str]:
@@ -489,6 +501,7 @@ def device_location(
     directories' reads with other calls (default: the one entered, if any).
     """
     from ..engine.device import Device
+    from ..ground import inputs
 
     if scan is not None and not isinstance(scan, LocationScan):
         raise WrongTypeError(f"scan is a LocationScan, not {type(scan).__name__}")
@@ -506,7 +519,7 @@ def device_location(
     vf_devs: list[str] = []
     if pci_dir is not None and pci is not None:
         if pci.physfn is not None:
-            pf_devs = _rdma_devices_of(os.path.realpath(pci_dir + b"/physfn"))
+            pf_devs = _rdma_devices_of(inputs.realpath(pci_dir + b"/physfn"))
         for vf in pci.virtfns:
             vf_devs.extend(_rdma_devices_of(os.path.dirname(pci_dir) + b"/" + os.fsencode(vf)))
 

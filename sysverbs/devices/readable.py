@@ -28,8 +28,9 @@ import errno
 import os
 import re
 
+from ..ground import inputs
 from ..ground.records import FrozenRecord, init
-from ..ground.sysfs_read import read_file
+from ..ground.sysfs_read import listdir, read_file
 
 # Light on purpose: sysverbs topo (placement's read_host) checks its files with this
 # module and imports neither typing, dataclasses nor the attributes' module
@@ -152,11 +153,11 @@ def unknown_files(ibdev_path: Union[str, bytes]) -> list[UnknownFile]:
     used.  Never raises on the tree's content."""
     base = os.fsencode(ibdev_path)
     out: list[UnknownFile] = []
-    if not os.path.isdir(base):  # no device directory: the other verdicts say so
+    if not inputs.isdir(base):  # no device directory: the other verdicts say so
         return out
     _check(base, _DEVICE, None, out)
     try:
-        ports = sorted(int(n) for n in os.listdir(base + b"/ports")
+        ports = sorted(int(n) for n in listdir(base + b"/ports")
                        if n.isdigit() and n.isascii() and len(n) < 10)
     except (OSError, ValueError):  # no ports directory, or one this user cannot list
         ports = []
@@ -171,6 +172,6 @@ def unknown_pci_files(pci_dir: Union[str, bytes]) -> list[UnknownFile]:
     its ``numa_node`` and ``local_cpulist``, the files placement rests on."""
     base = os.fsencode(pci_dir)
     out: list[UnknownFile] = []
-    if os.path.exists(base + b"/numa_node") or os.path.exists(base + b"/local_cpulist"):
+    if inputs.exists(base + b"/numa_node") or inputs.exists(base + b"/local_cpulist"):
         _check(base, _PCI, None, out)
     return out

@@ -292,6 +292,9 @@ class Context:
 def open_cdev(path: bytes, cdev: int) -> int:
     """``open(path, O_RDWR|O_CLOEXEC)``, which must be a character device numbered
     ``cdev`` (any number when 0), else ENOENT (``init.c: ibv_open_device``)."""
+    from ..ground.inputs import opaque
+
+    opaque("opening a device")  # what the kernel's driver answers: not recorded
     fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)

@@ -52,7 +52,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from ..devices.diagnosis import CODES
+from ..ground import inputs
 from ..ground.hostroot import HostRoot
+from ..ground.sysfs_read import listdir
 from ..model import HostModel
 
 if TYPE_CHECKING:
@@ -364,7 +366,7 @@ def _read_device(name: str, opts: Options, devices: str, listed: Optional[bool],
     from ..devices.location import device_location
 
     ibdev = os.path.join(opts.sysfs_path, "class", "infiniband", name)
-    if not os.path.isdir(ibdev):  # a uverbs entry naming a device the kernel lacks
+    if not inputs.isdir(ibdev):  # a uverbs entry naming a device the kernel lacks
         return DeviceFacts(name, listed, usable, reasons, provider, "", "", "", "", "", "",
                            ())
     attrs = device_attributes(ibdev)
@@ -389,8 +391,8 @@ def _read_device(name: str, opts: Options, devices: str, listed: Optional[bool],
 
 def _kernel_names(sysfs: str) -> list[str]:
     try:
-        return sorted(n for n in os.listdir(os.path.join(sysfs, "class", "infiniband"))
-                      if not n.startswith("."))
+        return sorted(os.fsdecode(n) for n in listdir(os.path.join(sysfs, "class", "infiniband"))
+                      if not n.startswith(b"."))
     except (OSError, ValueError):
         return []
 
@@ -400,17 +402,12 @@ def _rdma_cm(opts: Options, host_reasons: tuple[str, ...], recorded: bool) -> bo
     ``/dev`` node, opened read-write on a live host (a recording's stand-in counts)."""
     if "rdma_cm_abi" in host_reasons or "no_rdma_cm" in host_reasons:
         return False
-    if not os.path.isdir(os.path.join(opts.sysfs_path, "class", "misc", "rdma_cm")):
+    if not inputs.isdir(os.path.join(opts.sysfs_path, "class", "misc", "rdma_cm")):
         return False
     node = os.path.join(opts.dev_dir, "rdma_cm")
     if recorded:
-        return os.path.exists(node)
-    try:
-        fd = os.open(node, os.O_RDWR | os.O_CLOEXEC)
-    except OSError:
-        return False
-    os.close(fd)
-    return True
+        return inputs.exists(node)
+    return inputs.probe_open(node, os.O_RDWR) == 0
 
 
 def memlock_limit() -> float:
@@ -448,7 +445,7 @@ def _discover(out: _Discovery, opts: Options, options: Mapping[str, object],
         failure = e
     by_name = {d.name: d for d in diagnosis} if diagnosis is not None else {}
     names = list(by_name) + [n for n in _kernel_names(opts.sysfs_path) if n not in by_name]
-    devices = os.path.realpath(os.path.join(opts.sysfs_path, "devices"))
+    devices = os.fsdecode(inputs.realpath(os.path.join(opts.sysfs_path, "devices")))
     with LocationScan():  # the char-device directories read once, not once per device
         out.devices = tuple(_device(n, opts, devices, by_name.get(n)) for n in names)
     if diagnosis is not None:

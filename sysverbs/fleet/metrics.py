@@ -158,7 +158,9 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "sysverbs_collector_duration_seconds": (
         "gauge", "How long the collector took in the snapshot this page shows (sysverbs "
         "metrics --listen answers the scrapes less than --max-age seconds, 5 by default, "
-        "after a snapshot with that snapshot)", ("collector",)),
+        "after a snapshot with that snapshot; on a scrape that found none of the last "
+        "snapshot's inputs changed and gave it again, discovery is the time asking them "
+        "and the others 0)", ("collector",)),
 }
 #: Every family name, in the order they are written.
 FAMILY_NAMES = tuple(_FAMILIES)

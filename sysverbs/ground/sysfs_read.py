@@ -34,14 +34,19 @@ from errno import EINVAL, EIO
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional, Union
+    from typing import Callable, Optional, TypeVar, Union
 
     PathArg = Union[bytes, str]
+    T = TypeVar("T")
 
 __all__ = [
     "read_sysfs_file",
     "ReadOnce",
     "read_file",
+    "listdir",
+    "derived",
+    "current",
+    "READ_FLAGS",
     "check_sysfs_root",
     "cstr",
     "strtoul",
@@ -76,7 +81,8 @@ PATH_MAX_IBV = 256
 #: ``IBV_SYSFS_NAME_MAX``: a name must be shorter than this many bytes.
 NAME_MAX_IBV = 64
 
-_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+#: How a file is opened to be read (``O_NONBLOCK``: a FIFO in a broken tree cannot hang).
+READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def read_sysfs_file(path: PathArg, size: int, dir_fd: Optional[int] = None) -> Optional[bytes]:
@@ -101,11 +107,42 @@ def read_file(path: PathArg, size: int) -> Union[bytes, int]:
     return _read_raw(path, size)
 
 
+def listdir(path: PathArg) -> list[bytes]:
+    """``os.listdir(path)`` as bytes names (``OSError`` as it raises); inside a
+    :class:`ReadOnce` of this thread each directory is listed once, as each file is read
+    once: every reader of the invocation sees one listing of it."""
+    if _active:
+        memo = _active.get(get_ident())
+        if memo is not None:
+            return memo.listdir(path)
+    return os.listdir(path if isinstance(path, bytes) else os.fsencode(path))
+
+
+def current() -> Optional[ReadOnce]:
+    """The :class:`ReadOnce` in force in this thread, or None."""
+    return _active.get(get_ident()) if _active else None
+
+
+def derived(kind: str, path: PathArg, build: Callable[[], T]) -> T:
+    """``build()``, a value made only of what this thread's reads answer about the
+    directory ``path`` (its files and listings, through :func:`read_sysfs_file` and
+    :func:`listdir`); inside a :class:`ReadOnce` it is built once per (``kind``, file)
+    and kept: the reads it is made of answer the same for the scope's whole life, so a
+    second build would give the same value (``device_attributes()`` of one device, asked
+    for by the diagnosis, the fleet's facts and the device's location)."""
+    if _active:
+        memo = _active.get(get_ident())
+        if memo is not None:
+            return memo.derived(kind, path, build)
+    return build()
+
+
 def _read_raw(path: PathArg, size: int, dir_fd: Optional[int] = None) -> Union[bytes, int]:
     """One ``read()`` of at most ``size`` bytes; the errno when the open fails (EINVAL
     for a path that holds a NUL byte), minus the errno when the read does."""
     try:
-        fd = os.open(path, _FLAGS) if dir_fd is None else os.open(path, _FLAGS, dir_fd=dir_fd)
+        fd = (os.open(path, READ_FLAGS) if dir_fd is None
+              else os.open(path, READ_FLAGS, dir_fd=dir_fd))
     except OSError as e:
         return e.errno or EIO
     except ValueError:
@@ -148,7 +185,7 @@ class ReadOnce:
     resolved once, one ``readlink`` per component.  Entered again (nested) it is a
     no-op; another thread's reads are not affected."""
 
-    __slots__ = ("files", "dirs", "_entered")
+    __slots__ = ("files", "dirs", "listings", "links", "inputs", "opaque", "values", "_entered")
 
     def __init__(self) -> None:
         #: the file's key (:meth:`key`) -> (what one read gave, or its errno; the size
@@ -156,15 +193,31 @@ class ReadOnce:
         self.files: dict[bytes, tuple[Union[bytes, int], int]] = {}
         #: a directory as given -> the same with its links resolved
         self.dirs: dict[bytes, bytes] = {}
+        #: a directory's key -> its names as ``os.listdir`` gave them, or its errno
+        self.listings: dict[bytes, Union[list[bytes], int]] = {}
+        #: a directory component :meth:`key` resolved -> its ``readlink`` (the target,
+        #: or the errno: EINVAL for a directory that is no link)
+        self.links: dict[bytes, Union[bytes, int]] = {}
+        #: every other input of the scope (:mod:`sysverbs.ground.inputs`): (kind,
+        #: arguments) -> (how to ask again, what it answered)
+        self.inputs: dict[tuple[object, ...],
+                          tuple[Callable[[], object], tuple[bool, object]]] = {}
+        #: why the scope's answer depends on something not recorded here (a netlink
+        #: answer...): "" when everything it depends on is in the records above
+        self.opaque = ""
+        #: (kind, key) -> a value :func:`derived` built from this scope's reads
+        self.values: dict[tuple[str, bytes], object] = {}
         #: per ``with``, in this thread: whether it made this one the thread's
         self._entered: list[tuple[int, bool]] = []
 
     def key(self, path: PathArg) -> bytes:
         """``path`` (absolute) with the links of its directory resolved."""
         raw = path if isinstance(path, bytes) else os.fsencode(path)
-        if not raw.startswith(b"/"):
+        if raw[:1] != b"/":
             raw = os.path.abspath(raw)
-        head, name = os.path.split(raw)
+        head, _, name = raw.rpartition(b"/")  # os.path.split's answer, but for "//"
+        if not head or head[-1:] == b"/":
+            head, name = os.path.split(raw)
         return self._real(head, 0) + b"/" + name
 
     def _real(self, d: bytes, depth: int) -> bytes:
@@ -179,9 +232,15 @@ class ReadOnce:
             else (b"" if base == b"/" else base) + b"/" + name
         try:
             target = os.readlink(here)
-        except (OSError, ValueError):  # not a link (EINVAL), or missing: itself
+        except OSError as e:  # not a link (EINVAL), or missing: itself
+            self.links[here] = e.errno or EIO
             real = here
-        else:  # base holds no link: a relative target's ".." is the real parent
+        except ValueError:  # a NUL byte
+            self.links[here] = EINVAL
+            real = here
+        else:
+            # base holds no link: a relative target's ".." is the real parent
+            self.links[here] = target
             real = self._real(os.path.normpath(os.path.join(base, target)), depth + 1)
         self.dirs[d] = real
         return real
@@ -196,6 +255,7 @@ class ReadOnce:
                 key = self.key(os.path.join(os.readlink(b"/proc/self/fd/%d" % dir_fd),
                                             os.fsencode(path)))
             except (OSError, ValueError):  # no /proc: read it, and keep nothing
+                self.opaque = self.opaque or "a read relative to a directory without /proc"
                 return _read_raw(path, size, dir_fd)
         have = self.files.get(key)
         if have is not None:
@@ -207,6 +267,37 @@ class ReadOnce:
         data = _read_raw(path, size, dir_fd)
         self.files[key] = (data, size)
         return data
+
+    def listdir(self, path: PathArg) -> list[bytes]:
+        """``os.listdir(path)`` (bytes names), listed once: the same names (a new list)
+        or the same ``OSError`` for every later call."""
+        key = self.key(path)
+        have = self.listings.get(key)
+        if have is None:
+            try:
+                have = os.listdir(path if isinstance(path, bytes) else os.fsencode(path))
+            except OSError as e:
+                have = e.errno or EIO
+            self.listings[key] = have
+        if isinstance(have, int):
+            raise OSError(have, os.strerror(have), os.fsdecode(path))
+        return list(have)
+
+    def derived(self, kind: str, path: PathArg, build: Callable[[], T]) -> T:
+        """:func:`derived` in this scope: ``build()`` once per (``kind``, file)."""
+        key = (kind, self.key(path))
+        if key in self.values:
+            return self.values[key]  # type: ignore[return-value]
+        value = build()
+        self.values[key] = value
+        return value
+
+    def records_only(self) -> None:
+        """Forget what only the scope's own reads use (the directories resolved, the
+        derived values), keeping its records: for a finished scope kept to be asked
+        again (:func:`sysverbs.ground.inputs.changed`)."""
+        self.dirs.clear()
+        self.values.clear()
 
     def __enter__(self) -> ReadOnce:
         me = get_ident()

@@ -162,8 +162,11 @@ def _read(path: str, size: int) -> Optional[bytes]:
 
 
 def _group(pci: PciDevice) -> Optional[str]:
+    from ..ground import inputs
+
     try:
-        return os.path.basename(os.readlink(os.path.join(pci.path, "iommu_group")))
+        return os.fsdecode(os.path.basename(
+            inputs.readlink(os.path.join(pci.path, "iommu_group"))))
     except (OSError, ValueError):
         return None
 
@@ -308,8 +311,11 @@ def _text(path: str) -> Optional[str]:
 
 def translated_nics(host: Topology) -> tuple[TranslatedNic, ...]:
     """The NICs whose DMA the IOMMU translates (:func:`iommu_mode` of each)."""
+    from ..ground.sysfs_read import listdir
+
     try:
-        iommus = tuple(sorted(os.listdir(os.path.join(host.sysfs_path, "class", "iommu"))))
+        iommus = tuple(sorted(os.fsdecode(n) for n in listdir(
+            os.path.join(host.sysfs_path, "class", "iommu"))))
     except (OSError, ValueError):
         iommus = ()
     cmdline = _text(os.path.join(host.proc_path, "cmdline"))

@@ -117,11 +117,13 @@ def read_dra_inputs(host: Topology, addresses: Sequence[str]
     """What the attributes read: each address's ``bus/pci/devices`` link (None:
     none), each NUMA node's ``distance`` row and socket (its first CPU's
     ``physical_package_id``)."""
+    from ..ground import inputs
+
     sysfs = host.sysfs_path
     links: dict[str, Optional[str]] = {}
     for a in addresses:
         try:
-            links[a] = os.readlink(os.path.join(sysfs, "bus/pci/devices", a))
+            links[a] = os.fsdecode(inputs.readlink(os.path.join(sysfs, "bus/pci/devices", a)))
         except OSError:
             links[a] = None
     base = os.path.join(sysfs, "devices/system/node")

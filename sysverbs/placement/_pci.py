@@ -14,7 +14,8 @@ import re
 import sys
 from stat import S_ISDIR, S_ISLNK
 
-from ..ground.sysfs_read import read_sysfs_file
+from ..ground import inputs
+from ..ground.sysfs_read import current, listdir, read_sysfs_file
 from ..ground.text import parse_cpulist
 from ._names import is_bdf, name_kind
 
@@ -58,9 +59,9 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 def _open_dir(path: bytes) -> Optional[int]:
-    """A descriptor of the directory ``path`` (None: not a directory, or no ``*at``
-    calls on this platform)."""
-    if not _AT:
+    """A descriptor of the directory ``path`` (None: not a directory, no ``*at``
+    calls on this platform, or a read-once scope, whose inputs are asked by path)."""
+    if not _AT or current() is not None:
         return None
     try:
         return os.open(path, _DIR_FLAGS)
@@ -71,7 +72,7 @@ def _open_dir(path: bytes) -> Optional[int]:
 def is_dir(path: bytes) -> bool:
     """A directory, not a link to one (a link could lead out of the root)."""
     try:
-        return S_ISDIR(os.lstat(path).st_mode)
+        return S_ISDIR(inputs.lstat(path).st_mode)
     except (OSError, ValueError):
         return False
 
@@ -104,7 +105,7 @@ class _Root:
 
     def readlink(self, path: bytes) -> Optional[bytes]:
         try:
-            return os.readlink(path)
+            return inputs.readlink(path)
         except (OSError, ValueError):
             return None
 
@@ -116,7 +117,7 @@ class _Root:
         path = link
         for _ in range(_MAX_LINK_HOPS):
             try:
-                target = os.readlink(path)
+                target = inputs.readlink(path)
             except (OSError, ValueError):
                 return None
             if target.startswith(b"/"):
@@ -138,7 +139,7 @@ class _Root:
             if path in known:
                 return path
             try:
-                mode = os.lstat(path).st_mode
+                mode = inputs.lstat(path).st_mode
             except (OSError, ValueError):
                 return None  # dangling
             if not S_ISLNK(mode):
@@ -147,7 +148,7 @@ class _Root:
 
     def listdir(self, path: bytes) -> list[bytes]:
         try:
-            return sorted(n for n in os.listdir(path) if not n.startswith(b"."))
+            return sorted(n for n in listdir(path) if not n.startswith(b"."))
         except (OSError, ValueError):
             return []
 
@@ -457,7 +458,7 @@ class PciReader:
         ``bus`` and ``devices`` directories when given); anything else is resolved in
         full."""
         try:
-            target = (os.readlink(bus + entry) if bus_fd is None
+            target = (inputs.readlink(bus + entry) if bus_fd is None
                       else os.readlink(entry, dir_fd=bus_fd))
         except (OSError, ValueError):
             return None
@@ -466,7 +467,7 @@ class PciReader:
                 b"//" not in rest and not rest.startswith(b".")):
             path = self._prefix + rest
             try:
-                st = (os.lstat(path) if devices_fd is None
+                st = (inputs.lstat(path) if devices_fd is None
                       else os.lstat(rest, dir_fd=devices_fd))
             except (OSError, ValueError):
                 return None  # dangling

@@ -300,4 +300,15 @@ def load_for_mode(
     table = provider_table(release)
     if mode == "builtin":
         return builtin_drivers(table)
-    return load_drivers(table, release, config_dir, env, trust_env=os.getuid() == os.geteuid())
+    trust = os.getuid() == os.geteuid()
+    from ..ground.sysfs_read import current
+
+    if current() is None:
+        return load_drivers(table, release, config_dir, env, trust_env=trust)
+    from ..ground.inputs import observe
+
+    # inside a read-once scope, one input: the config files and libraries it reads are
+    # asked again (the whole load) by a later scrape; the environment is the process's
+    return observe("installed providers", (release, config_dir, trust, env.get("RDMAV_DRIVERS"),
+                   env.get("IBV_DRIVERS"), env.get("LD_LIBRARY_PATH")),
+                   lambda: load_drivers(table, release, config_dir, env, trust_env=trust))

@@ -64,6 +64,11 @@ def read_conf_file(data: bytes, *, nccl_version: VersionArg = None) -> list[tupl
     return pairs
 
 
+def _whole(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
 def _reroot(root: Optional[str], path: str) -> str:
     if not root or root == "/":
         return path
@@ -73,23 +78,29 @@ def _reroot(root: Optional[str], path: str) -> str:
 def _passwd_home(root: Optional[str]) -> Optional[str]:
     """``getpwuid(getuid())->pw_dir``: from ``<root>/etc/passwd`` under an alternate root,
     else from the system's user database."""
+    from ..ground import inputs
+
     uid = os.getuid()
     if not root or root == "/":
         import pwd
 
-        try:
-            return pwd.getpwuid(uid).pw_dir
-        except KeyError:
-            return None
+        def home() -> Optional[str]:
+            try:
+                return pwd.getpwuid(uid).pw_dir
+            except KeyError:
+                return None
+
+        return inputs.observe("user database home", uid, home)  # NSS: asked once
+    where = os.path.join(root, "etc", "passwd")
     try:
-        with open(os.path.join(root, "etc", "passwd"), encoding="utf-8",
-                  errors="surrogateescape") as fh:
-            for line in fh:
-                f = line.rstrip("\n").split(":")
-                if len(f) >= 6 and f[2] == str(uid):
-                    return f[5]
-    except OSError:
-        pass
+        data = inputs.observe("file", where, lambda: _whole(where))
+    except (OSError, ValueError):
+        return None
+    text = data.decode("utf-8", "surrogateescape")  # as a text file reads it: universal
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):  # newlines
+        f = line.split(":")
+        if len(f) >= 6 and f[2] == str(uid):
+            return f[5]
     return None
 
 
@@ -122,10 +133,14 @@ def nccl_environment(env: Optional[Mapping[str, str]] = None, *, root: Optional[
     elif home is not None:
         files.append(f"{home}/.nccl.conf"[:1023])
     files.append("/etc/nccl.conf")
+    from functools import partial
+
+    from ..ground import inputs
+
     for path in files:
         try:
-            with open(_reroot(root, path), "rb") as fh:
-                data = fh.read()
+            where = _reroot(root, path)
+            data = inputs.observe("file", where, partial(_whole, where))
         except (OSError, ValueError):  # ValueError: a NUL or odd surrogate, only in a
             continue                   # caller's env: no file NCCL could open either
         for name, value in read_conf_file(data, nccl_version=version):

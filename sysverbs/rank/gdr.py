@@ -194,10 +194,12 @@ def _flavour(proc: str, sysfs: str) -> Optional[str]:
 def read_gdr_facts(sysfs: str, proc: str) -> GdrFacts:
     """The facts of the host whose sysfs and proc roots are given (never raises: what
     cannot be read is None)."""
-    driver = (os.path.isdir(os.path.join(proc, "driver", "nvidia"))
-              or os.path.isdir(os.path.join(sysfs, "module", "nvidia")))
-    modules_known = os.path.isdir(os.path.join(sysfs, "module"))
-    peermem = next((f for f in PEERMEM_FILES if os.path.exists(os.path.join(sysfs, f))), None)
+    from ..ground import inputs
+
+    driver = (inputs.isdir(os.path.join(proc, "driver", "nvidia"))
+              or inputs.isdir(os.path.join(sysfs, "module", "nvidia")))
+    modules_known = inputs.isdir(os.path.join(sysfs, "module"))
+    peermem = next((f for f in PEERMEM_FILES if inputs.exists(os.path.join(sysfs, f))), None)
     release = read_text(os.fsencode(os.path.join(proc, "sys", "kernel", "osrelease")))
     m = _RELEASE.match(release.strip()) if release is not None else None
     kernel = (int(m.group(1)), int(m.group(2))) if m else None

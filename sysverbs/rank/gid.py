@@ -564,7 +564,10 @@ def read_gid_table(device: str, port: int, *, sysfs_path: Optional[str] = None,
     indexes = numbered_entries(base + b"/gids")
     entries = []
     for index in indexes:
-        gid = parse_gid(read_text(base + b"/gids/%d" % index, 64))
+        text = read_text(base + b"/gids/%d" % index, 64)
+        if text == "0000:0000:0000:0000:0000:0000:0000:0000" and index != 0:
+            continue  # the kernel's unused entry (most of a table): not parsed
+        gid = parse_gid(text)
         if (gid is None or int(gid) == 0) and index != 0:
             continue
         if gid is None:

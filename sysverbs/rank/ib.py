@@ -450,7 +450,16 @@ def _state_number(text: str) -> Optional[int]:
 def _realpath(path: str) -> str:
     """``realpath(3)``, "" when the path does not resolve: the kernel's answer for an
     ``O_PATH`` descriptor (three system calls, where os.path.realpath lstat()s every
-    component), else os.path.realpath."""
+    component), else os.path.realpath; inside a read-once scope, the scope's
+    ``realpath`` input (:mod:`sysverbs.ground.inputs`)."""
+    from ..ground import inputs
+    from ..ground.sysfs_read import current
+
+    if current() is not None:
+        try:
+            return os.fsdecode(inputs.realpath(path)) if inputs.exists(path) else ""
+        except ValueError:
+            return ""
     try:
         fd = os.open(path, getattr(os, "O_PATH", os.O_RDONLY) | os.O_CLOEXEC)
     except OSError:

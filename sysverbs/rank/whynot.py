@@ -65,9 +65,11 @@ def read_findings(host: Topology, environ: Mapping[str, str], *, live: bool,
     addr: tuple[AddressGidFinding, ...] = ()
     if live and not host.recorded:
         if addresses is None:
+            from ..ground import inputs
             from .rtnetlink import interface_addresses
 
-            addresses = interface_addresses()
+            # one rtnetlink dump, an input of the scope: asked again at the next scrape
+            addresses = inputs.observe("rtnetlink addresses", None, interface_addresses)
         if addresses is not None:
             addr = tuple(address_gid_findings(roce_ports(host), addresses))
     return Findings(support, pairs, addr)

@@ -18,6 +18,8 @@ from ..ground.sysfs_read import (
     NAME_MAX_IBV,
     PATH_MAX_IBV,
     cstr,
+    current,
+    listdir,
     read_sysfs_file,
     scan_u_u,
     strtol,
@@ -74,17 +76,99 @@ class _Dirs:
     ``<dev_dir>/<name>`` resolve the same way relative to them (an ``O_PATH`` handle
     needs no permission on the directory itself) with a shorter path walk."""
 
-    __slots__ = ("class_fd", "ib_fd", "dev_fd")
+    __slots__ = ("class_fd", "ib_fd", "dev_fd", "dev_dir")
 
-    def __init__(self, class_fd: int, root: bytes, dev_dir: bytes) -> None:
-        self.class_fd = class_fd
+    def __init__(self, class_path: bytes, root: bytes, dev_dir: bytes) -> None:
+        try:
+            self.class_fd = os.open(class_path, _DIR_FLAGS)
+        except (OSError, ValueError):
+            raise ScanError(errno.ENOSYS, class_path) from None
         self.ib_fd = _open_path(root + b"/class/infiniband")
         self.dev_fd = _open_path(dev_dir)
+        self.dev_dir = dev_dir
+
+    def names(self) -> list[str]:
+        return os.listdir(self.class_fd)
+
+    def entry(self, name: bytes) -> Optional[int]:
+        """The entry's directory (a descriptor), None when it is no directory."""
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=self.class_fd)
+        except OSError:
+            return None
+
+    def read(self, entry: int, name: bytes, size: int) -> Optional[bytes]:
+        return read_sysfs_file(name, size, dir_fd=entry)
+
+    def leave(self, entry: int) -> None:
+        os.close(entry)
+
+    def stat_ibdev(self, ibdev_name: bytes, ibdev_path: bytes) -> os.stat_result:
+        if self.ib_fd is not None and ibdev_name and ibdev_name[:1] != b"/":
+            return os.stat(ibdev_name, dir_fd=self.ib_fd)
+        return os.stat(ibdev_path)  # "" or an absolute name do not resolve relative to it
+
+    def dev_node(self, name: bytes) -> bool:
+        # The /dev node must exist: libibverbs stat()s it.  Relative to the directory
+        # handle, faccessat(F_OK) with the effective ids answers the same (the same path
+        # lookup, with the same credentials) without building a stat result; a full path
+        # goes to stat() itself, which is what umockdev's LD_PRELOAD serves.
+        if self.dev_fd is not None and _ACCESS_EFFECTIVE:
+            return os.access(name, os.F_OK, dir_fd=self.dev_fd, effective_ids=True)
+        try:
+            os.stat(self.dev_dir + b"/" + name if self.dev_fd is None else name,
+                    dir_fd=self.dev_fd)
+        except (OSError, ValueError):
+            return False
+        return True
 
     def close(self) -> None:
-        for fd in (self.ib_fd, self.dev_fd):
+        for fd in (self.ib_fd, self.dev_fd, self.class_fd):
             if fd is not None:
                 os.close(fd)
+
+
+class _Recorded:
+    """:class:`_Dirs`' steps by full path, each an input of the read-once scope in
+    force (:mod:`sysverbs.ground.inputs`): the same answers (a path resolves as the
+    descriptor it replaces), recorded so that a later scrape can ask them again."""
+
+    __slots__ = ("class_path", "dev_dir", "dev_fd", "io")
+
+    def __init__(self, class_path: bytes, root: bytes, dev_dir: bytes) -> None:
+        from ..ground import inputs  # not on the path of the first device list
+
+        self.io = inputs
+        if inputs.probe_open(class_path, _DIR_FLAGS):
+            raise ScanError(errno.ENOSYS, class_path)
+        self.class_path = class_path
+        self.dev_dir = dev_dir
+        self.dev_fd = not inputs.probe_open(dev_dir, _PATH_FLAGS)
+
+    def names(self) -> list[str]:
+        return [os.fsdecode(n) for n in listdir(self.class_path)]
+
+    def entry(self, name: bytes) -> Optional[bytes]:
+        path = self.class_path + b"/" + name
+        return None if self.io.probe_open(path, _DIR_FLAGS) else path
+
+    def read(self, entry: bytes, name: bytes, size: int) -> Optional[bytes]:
+        return read_sysfs_file(entry + b"/" + name, size)
+
+    def leave(self, entry: bytes) -> None:
+        pass
+
+    def stat_ibdev(self, ibdev_name: bytes, ibdev_path: bytes) -> os.stat_result:
+        return self.io.stat(ibdev_path)
+
+    def dev_node(self, name: bytes) -> bool:
+        path = self.dev_dir + b"/" + name
+        if self.dev_fd and _ACCESS_EFFECTIVE:
+            return self.io.access(path, os.F_OK, effective_ids=True)
+        return self.io.exists(path)
+
+    def close(self) -> None:
+        pass
 
 
 def _open_path(path: bytes) -> Optional[int]:
@@ -95,19 +179,18 @@ def _open_path(path: bytes) -> Optional[int]:
 
 
 def _scan_entry(
-    dirs: _Dirs, name: bytes, root: bytes, dev_dir: bytes, lazy: bool
+    dirs: Union[_Dirs, _Recorded], name: bytes, root: bytes, lazy: bool
 ) -> Union[DeviceRecord, Skipped]:
     """The steps of ``find_sysfs_devs`` (docs/behaviour.md: The sysfs scan) for one
     class entry; a :class:`Skipped` is a silent skip.
 
     With ``lazy`` the record's ``abi_ver`` and ``node_type`` are read when first used
     (see :class:`~sysverbs.ground.records.DeviceRecord`)."""
-    try:
-        entry_fd = os.open(name, _DIR_FLAGS, dir_fd=dirs.class_fd)
-    except OSError:
+    entry = dirs.entry(name)
+    if entry is None:
         return Skipped(name, "not_a_directory")
     try:
-        ibdev = read_sysfs_file(b"ibdev", IBDEV_SIZE, dir_fd=entry_fd)
+        ibdev = dirs.read(entry, b"ibdev", IBDEV_SIZE)  # type: ignore[arg-type]
         if ibdev is None:
             return Skipped(name, "ibdev_unreadable")
         ibdev_name = cstr(ibdev) if b"\0" in ibdev else ibdev
@@ -117,13 +200,10 @@ def _scan_entry(
         if len(ibdev_path) >= PATH_MAX_IBV:
             return Skipped(name, "ibdev_path_too_long", ibdev_name)
         try:
-            if dirs.ib_fd is not None and ibdev_name and ibdev_name[:1] != b"/":
-                st = os.stat(ibdev_name, dir_fd=dirs.ib_fd)
-            else:  # "" or an absolute name do not resolve relative to the directory
-                st = os.stat(ibdev_path)
+            st = dirs.stat_ibdev(ibdev_name, ibdev_path)
         except (OSError, ValueError):
             return Skipped(name, "no_ibdev_dir", ibdev_name)
-        dev = read_sysfs_file(b"dev", DEV_SIZE, dir_fd=entry_fd)
+        dev = dirs.read(entry, b"dev", DEV_SIZE)  # type: ignore[arg-type]
         # An empty dev file is undefined behaviour in libibverbs (an uninitialised
         # stack buffer is parsed); it was observed to be skipped, so skip it.
         if not dev:
@@ -133,22 +213,13 @@ def _scan_entry(
             return Skipped(name, "bad_dev", ibdev_name)
         abi_ver = None
         if not lazy:
-            abi_ver = abi_number(read_sysfs_file(b"abi_version", ABI_SIZE, dir_fd=entry_fd))
+            abi_ver = abi_number(dirs.read(entry, b"abi_version",  # type: ignore[arg-type]
+                                           ABI_SIZE))
     finally:
-        os.close(entry_fd)
+        dirs.leave(entry)  # type: ignore[arg-type]
     node_type = None if lazy else read_node_type(ibdev_path)
-    # The /dev node must exist: libibverbs stat()s it.  Relative to the directory
-    # handle, faccessat(F_OK) with the effective ids answers the same (the same path
-    # lookup, with the same credentials) without building a stat result; a full path
-    # goes to stat() itself, which is what umockdev's LD_PRELOAD serves.
-    if dirs.dev_fd is not None and _ACCESS_EFFECTIVE:
-        if not os.access(name, os.F_OK, dir_fd=dirs.dev_fd, effective_ids=True):
-            return Skipped(name, "no_dev_node", ibdev_name)
-    else:
-        try:
-            os.stat(dev_dir + b"/" + name if dirs.dev_fd is None else name, dir_fd=dirs.dev_fd)
-        except (OSError, ValueError):
-            return Skipped(name, "no_dev_node", ibdev_name)
+    if not dirs.dev_node(name):
+        return Skipped(name, "no_dev_node", ibdev_name)
     return DeviceRecord(
         name, ibdev_name, ibdev_path, root, cdev, abi_ver, node_type, st.st_mtime_ns
     )
@@ -171,30 +242,26 @@ def scan_sysfs_detailed(
     class_path = root + b"/class/infiniband_verbs"
     if len(class_path) >= PATH_MAX_IBV:
         raise ScanError(errno.ENOMEM, class_path)
-    try:
-        class_fd = os.open(class_path, _DIR_FLAGS)
-    except (OSError, ValueError):
-        raise ScanError(errno.ENOSYS, class_path) from None
+    # inside a read-once scope every step is one of its inputs, asked by path
+    dirs = (_Dirs if current() is None else _Recorded)(class_path, root, dev_dir)
     records: list[DeviceRecord] = []
     skipped: list[Skipped] = []
-    dirs = _Dirs(class_fd, root, dev_dir)
     try:
         try:
-            names = os.listdir(class_fd)
+            names = dirs.names()
         except OSError:
             names = []
         for name_str in names:
             if name_str[:1] == ".":
                 continue
             name = name_str.encode(_FS_ENCODING, _FS_ERRORS)  # os.fsencode
-            rec = _scan_entry(dirs, name, root, dev_dir, lazy)
+            rec = _scan_entry(dirs, name, root, lazy)
             if isinstance(rec, Skipped):
                 skipped.append(rec)
             else:
                 records.append(rec)
     finally:
         dirs.close()
-        os.close(class_fd)
     records.reverse()
     return records, skipped
 

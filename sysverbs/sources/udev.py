@@ -79,6 +79,9 @@ _state: dict[str, Any] = {}
 
 def _load() -> tuple[ModuleType, Any]:
     """(pyudev, a shared pyudev.Context); raises UdevUnavailable, remembering why."""
+    from ..ground.inputs import opaque
+
+    opaque("udev's answers")  # libudev reads past the read-once scope: not recorded
     with _lock:
         if "error" in _state:
             raise UdevUnavailable(_state["error"])

@@ -41,10 +41,16 @@ def open_netlink() -> Transport:
         if family is None:
             raise OSError(errno.EAFNOSUPPORT, "AF_NETLINK is not supported here")
         sock = _socket.socket(family, _socket.SOCK_RAW, NETLINK_RDMA)
+        from ...ground import inputs
         from .socket import SocketTransport
+
+        inputs.opaque("RDMA netlink's answers")  # not recorded: no later scrape reuses them
 
         return SocketTransport(sock)
     except OSError as e:
+        from ...ground import inputs
+
+        inputs.opaque("whether RDMA netlink answers")  # a module loaded later would
         err = e.errno or errno.EPROTONOSUPPORT
         raise SourceUnavailable(f"no RDMA netlink socket: {os.strerror(err)}", err) from None
 
