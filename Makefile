@@ -16,10 +16,11 @@ PY := $(VENV)/bin/python
 # exposition (tests/test_metrics.py); the tests start their own, on 127.0.0.1, and stop them.
 # chromium: the headless browser that renders every GPU fixture's `topo --svg` (tests/test_svg.py).
 # libfabric-bin: libfabric's fi_info, beside doctor --predict (tests/test_predict_fabric.py, kernel lab).
+# rdmacm-utils: rping, rdma_cm's real client beside no_rdma_gid_for_address (kernel lab, roce).
 APT_PACKAGES := libibverbs1 ibverbs-providers ibverbs-utils umockdev util-linux python3-venv \
   udev gir1.2-umockdev-1.0 python3-gi qemu-system-x86 linux-image-amd64 busybox-static iproute2 \
   librdmacm1 cpio kmod gcc libc6-dev strace hwloc ucx-utils libfabric-bin numactl openmpi-bin \
-  pypy3 pypy3-venv python3-pyverbs \
+  pypy3 pypy3-venv python3-pyverbs rdmacm-utils \
   libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev pkg-config \
   prometheus prometheus-node-exporter pciutils \
   chromium

@@ -21,6 +21,14 @@ Trials (``ibv_rc_pingpong -e``, server and client, one TCP port each) print
 ``===TRIAL <name> index=<i>/<j> client_rc=.. server_rc=..`` blocks.  UCX:
 ``ucx_info -d``; ``ucx_info -p -u t`` with the UCX_NET_DEVICES ``sysverbs env``
 writes, and, as controls, with a bare device name and with NCCL's ``=`` syntax.
+
+rdma_cm beside ``no_rdma_gid_for_address`` (issue 44; rdma_ucm loaded, after libfabric's
+steps): the real ``rping`` (rdmacm-utils) and ``sysverbs doctor --json`` in each situation,
+with ``ip -br addr`` and the GIDs sysfs lists (``===ADDR``/``===GIDS``): ``healthy`` (the
+wire as set up: rping connects to rxed's IPv4 address), ``pod`` (a network namespace with
+a veth and ``10.244.3.17/24``, a default route through the host end: rping resolves and
+binds there), ``noipv4`` (vd's IPv4 address removed: rping binds to it and resolves it,
+and binds to vd's IPv6 address) and ``noaddr`` (vd left without any global address).
 """
 
 from __future__ import annotations
@@ -91,7 +99,7 @@ NS_TEARDOWN = "rdma link del rxea; rdma link del rxeb; ip netns del nsa; ip netn
 #: keeps each step's output in ``$SV_STEP_DIR``; a ``cli`` step is a fork of the warm
 #: runner, where a new interpreter costs seconds under emulation); ``llidx DEV``: the
 #: index of the link-local GID in ``ibv_devinfo -v``;
-#: ``trial NAME SDEV CDEV SIDX CIDX ADDR PORT [SNS CNS]``.
+#: ``trial NAME SDEV CDEV SIDX CIDX ADDR PORT [SNS CNS]``, which ends with ``finish``.
 FUNCS = r"""
 mkdir -p /run/pp
 envidx() { sed -n 's/^NCCL_IB_GID_INDEX=//p' "$SV_STEP_DIR/$1.cli.stdout"; }
@@ -105,14 +113,17 @@ trial() {
   i=0; until $xs ss -Hltn "sport = :$7" | grep -q .; do
     i=$((i+1)); [ $i -gt 150 ] && break; sleep 0.1; done
   $xc timeout 45 ibv_rc_pingpong -e -d $3 -g $5 -n 5 -p $7 $6 > /run/pp/$1.clt 2>&1
-  crc=$?
-  # a server whose client gave up waits for it forever: 5 s after the client, it is
-  # stopped.  Both sleep on completion events (-e) instead of polling the completion
-  # queue, which under emulation took a whole virtual CPU while they waited.
+  # Both sleep on completion events (-e) instead of polling the completion queue, which
+  # under emulation took a whole virtual CPU while they waited.
+  finish $1 $? "index=$4/$5 "
+}
+# finish NAME CLIENT_RC [FIELDS]: a server ($spid) whose client gave up waits for it
+# forever: 5 s after the client, it is stopped; then the trial's block
+finish() {
   ( sleep 5; kill $spid 2>/dev/null ) >/dev/null 2>&1 & killer=$!
   wait $spid; src=$?
   kill $killer 2>/dev/null
-  echo "===TRIAL $1 index=$4/$5 client_rc=$crc server_rc=$src"
+  echo "===TRIAL $1 $3client_rc=$2 server_rc=$src"
   echo "---client"; cat /run/pp/$1.clt; echo "---server"; cat /run/pp/$1.srv
 }
 """
@@ -148,6 +159,90 @@ for value in "$V" rxec "=rxec:1,rxed:1" nosuch:1; do
 done
 echo "===END"
 """
+
+
+#: rdma_cm's real client beside ``doctor``: FUNCS, and ``state [NETNS]``, which prints
+#: ``ip -br addr`` and the used GIDs of rxec and rxed (``DEVICE INDEX GID NETDEV``, one
+#: ``grep`` of sysfs: rxe's table has 1024 entries); ``rping_pair NAME ADDR PORT``: an
+#: rping server on ADDR (it prints ``rdma_listen`` with -d just before listening) and a
+#: client to it, ended by ``finish``;
+#: ``rping_one NAME NETNS SECONDS ARGS...``: one rping, stopped after SECONDS (a server
+#: that bound and listens waits for a client).  Both print ``===TRIAL`` blocks
+#: (lab_checks.trials); every rping is under ``timeout``.
+CM_FUNCS = FUNCS + r"""
+gids() {
+  for d in rxec rxed; do
+    cd /sys/class/infiniband/$d/ports/1
+    grep -H . gid_attrs/ndevs/* 2>/dev/null | while IFS=: read -r f n; do
+      i=${f##*/}; echo "$d $i $(cat gids/$i) $n"; done
+  done
+  cd /
+}
+state() { echo "===ADDR"; ${1:+ip netns exec $1} ip -br addr; echo "===GIDS"; gids; }
+rping_pair() {
+  stdbuf -oL timeout 20 rping -s -d -v -C 1 -a $2 -p $3 > /run/pp/$1.srv 2>&1 &
+  spid=$!
+  i=0; until grep -q rdma_listen /run/pp/$1.srv; do
+    i=$((i+1)); [ $i -gt 150 ] && break; sleep 0.1; done
+  sleep 0.3
+  timeout 15 rping -c -v -C 1 -a $2 -p $3 > /run/pp/$1.clt 2>&1
+  finish $1 $?
+}
+rping_one() {
+  n=$1; x=${2:+ip netns exec $2}; t=$3; shift 3
+  $x timeout $t stdbuf -oL rping "$@" > /run/pp/$n.out 2>&1
+  echo "===TRIAL $n client_rc=$?"; echo "---client"; cat /run/pp/$n.out
+}
+"""
+
+#: the pod: a veth whose host end (vp0, 10.244.3.1) is the default route's gateway
+POD = """set -e
+ip netns add pod
+ip link add vp0 type veth peer name vp1
+ip link set vp1 netns pod; ip -n pod link set vp1 name eth0
+ip addr add 10.244.3.1/24 dev vp0; ip link set vp0 up
+ip -n pod link set lo up; ip -n pod addr add 10.244.3.17/24 dev eth0; ip -n pod link set eth0 up
+ip -n pod route add default via 10.244.3.1
+set +e
+state pod
+rping_one pod-client pod 10 -c -a 192.168.61.2 -C 1 -p 18631
+rping_one pod-bind pod 10 -s -a 10.244.3.17 -C 1 -p 18632
+"""
+
+#: vd's IPv4 address removed (vc's neighbour entry for it too: a resolution asks again);
+#: binding to vd's IPv6 address (the GID the kernel kept) still works: rping then listens
+#: until stopped.  (No connection over IPv6: on this wire, two addresses of one host and
+#: policy routing, rping's client got ``RDMA_CM_EVENT_REJECTED, error 28``, the IB CM's
+#: consumer-defined reject from the listening side, where ibv_rc_pingpong's IPv6 trial over
+#: the same GIDs connects.)
+NOIPV4 = """ip addr del 192.168.61.2/24 dev vd && ip neigh flush dev vc && sleep 1
+state
+rping_one noipv4-bind "" 10 -s -a 192.168.61.2 -C 1 -p 18633
+rping_one noipv4-client "" 10 -c -a 192.168.61.2 -C 1 -p 18634
+rping_one noipv4-bind6 "" 5 -s -d -a fd61::2 -C 1 -p 18635
+"""
+
+NOADDR = """ip -6 addr del fd61::2/64 dev vd && sleep 1
+state
+"""
+
+#: (situation, its shell, the doctor's network namespace)
+CM_SITUATIONS = (("healthy", "state\nrping_pair healthy 192.168.61.2 18630\n", ""),
+                 ("pod", POD, "pod"), ("noipv4", NOIPV4, ""), ("noaddr", NOADDR, ""))
+
+
+def cm_steps() -> list[Step]:
+    """Each situation's shell (``cm:<situation>``) then ``doctor --json`` (a fork of the
+    warm runner, in the situation's namespace: ``cm:<situation>:doctor``); the pod is
+    removed at the end (vd's addresses go with the wire's teardown)."""
+    steps: list[Step] = []
+    for name, text, netns in CM_SITUATIONS:
+        doctor: dict[str, Any] = {"op": "cli", "name": f"cm:{name}:doctor",
+                                  "args": ["doctor", "--json"], "env": {}}
+        if netns:
+            doctor["netns"] = netns
+        steps += [cmd(f"cm:{name}", ["sh", "-c", CM_FUNCS + text], timeout=150), doctor]
+    return [*steps, sh("ip netns del pod")]
 
 
 #: libfabric's verbs provider on the wire set-up (addresses on vc and vd) with rdma_cm
@@ -197,7 +292,9 @@ def roce_scenario() -> dict[str, Any]:
         _index_cli("wire:dotenv", "rxec:1", "rxed:1"),
         cmd("wire:trials", ["sh", "-c", WIRE_TRIALS], timeout=400),
         cmd("wire:ucx", ["sh", "-c", UCX], timeout=300),
-        *FABRIC,
+        *FABRIC[:-1],  # rdma_ucm loaded: rping beside doctor, then unloaded
+        *cm_steps(),
+        FABRIC[-1],
         sh(WIRE_TEARDOWN),
     ]
     return scenario("roce", steps, {})
