@@ -94,7 +94,8 @@ def _inputs(steady: Any) -> str:
     for kind, _ in reads.inputs:
         kinds[kind] = kinds.get(kind, 0) + 1
     return (f"{len(reads.files)} files, {len(reads.links)} links, {len(reads.listings)} "
-            f"directories, " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
+            f"directories, " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+            + f": {steady.recheck.count} asked, the others implied")
 
 
 def series(text: bytes) -> int:

@@ -7,7 +7,7 @@ other inputs of its read-once scope (``stat``, ``readlink``, the probes, the rtn
 dump, the user database: :mod:`sysverbs.ground.inputs`), and of this process: its
 environment, ids, groups, RLIMIT_MEMLOCK, capabilities and cgroup (:func:`process_inputs`).
 :class:`Steady` keeps, with the last snapshot, the scope it read through; at the next
-scrape it asks each of those inputs again (:func:`~sysverbs.ground.inputs.changed`) and,
+scrape it asks each of those inputs again (:class:`~sysverbs.ground.inputs.Recheck`) and,
 when every one answers as before, gives the same snapshot with this scrape's durations:
 what a new collection would have found, without the verdicts. Any difference, a scope
 that depended on something it could not record (RDMA netlink, the installed providers,
@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Optional
 
-from ..ground.inputs import changed
+from ..ground.inputs import Recheck
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -72,7 +72,7 @@ class Steady:
         self._collect = collect
         self._new_model = new_model
         self._environ = environ
-        self._last: Optional[tuple[HostFacts, ReadOnce, tuple[object, ...]]] = None
+        self._last: Optional[tuple[HostFacts, ReadOnce, tuple[object, ...], Recheck]] = None
         self.reused = 0
         self.collected = 0
         self.why = ""
@@ -84,7 +84,7 @@ class Steady:
         if self._last is None:
             self.why = "first"
             return None
-        facts, reads, process = self._last
+        facts, _, process, recheck = self._last
         failed = [c.name for c in facts.collectors if not c.success]
         if failed:
             self.why = f"the {failed[0]} part failed"
@@ -97,7 +97,7 @@ class Steady:
         except OSError:
             self.why = "no sysfs tree"
             return None
-        why = changed(reads)
+        why = recheck.changed()
         if why is not None:
             self.why = why
             return None
@@ -111,6 +111,11 @@ class Steady:
         """The read-once scope of the last collection: what a scrape asks again."""
         return self._last[1] if self._last is not None else None
 
+    @property
+    def recheck(self) -> Optional[Recheck]:
+        """Those records arranged to be asked again: what a scrape asks."""
+        return self._last[3] if self._last is not None else None
+
     def __call__(self) -> HostFacts:
         start = time.perf_counter()
         again = self._unchanged(start)
@@ -122,6 +127,6 @@ class Steady:
         with model.reading():
             facts = self._collect(model)
         model.reads.records_only()  # the model's parts and caches are not kept
-        self._last = (facts, model.reads, process)
+        self._last = (facts, model.reads, process, Recheck(model.reads))
         self.collected += 1
         return facts
