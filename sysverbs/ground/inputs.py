@@ -14,7 +14,8 @@ one host.  An input that cannot be recorded (a netlink answer) marks the scope
 :func:`changed` asks every recorded input again, outside any scope, in the order they
 were first asked, and says the first that answers differently: when it says none, a
 function of the scope's inputs alone gives the same value again (the long-running
-exporter's steady-state scrape, :mod:`sysverbs.fleet.steady`).
+exporter's steady-state scrape, :mod:`sysverbs.fleet.steady`); :class:`Recheck` is the
+same question with the records arranged once, for a scope asked again and again.
 """
 
 from __future__ import annotations
@@ -242,21 +243,22 @@ class Recheck:
         self.lstats: list[tuple[bytes, tuple[int, ...]]] = []
         self.readlinks: list[tuple[bytes, object]] = []
         for name, (fn, answer) in reads.inputs.items():
-            kind, key = name[0], name[1]
+            kind, arg = name[0], name[1]
             ok, value = answer
-            path = key[0] if kind == "open" else key  # type: ignore[index]
+            path = arg[0] if kind == "open" and isinstance(arg, tuple) else arg
             if (value == ENOENT and (not ok or kind == "open") and isinstance(path, bytes)
                     and absent(path)):
                 continue  # an open probe's answer is its errno
-            if kind == "readlink" and isinstance(key, bytes):
-                if reads.links.get(key, self) == value:
+            if kind == "readlink" and isinstance(arg, bytes):
+                if reads.links.get(arg, self) == value:
                     continue  # the same readlink, asked with the links
                 if ok:
-                    self.readlinks.append((key, value))
+                    self.readlinks.append((arg, value))
                     continue
-            elif ok and kind in ("stat", "lstat") and isinstance(value, os.stat_result):
+            elif (ok and kind in ("stat", "lstat") and isinstance(arg, bytes)
+                  and isinstance(value, os.stat_result)):
                 (self.stats if kind == "stat" else self.lstats).append(
-                    (key, stat_fields(value)))  # type: ignore[arg-type]
+                    (arg, stat_fields(value)))
                 continue
             self.others.append((name, fn, answer))
         self.count = (len(self.links) + len(self.listings) + len(self.files)
@@ -318,9 +320,9 @@ class Recheck:
                 except (OSError, ValueError):
                     pass
                 return f"{kind} {key!r}"
-        for key, target in self.readlinks:
+        for key, was in self.readlinks:
             try:
-                if readlink(key) == target:
+                if readlink(key) == was:
                     continue
             except (OSError, ValueError):
                 pass
