@@ -210,10 +210,16 @@ class Recheck:
     """
 
     __slots__ = ("opaque", "links", "listings", "files", "missing", "stats", "lstats",
-                 "readlinks", "others", "count")
+                 "readlinks", "others", "count", "recorded")
 
     def __init__(self, reads: ReadOnce) -> None:
         self.opaque = reads.opaque
+        #: how many inputs ``reads`` recorded, by kind ("files", "links", "directories",
+        #: then each other kind's name): ``count`` of them are asked
+        self.recorded = {"files": len(reads.files), "links": len(reads.links),
+                         "directories": len(reads.listings)}
+        for kind, _ in reads.inputs:
+            self.recorded[str(kind)] = self.recorded.get(str(kind), 0) + 1
         self.links = list(reads.links.items())
         self.listings = list(reads.listings.items())
         names = {d: frozenset(v) for d, v in self.listings if not isinstance(v, int)}
