@@ -185,6 +185,10 @@ def opaque(why: str) -> None:
         memo.opaque = why
 
 
+#: the inputs whose ENOENT says that their path's last name is missing
+_LOOKUPS = frozenset({"stat", "lstat", "readlink", "open"})
+
+
 class Recheck:
     """The records of a finished scope (``reads``), arranged once to be asked again fast,
     as often as wanted: ``changed()`` is :func:`changed` of ``reads``.
@@ -252,8 +256,8 @@ class Recheck:
             kind, arg = name[0], name[1]
             ok, value = answer
             path = arg[0] if kind == "open" and isinstance(arg, tuple) else arg
-            if (value == ENOENT and (not ok or kind == "open") and isinstance(path, bytes)
-                    and absent(path)):
+            if (kind in _LOOKUPS and value == ENOENT and (not ok or kind == "open")
+                    and isinstance(path, bytes) and absent(path)):
                 continue  # an open probe's answer is its errno
             if kind == "readlink" and isinstance(arg, bytes):
                 if reads.links.get(arg, self) == value:
