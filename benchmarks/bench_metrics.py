@@ -89,12 +89,12 @@ def _load() -> str:
 
 def _inputs(steady: Any) -> str:
     """What a steady scrape asks again: the scope's records, by kind."""
-    reads = steady.reads
-    kinds: dict[str, int] = {}
-    for kind, _ in reads.inputs:
-        kinds[kind] = kinds.get(kind, 0) + 1
-    return (f"{len(reads.files)} files, {len(reads.links)} links, {len(reads.listings)} "
-            f"directories, " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
+    recheck = steady.recheck
+    by_kind = recheck.recorded
+    first = ("files", "links", "directories")
+    return (", ".join(f"{by_kind[k]} {k}" for k in first) + ", "
+            + ", ".join(f"{n} {k}" for k, n in sorted(by_kind.items()) if k not in first)
+            + f": {recheck.count} asked, the others implied")
 
 
 def series(text: bytes) -> int:

@@ -353,3 +353,84 @@ def test_device_attributes_built_once_per_device(host: _Host) -> None:
         facts = host.collect()
     assert len(facts.devices) == 18
     assert len(built) == len(set(built)) == 18
+
+
+# ------------------------------------------------------------- the shortcuts
+
+
+def _scope_of(tmp_path: Path) -> ReadOnce:
+    """A scope that listed ``d`` (holding ``f`` and ``x``, a link to nothing) and asked
+    for its missing name ``m`` five ways, and for the dangling ``x``."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("x\n")
+    (tmp_path / "d" / "x").symlink_to("nowhere")
+    scope = ReadOnce()
+    with scope:
+        listdir(tmp_path / "d")
+        missing = str(tmp_path / "d" / "m")
+        assert read_sysfs_file(missing, 64) is None
+        assert inputs.exists(missing) is False and inputs.lexists(missing) is False
+        with pytest.raises(FileNotFoundError):
+            inputs.readlink(missing)
+        assert inputs.probe_open(missing, os.O_RDONLY) == 2  # ENOENT
+        assert read_sysfs_file(str(tmp_path / "d" / "x"), 64) is None
+    return scope
+
+
+def test_a_name_absent_from_its_recorded_listing_is_not_asked_again(tmp_path: Path) -> None:
+    """The missing ``d/m`` is implied by ``d``'s listing: no call of its own (the
+    recheck asks 5 inputs fewer than the scope recorded); the dangling ``x`` is
+    listed, so its ENOENT is asked again."""
+    scope = _scope_of(tmp_path)
+    recheck = inputs.Recheck(scope)
+    missing = [key for key, _ in recheck.missing]
+    assert missing == [os.fsencode(tmp_path / "d" / "x")]
+    recorded = (len(scope.files) + len(scope.links) + len(scope.listings)
+                + len(scope.inputs))
+    assert recheck.count == recorded - 5 and recheck.changed() is None
+
+
+@pytest.mark.parametrize("change", ["appears", "dangling link retargeted", "directory "
+                                    "replaced by a link", "none"])
+def test_the_shortcuts_see_each_change(tmp_path: Path, change: str) -> None:
+    scope = _scope_of(tmp_path)
+    d = tmp_path / "d"
+    if change == "appears":  # the listing changes
+        (d / "m").write_text("new\n")
+    elif change == "dangling link retargeted":  # the listing does not
+        (d / "x").unlink()
+        (d / "x").symlink_to("f")
+    elif change == "directory replaced by a link":  # to a directory of the same names
+        (tmp_path / "e").mkdir()
+        for name in os.listdir(d):
+            os.rename(d / name, tmp_path / "e" / name)
+        d.rmdir()
+        d.symlink_to("e")  # every path answers as before but the link itself
+    why = inputs.Recheck(scope).changed()
+    assert (why is None) == (change == "none"), why
+    if change == "appears":
+        assert why == f"directory {d}"
+    if change == "directory replaced by a link":
+        assert why == f"link {d}"
+
+
+def _link_files(host: _Host, where: Path, current: str) -> None:
+    for name, text in (("current_link_speed", current), ("max_link_speed", "32.0 GT/s PCIe"),
+                       ("current_link_width", "16"), ("max_link_width", "16")):
+        _write(host, where / name, text + "\n")
+
+
+def test_files_created_in_a_listed_directory_are_a_new_collection(host: _Host) -> None:
+    """mlx5_0's PCI function's directory is listed, and its PCIe link files are missing
+    in the fixture (no call of their own at a steady scrape): created, showing a slowed
+    link, the next scrape is a new collection that says so."""
+    nic = (host.sysfs / "class" / "infiniband" / "mlx5_0" / "device").resolve()
+    _link_files(host, nic.parent, "32.0 GT/s PCIe")  # the bridge's: not a listed directory
+    host.steady()
+    recheck = host.steady.recheck
+    assert recheck is not None and not (nic / "current_link_speed").exists()
+    key = os.fsencode(nic / "current_link_speed")
+    assert key not in [k for k, _ in recheck.missing] + [k for k, _, _ in recheck.files]
+    before, after = host.scrape_after(lambda: _link_files(host, nic, "16.0 GT/s PCIe"))
+    assert before.pcie_links == ()
+    assert [(d.device, d.what) for d in after.pcie_links] == [(nic.name, "speed")]

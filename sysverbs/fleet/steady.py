@@ -6,8 +6,9 @@ every file (its bytes or errno), every directory listed, every link resolved, an
 other inputs of its read-once scope (``stat``, ``readlink``, the probes, the rtnetlink
 dump, the user database: :mod:`sysverbs.ground.inputs`), and of this process: its
 environment, ids, groups, RLIMIT_MEMLOCK, capabilities and cgroup (:func:`process_inputs`).
-:class:`Steady` keeps, with the last snapshot, the scope it read through; at the next
-scrape it asks each of those inputs again (:func:`~sysverbs.ground.inputs.changed`) and,
+:class:`Steady` keeps, with the last snapshot, the records of the scope it read through;
+at the next scrape it asks each of those inputs again
+(:class:`~sysverbs.ground.inputs.Recheck`) and,
 when every one answers as before, gives the same snapshot with this scrape's durations:
 what a new collection would have found, without the verdicts. Any difference, a scope
 that depended on something it could not record (RDMA netlink, the installed providers,
@@ -22,12 +23,11 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Optional
 
-from ..ground.inputs import changed
+from ..ground.inputs import Recheck
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ..ground.sysfs_read import ReadOnce
     from ..model import HostModel
     from .facts import HostFacts
 
@@ -72,7 +72,7 @@ class Steady:
         self._collect = collect
         self._new_model = new_model
         self._environ = environ
-        self._last: Optional[tuple[HostFacts, ReadOnce, tuple[object, ...]]] = None
+        self._last: Optional[tuple[HostFacts, tuple[object, ...], Recheck]] = None
         self.reused = 0
         self.collected = 0
         self.why = ""
@@ -84,7 +84,7 @@ class Steady:
         if self._last is None:
             self.why = "first"
             return None
-        facts, reads, process = self._last
+        facts, process, recheck = self._last
         failed = [c.name for c in facts.collectors if not c.success]
         if failed:
             self.why = f"the {failed[0]} part failed"
@@ -97,7 +97,7 @@ class Steady:
         except OSError:
             self.why = "no sysfs tree"
             return None
-        why = changed(reads)
+        why = recheck.changed()
         if why is not None:
             self.why = why
             return None
@@ -107,9 +107,10 @@ class Steady:
             for i, c in enumerate(facts.collectors)))
 
     @property
-    def reads(self) -> Optional[ReadOnce]:
-        """The read-once scope of the last collection: what a scrape asks again."""
-        return self._last[1] if self._last is not None else None
+    def recheck(self) -> Optional[Recheck]:
+        """The records of the last collection's read-once scope, arranged to be asked
+        again: what a scrape asks."""
+        return self._last[2] if self._last is not None else None
 
     def __call__(self) -> HostFacts:
         start = time.perf_counter()
@@ -121,7 +122,7 @@ class Steady:
         model = self._new_model()
         with model.reading():
             facts = self._collect(model)
-        model.reads.records_only()  # the model's parts and caches are not kept
-        self._last = (facts, model.reads, process)
+        model.reads.records_only()  # the derived values go before the records are arranged
+        self._last = (facts, process, Recheck(model.reads))  # kept: not the model, nor its scope
         self.collected += 1
         return facts

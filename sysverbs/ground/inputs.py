@@ -14,16 +14,18 @@ one host.  An input that cannot be recorded (a netlink answer) marks the scope
 :func:`changed` asks every recorded input again, outside any scope, in the order they
 were first asked, and says the first that answers differently: when it says none, a
 function of the scope's inputs alone gives the same value again (the long-running
-exporter's steady-state scrape, :mod:`sysverbs.fleet.steady`).
+exporter's steady-state scrape, :mod:`sysverbs.fleet.steady`); :class:`Recheck` is the
+same question with the records arranged once, for a scope asked again and again.
 """
 
 from __future__ import annotations
 
 import os
 import stat as stat_mod
-from errno import EINVAL, EIO
+from errno import EINVAL, EIO, ENOENT
+from functools import partial
 
-from .sysfs_read import READ_FLAGS, ReadOnce, current
+from .sysfs_read import READ_FLAGS, ReadOnce, current, read_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 __all__ = ["observe", "stat", "lstat", "exists", "isdir", "lexists", "access", "readlink",
-           "realpath", "probe_open", "opaque", "changed", "stat_fields"]
+           "realpath", "probe_open", "opaque", "changed", "Recheck", "stat_fields"]
 
 
 def stat_fields(st: os.stat_result) -> tuple[int, ...]:
@@ -183,51 +185,166 @@ def opaque(why: str) -> None:
         memo.opaque = why
 
 
-def changed(reads: ReadOnce) -> Optional[str]:
-    """Ask every input ``reads`` recorded again (outside any scope): None when each
-    answers as it did, else what answers differently (the first found)."""
-    if reads.opaque:
-        return reads.opaque
-    readlink, listdir, open_, read, close = os.readlink, os.listdir, os.open, os.read, os.close
-    links: dict[bytes, tuple[bool, object]] = {}  # a link asked twice is asked once
-    for here, target in reads.links.items():
+#: the inputs whose ENOENT says that their path's last name is missing
+_LOOKUPS = frozenset({"stat", "lstat", "readlink", "open"})
+
+
+class Recheck:
+    """The records of a finished scope (``reads``), arranged once to be asked again fast,
+    as often as wanted: ``changed()`` is :func:`changed` of ``reads``.
+
+    Each kind of input is a flat list of (what to ask, what it answered), asked in a
+    tight loop with the system call itself (no per-input closure, no exception on the
+    common path but the kernel's own: a missing file, a directory that is no link), in
+    the order :func:`changed` gives: the links first (a file's key is its path with
+    them resolved), the directories, the files, the other inputs.  Two kinds of input
+    need no call of their own, the answer being implied by one asked before it:
+
+    * a ``readlink`` input of a path whose link :meth:`ReadOnce.key` also resolved,
+      with the same recorded answer: the same call;
+    * a path ``D/N`` that answered ENOENT (a file read, a ``stat``, ``lstat``,
+      ``readlink`` or open probe) where ``D``, the same string, is a directory whose
+      listing is recorded without ``N``: ``os.listdir(D)`` and the lookup of ``D/N``
+      resolve ``D`` alike, so when the listing answers as before (asked before the
+      files) ``N`` is still absent from it and ``D/N`` still answers ENOENT.  A name
+      in the listing that answered ENOENT (a link to nothing) is asked again.  A
+      directory lists every entry it has (sysfs, tmpfs, ext4...): the shortcut is
+      exact; a directory whose lookup finds names its listing does not give
+      (``/proc``'s thread ids) is never a listing of a scope.
+    """
+
+    __slots__ = ("opaque", "links", "listings", "files", "missing", "stats", "lstats",
+                 "readlinks", "others", "count", "recorded")
+
+    def __init__(self, reads: ReadOnce) -> None:
+        self.opaque = reads.opaque
+        #: how many inputs ``reads`` recorded, by kind ("files", "links", "directories",
+        #: then each other kind's name): ``count`` of them are asked
+        self.recorded = {"files": len(reads.files), "links": len(reads.links),
+                         "directories": len(reads.listings)}
+        for kind, _ in reads.inputs:
+            self.recorded[str(kind)] = self.recorded.get(str(kind), 0) + 1
+        self.links = list(reads.links.items())
+        self.listings = list(reads.listings.items())
+        names = {d: frozenset(v) for d, v in self.listings if not isinstance(v, int)}
+
+        def absent(path: bytes) -> bool:
+            head, _, name = path.rpartition(b"/")
+            listed = names.get(head)
+            return listed is not None and name not in listed
+
+        #: every other input: (its name, how to ask it, what it answered)
+        self.others: list[tuple[tuple[object, ...], Callable[[], object],
+                                tuple[bool, object]]] = []
+        #: (path, size, bytes) of the files read, (path, errno) of those that failed
+        self.files: list[tuple[bytes, int, bytes]] = []
+        self.missing: list[tuple[bytes, int]] = []
+        for key, (data, size) in reads.files.items():
+            if isinstance(data, bytes):
+                self.files.append((key, size, data))
+            elif data > 0 and not (data == ENOENT and absent(key)):
+                self.missing.append((key, data))
+            elif data < 0:  # the open worked, the read failed (a directory: EISDIR)
+                self.others.append((("file", key), partial(read_file, key, size),
+                                    (True, data)))
+        #: (path, stat_fields) of the stat and lstat inputs that succeeded; (path,
+        #: target) of the readlink inputs that did
+        self.stats: list[tuple[bytes, tuple[int, ...]]] = []
+        self.lstats: list[tuple[bytes, tuple[int, ...]]] = []
+        self.readlinks: list[tuple[bytes, object]] = []
+        for name, (fn, answer) in reads.inputs.items():
+            kind, arg = name[0], name[1]
+            ok, value = answer
+            path = arg[0] if kind == "open" and isinstance(arg, tuple) else arg
+            if (kind in _LOOKUPS and value == ENOENT and (not ok or kind == "open")
+                    and isinstance(path, bytes) and absent(path)):
+                continue  # an open probe's answer is its errno
+            if kind == "readlink" and isinstance(arg, bytes):
+                if reads.links.get(arg, self) == value:
+                    continue  # the same readlink, asked with the links
+                if ok:
+                    self.readlinks.append((arg, value))
+                    continue
+            elif (ok and kind in ("stat", "lstat") and isinstance(arg, bytes)
+                  and isinstance(value, os.stat_result)):
+                (self.stats if kind == "stat" else self.lstats).append(
+                    (arg, stat_fields(value)))
+                continue
+            self.others.append((name, fn, answer))
+        self.count = (len(self.links) + len(self.listings) + len(self.files)
+                      + len(self.missing) + len(self.stats) + len(self.lstats)
+                      + len(self.readlinks) + len(self.others))
+
+    def changed(self) -> Optional[str]:
+        """None when every input answers as it did, else the first that does not."""
+        if self.opaque:
+            return self.opaque
+        readlink, listdir, open_, read, close = os.readlink, os.listdir, os.open, os.read, os.close
         now: object
-        try:
-            now = readlink(here)
-            links[here] = (True, now)
-        except OSError as e:
-            now = e.errno or EIO
-            links[here] = (False, now)
-        except ValueError:  # a NUL byte
-            now = EINVAL
-            links[here] = (False, now)
-        if now != target:
-            return f"link {os.fsdecode(here)}"
-    for d, names in reads.listings.items():
-        try:
-            now = listdir(d)
-        except OSError as e:
-            now = e.errno or EIO
-        if now != names:
-            return f"directory {os.fsdecode(d)}"
-    for key, (data, size) in reads.files.items():  # _read_raw's steps, inline: the most
-        try:                                        # numerous inputs
-            fd = open_(key, READ_FLAGS)
-        except OSError as e:
-            now = e.errno or EIO
-        except ValueError:  # a NUL byte
-            now = EINVAL
-        else:
+        for here, target in self.links:
+            try:
+                now = readlink(here)
+            except OSError as e:
+                now = e.errno or EIO
+            except ValueError:  # a NUL byte
+                now = EINVAL
+            if now != target:
+                return f"link {os.fsdecode(here)}"
+        for d, names in self.listings:
+            try:
+                now = listdir(d)
+            except OSError as e:
+                now = e.errno or EIO
+            if now != names:
+                return f"directory {os.fsdecode(d)}"
+        flags = READ_FLAGS
+        for key, size, data in self.files:  # _read_raw's steps, inline: the most numerous
+            try:
+                fd = open_(key, flags)
+            except (OSError, ValueError):
+                return f"file {os.fsdecode(key)}"
             try:
                 now = read(fd, size)
-            except OSError as e:
-                now = -(e.errno or EIO)
+            except OSError:
+                return f"file {os.fsdecode(key)}"
             finally:
                 close(fd)
-        if now != data:
+            if now != data:
+                return f"file {os.fsdecode(key)}"
+        for key, errno in self.missing:
+            try:
+                close(open_(key, flags))
+            except OSError as e:
+                if (e.errno or EIO) == errno:
+                    continue
+            except ValueError:  # a NUL byte
+                if errno == EINVAL:
+                    continue
             return f"file {os.fsdecode(key)}"
-    for name, (fn, answer) in reads.inputs.items():
-        link = links.get(name[1]) if name[0] == "readlink" else None  # type: ignore[call-overload]
-        if not _same(link if link is not None else _ask(fn), answer):
-            return f"{name[0]} {name[1]!r}"
-    return None
+        for kind, call, records in (("stat", os.stat, self.stats),
+                                    ("lstat", os.lstat, self.lstats)):
+            for key, fields in records:
+                try:
+                    if stat_fields(call(key)) == fields:
+                        continue
+                except (OSError, ValueError):
+                    pass
+                return f"{kind} {key!r}"
+        for key, was in self.readlinks:
+            try:
+                if readlink(key) == was:
+                    continue
+            except (OSError, ValueError):
+                pass
+            return f"readlink {key!r}"
+        for name, fn, answer in self.others:
+            if not _same(_ask(fn), answer):
+                return f"{name[0]} {name[1]!r}"
+        return None
+
+
+def changed(reads: ReadOnce) -> Optional[str]:
+    """Ask every input ``reads`` recorded again (outside any scope): None when each
+    answers as it did, else what answers differently (the first found).  To ask the
+    same records again and again, keep their :class:`Recheck`."""
+    return Recheck(reads).changed()
