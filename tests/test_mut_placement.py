@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -122,3 +122,60 @@ def test_read_dra_inputs(tmp_path: Path) -> None:
     assert distance == {0: "10 20", 1: "11 20", 2: "12 20", 3: "13 20", 4: None}
     assert list(distance) == [0, 1, 2, 3, 4]
     assert socket == {0: 1, 1: -1, 2: None, 3: None, 4: None}
+
+
+def test_dra_report_of_a_dgx_a100(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPUs first, then the RDMA devices, in the host's order; the NUMA lists from the
+    distance rows; with a pairing given for four GPUs: aligned (the NICs on the GPU's
+    root), not aligned (the warning names both sets, and the DMA function when there is
+    one), none, and a pairing not resolved (aligned whatever the roots)."""
+    from sysverbs.model import HostModel
+    from sysverbs.placement import _dra, read_layout
+    from sysverbs.testing.cache import fixture_tree
+
+    host = HostModel(fixture_tree("gpu-dgx-a100").host_root).placement
+    rule = {"0000:07:00.0": ("resolved", ("mlx5_1", "mlx5_0"), None),
+            "0000:47:00.0": ("resolved", ("mlx5_9",), None),
+            "0000:87:00.0": ("resolved", (), "0000:87:00.1"),
+            "0000:b7:00.0": ("unresolved", ("mlx5_9",), None)}
+    monkeypatch.setattr(_dra, "pairing", lambda h, lay: {
+        a: SimpleNamespace(rule="numa", status=s, nics=n, dma_function=f)
+        for a, (s, n, f) in rule.items()})
+    doc = _dra.read_dra(host, read_layout(host))
+    devices: list[dict[str, Any]] = doc["devices"]  # type: ignore[assignment]
+    assert [d["name"] for d in devices] == [f"GPU{i}" for i in range(8)] + [
+        f"mlx5_{i}" for i in range(10)]
+    numa = "resource.kubernetes.io/numaNode"
+    assert [d["attributes"][numa] for d in devices[:8:2]] == [
+        [3, 0, 1, 2], [1, 0, 2, 3], [7, 4, 5, 6], [5, 4, 6, 7]]
+    assert [d.get("pairing", {}).get("pcie_root_aligned") for d in devices[:8]] == [
+        True, None, False, None, False, None, True, None]
+    assert devices[0]["pairing"] == {"rule": "numa", "status": "resolved",
+                                     "nics": ["mlx5_1", "mlx5_0"], "dma_function": None,
+                                     "pcie_root_aligned": True}
+    assert doc["warnings"] == [
+        "GPU2 (0000:47:00.0, resource.kubernetes.io/pcieRoot pci0000:40): aligning on "
+        "pcieRoot gives mlx5_2, mlx5_3, the numa rule mlx5_9: select the NIC by pciBusID "
+        "or name, not by pcieRoot",
+        "GPU4 (0000:87:00.0, resource.kubernetes.io/pcieRoot pci0000:80): aligning on "
+        "pcieRoot gives mlx5_4, mlx5_5, the numa rule none (its CX-8's DMA function "
+        "0000:87:00.1 shares the GPU's root; the PF does not): select the NIC by pciBusID "
+        "or name, not by pcieRoot"]
+
+
+def test_dra_report_of_devices_without_a_pci_function_or_node() -> None:
+    """rxe1 (no PCI function): no attribute; a cloud VM's GPUs (numa_node unreadable):
+    no numaNode, said."""
+    from sysverbs.model import HostModel
+    from sysverbs.placement import read_dra, read_layout
+    from sysverbs.testing.cache import fixture_tree
+
+    host = HostModel(fixture_tree("rxe").host_root).placement
+    devices: Any = read_dra(host, read_layout(host))["devices"]
+    assert devices[1] == {"kind": "rdma", "name": "rxe1", "attributes": {},
+                          "problems": ["not on a PCI function: no PCI attribute"]}
+    host = HostModel(fixture_tree("gpu-cloud-vm").host_root).placement
+    gpu0: Any = read_dra(host, read_layout(host))["devices"][0]
+    assert gpu0["problems"] == ["resource.kubernetes.io/numaNode: failed to read NUMA node"]
+    assert list(gpu0["attributes"]) == ["resource.kubernetes.io/pciBusID",
+                                        "resource.kubernetes.io/pcieRoot"]

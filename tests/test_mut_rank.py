@@ -5,12 +5,26 @@ subprocess.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional
 
+import pytest
+
+from sysverbs.ground.errors import UsageError
 from sysverbs.model import HostModel
+from sysverbs.placement import Assignment, NicChoice
 from sysverbs.rank.addrgid import RocePort, address_gid_findings, roce_ports
+from sysverbs.rank.gdr import (
+    GRACE_ROOT_PORTS,
+    GdrFacts,
+    GdrSupport,
+    gdr_level,
+    gdr_pairs,
+    gdr_support,
+)
+from sysverbs.rank.hca import HcaEntry, parse_hca, socket_interface
 from sysverbs.rank.predict import DeviceView, PortView
 from sysverbs.rank.whynot import device_views
 from sysverbs.testing.cache import fixture_tree
@@ -144,3 +158,122 @@ def test_roce_ports_from_sysfs(tmp_path: Path) -> None:
     assert roce_ports(host) == [  # type: ignore[arg-type]
         RocePort("gone", 1, ("eth1",), ()), RocePort("gone", 2, ("eth2",), ()),
         RocePort("r0", 2, ("eth2",), ("fe80::1", "::ffff:10.0.0.1"))]
+
+
+# ------------------------------------------------------------------ rank/hca.py
+
+
+def test_the_old_parsers_entries() -> None:
+    """NCCL before 2.30.7 (the character loop): a name alone is any port (-1), rail and
+    plane do not exist (-1); ``name:port`` reads the port up to the next comma."""
+    f = parse_hca("mlx5_0:1,mlx5_1,mlx5_2:", nccl_version="2.21.5")
+    assert f.entries == (HcaEntry("mlx5_0", 1, -1, -1, "mlx5_0:1"),
+                         HcaEntry("mlx5_1", -1, -1, -1, "mlx5_1"),
+                         HcaEntry("mlx5_2", 0, -1, -1, "mlx5_2:"))
+    assert f.matches("mlx5_1", 2) and f.matches("mlx5_0") and not f.matches("mlx5_0", 2)
+
+
+def test_a_device_without_a_port_matches_every_entry_port() -> None:
+    f = parse_hca("mlx5_0:2")
+    assert f.matches("mlx5_0") and f.match_index("mlx5_0") == 0
+    assert not f.matches("mlx5_0", 1)
+
+
+def test_the_parser_by_release_and_the_kept_value() -> None:
+    """2.30.7 is the first release of the strtok parser (an empty port is -1, before it
+    0); the value is kept as given, None as ""; rail and plane are int16_t."""
+    assert parse_hca("mlx5_0:", nccl_version="2.30.7").entries[0].port == -1
+    assert parse_hca("mlx5_0:", nccl_version="2.30.6").entries[0].port == 0
+    assert parse_hca("mlx5_0").value == "mlx5_0" and parse_hca(None).value == ""
+    e = parse_hca("mlx5_0:1:40000:70000").entries[0]
+    assert (e.port, e.rail, e.plane) == (1, 40000 - 65536, 70000 - 65536)
+    f = parse_hca("mlx5_0")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.negate = True  # type: ignore[misc]
+    assert f.match_index("mlx5_1") == -1 and f.match_index("mlx5_0") == 0
+
+
+def test_a_name_cut_inside_a_character_is_compared_as_nccls_63_bytes() -> None:
+    """``"é" * 40`` is cut at 63 bytes, inside the 32nd ``é``: a device matches when its
+    name starts with (or, with ``=``, is) those 63 bytes, not the 31 whole ``é``."""
+    long = "é" * 40
+    cut_byte = "é" * 31 + "\udcc3"  # the 63 bytes NCCL keeps, as os.fsdecode gives them
+    f = parse_hca(long)
+    assert f.entries[0].prefix == "é" * 31
+    assert f.matches("é" * 32) and f.matches(cut_byte) and not f.matches("é" * 31 + "x")
+    assert not f.matches("\ud800")  # no C string: no name NCCL sees
+    exact = parse_hca("=" + long)
+    assert exact.matches(cut_byte) and not exact.matches("é" * 32)
+    with_port = parse_hca(long + ":1")
+    assert with_port.matches("é" * 32, 1) and not with_port.matches("é" * 31 + "x", 1)
+
+
+def test_socket_interface_checks_every_name_and_ignores_ports() -> None:
+    """ncclOsFindInterfaces matches with port -1: an entry's port never excludes; every
+    interface name must be a C string."""
+    assert socket_interface(["eth0"], "eth0:5") == "eth0"
+    assert socket_interface(["eth0"], "eth0:5", nccl_version="2.21.5") == "eth0"
+    with pytest.raises(UsageError):
+        socket_interface(["eth0", "a\0b"], "eth0")
+
+
+# ------------------------------------------------------------------ rank/gdr.py
+
+
+def test_gdr_support_reasons() -> None:
+    facts = GdrFacts(driver=True, modules_known=True, peermem=None, flavour="open",
+                     kernel=(6, 8))
+    assert gdr_support(facts, {}) == GdrSupport(
+        "dmabuf", "no peer-memory module; DMA-BUF: kernel 6.8 and the open NVIDIA module "
+                  "(the NIC's driver must register DMA-BUF: mlx5 does)")
+    assert gdr_support(facts._replace(kernel=(4, 19)), {}) == GdrSupport(
+        "none", "no peer-memory module (/sys/module/nvidia_peermem) and no DMA-BUF path "
+                "(kernel 4.19 < 5.12 has no ibv_reg_dmabuf_mr)")
+    assert gdr_support(facts._replace(kernel=None), {}).reason.endswith(
+        "depends on the kernel release, which cannot be read")
+    assert gdr_support(facts._replace(flavour=None), {}).reason.endswith(
+        "depends on the module flavour, which cannot be read")
+
+
+@pytest.mark.parametrize(("value", "level"), [
+    ("99999999999999999999", "LOC"),  # out of range: NCCL's default, 0
+    ("4", "SYS"), ("5", "SYS"), ("7", "SYS"), ("2x", "PXB"),
+])
+def test_gdr_level_old_numbers(value: str, level: str) -> None:
+    assert gdr_level({"NCCL_NET_GDR_LEVEL": value}) == (level, f"NCCL_NET_GDR_LEVEL={value}")
+
+
+def test_grace_root_ports_are_the_layouts() -> None:
+    """The root ports under which a GPU has C2C are those the layout knows as Grace's and
+    Vera's (placement/_layout.py, from rdma-core's rdma_topo)."""
+    from sysverbs.placement._layout import GRACE_ROOT_PORTS as LAYOUT
+    assert GRACE_ROOT_PORTS == frozenset(LAYOUT)
+
+
+def _gpu(index: int, vendor: str, bridges: tuple[str, ...]) -> Any:
+    return SimpleNamespace(index=index, address=f"0000:0{index}:00.0", vendor=vendor,
+                           pci=SimpleNamespace(bridges=bridges))
+
+
+def test_gdr_pairs_on_grace_and_elsewhere() -> None:
+    """A GPU below a Grace root port (the last bridge) has C2C: its PHB NIC is P2C, within
+    the default level; below any other port (or the Grace one not last, or none) it is
+    PHB, beyond it.  Other GPUs and ranks without a GPU are passed over."""
+    host = SimpleNamespace(pci={
+        "rp": SimpleNamespace(vendor=0x10DE, device=0x22B8),
+        "sw": SimpleNamespace(vendor=0x10DE, device=0x22B3),
+        "x": SimpleNamespace(vendor=0x15B3, device=0x22B1)})
+    nic = NicChoice("mlx5_0", 1, None, (), None, None, "PHB", "PHB", 2, "")
+    ranks = [Assignment(None, None, (), "no GPU"),
+             Assignment(_gpu(9, "amd", ("rp",)), None, (nic,), ""),
+             *(Assignment(_gpu(i, "nvidia", b), None, (nic,), "")
+               for i, b in enumerate((("sw", "rp"), ("rp", "sw"), (), ("x",))))]
+    support = GdrSupport("dmabuf", "")
+    pairs = gdr_pairs(host, ranks, support, {})  # type: ignore[arg-type]
+    assert [(p.gpu, p.path, p.enabled) for p in pairs] == [
+        (0, "P2C", True), (1, "PHB", False), (2, "PHB", False), (3, "PHB", False)]
+    assert pairs[0].reason == ("path P2C (C2C GPU, NIC on its CPU) within the GDR level P2C "
+                               "(NCCL_NET_GDR_LEVEL unset, NCCL_NET_GDR_C2C=1)")
+    for state, enabled in (("none", False), ("n/a", None)):
+        got = gdr_pairs(host, ranks, GdrSupport(state, "why"), {})  # type: ignore[arg-type]
+        assert [(p.enabled, p.reason) for p in got] == [(enabled, "why")] * 4
