@@ -185,8 +185,9 @@ def test_the_parser_by_release_and_the_kept_value() -> None:
     assert parse_hca("mlx5_0:", nccl_version="2.30.7").entries[0].port == -1
     assert parse_hca("mlx5_0:", nccl_version="2.30.6").entries[0].port == 0
     assert parse_hca("mlx5_0").value == "mlx5_0" and parse_hca(None).value == ""
-    e = parse_hca("mlx5_0:1:40000:70000").entries[0]
+    e, f = parse_hca("mlx5_0:1:40000:70000,mlx5_1:1:70000:40000").entries
     assert (e.port, e.rail, e.plane) == (1, 40000 - 65536, 70000 - 65536)
+    assert (f.rail, f.plane) == (70000 - 65536, 40000 - 65536)
     f = parse_hca("mlx5_0")
     with pytest.raises(dataclasses.FrozenInstanceError):
         f.negate = True  # type: ignore[misc]
