@@ -9,18 +9,26 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
+import shutil
 import stat
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from sysverbs.devices import access
+from sysverbs.devices import access, diagnosis
 from sysverbs.devices.diagnosis import DeviceNode, Diagnosis, diagnose
 from sysverbs.ground.errors import SourceUnavailable
+from sysverbs.providers.table import provider_dir
 from sysverbs.sources import netlink
 from tests import trees
+from tests.conftest import require
 from tests.diagnose_runs import fixture, null_node, run, rxe
 from tests.netlink_fakes import Dev, FakeKernel
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_port_messages_by_state_and_link_layer(tmp_path: Path) -> None:
@@ -183,3 +191,129 @@ def test_a_device_in_another_netns(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     found = diagnose(sysfs_path=tmp_path / "sys", dev_dir=tmp_path / "dev/infiniband",
                      providers="builtin", rdma_core="44", probe_open=False)
     assert [[r.code for r in d.reasons] for d in found] == [["kernel_abi"], ["kernel_abi"]]
+
+
+def test_the_release_that_adds_or_drops_a_devices_provider(tmp_path: Path) -> None:
+    """mlx5's 15b3:1027 is in rdma-core 65's table only; hns v1 (acpi HISI00D1) left
+    rdma-core in 41: the hint names the first later release with a provider, never an
+    earlier one."""
+    trees.build(tmp_path, trees.host(
+        trees.rdma_dev("uverbs0", "mlx5_9",
+                       modalias="pci:v000015B3d00001027sv000015B3sd00000001bc02sc00i00\n"),
+        trees.rdma_dev("uverbs1", "hns_0", pci="0000:08:00.0", modalias="acpi:HISI00D1:\n")))
+    upgrade = (" rdma-core 65 and later have a provider for it (mlx5): upgrade rdma-core "
+               "(ibverbs-providers).")
+    for release in ("41", "64"):
+        found = {d.name: d.reasons[0].message for d in diagnose(
+            sysfs_path=tmp_path / "sys", dev_dir=tmp_path / "dev/infiniband",
+            providers="builtin", rdma_core=release, probe_open=False)}
+        assert found["mlx5_9"].endswith("so libibverbs drops it." + upgrade)
+        assert found["hns_0"].endswith("It may need a vendor's own provider library.")
+
+
+def test_more_node_and_port_edges(tmp_path: Path) -> None:
+    """rdma_cm ABI 4 (librdmacm's last) accepted; a bad uverbs entry still names its
+    uverbs device; a device numbered 0:0 is opened whatever its node's numbers."""
+    trees.build(tmp_path, trees.host(
+        rxe("uverbs0", "rxe0", dev="0:0\n"), rxe("uverbs1", "rxe1", dev="bad\n"),
+        extra={"sys/class/misc/rdma_cm/abi_version": "4\n"}))
+    null_node(tmp_path / "dev/infiniband/uverbs0")
+    found = diagnose(sysfs_path=tmp_path / "sys", dev_dir=tmp_path / "dev/infiniband",
+                     providers="builtin", rdma_core="44")
+    by_name = {d.name: d for d in found}
+    assert by_name["rxe0"].usable and by_name["rxe0"].reasons == ()
+    assert by_name["rxe1"].uverbs == "uverbs1" and not by_name["rxe1"].listed
+    assert "rdma_cm_abi" not in [r.code for r in found.host]
+
+
+def test_a_roce_port_without_a_netdev_to_name(tmp_path: Path) -> None:
+    fixture("mlx5-cx6")(tmp_path)
+    port = tmp_path / "sys/class/infiniband/mlx5_3/ports/1"
+    (port / "state").write_text("1: DOWN\n")
+    shutil.rmtree(port / "gid_attrs/ndevs")
+    assert run(tmp_path).devices["mlx5_3"]["messages"]["port_down"] == (
+        "Port 1 is DOWN (physical state LINK_UP): bring its netdev up (ip link set ? up) and "
+        "check the cable and the switch port.")
+
+
+def test_a_provider_installed_but_not_enabled(tmp_path: Path) -> None:
+    """The installed libibverbs' mlx5 provider (Debian's ibverbs-providers) with an empty
+    config directory: not enabled, and libibverbs said nothing of it."""
+    lib = Path(provider_dir()) / "libmlx5-rdmav34.so"
+    require(None if lib.exists() else f"no {lib} (apt-get install ibverbs-providers)",
+            "the installed mlx5 provider")
+    trees.build(tmp_path, trees.host(trees.rdma_dev("uverbs0", "mlx5_0")))
+    (tmp_path / "conf").mkdir()
+    found = diagnose(sysfs_path=tmp_path / "sys", dev_dir=tmp_path / "dev/infiniband",
+                     providers="installed", config_dir=tmp_path / "conf", rdma_core="44")
+    assert [(r.code, r.message) for r in found[0].reasons] == [(
+        "provider_not_installed",
+        f"The mlx5 provider ({lib}) is installed but not enabled: {tmp_path / 'conf'} has no "
+        "file with the line 'driver mlx5'.")]
+
+
+class _Os:
+    """diagnosis.py's os, with stat failing for ``gone``."""
+
+    def __init__(self, gone: bytes) -> None:
+        self.gone = gone
+
+    def stat(self, path: bytes, *args: object, **kwargs: object) -> os.stat_result:
+        if path == self.gone:
+            raise FileNotFoundError(errno.ENOENT, "gone", path)
+        return os.stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+
+def test_a_node_removed_after_the_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node is there when the device is listed and gone when it is looked at (udev
+    removing it meanwhile): no_dev_node."""
+    trees.build(tmp_path, trees.host(rxe("uverbs0", "rxe0")))
+    node = tmp_path / "dev/infiniband/uverbs0"
+    monkeypatch.setattr(diagnosis, "os", _Os(bytes(node)))
+    found = diagnose(sysfs_path=tmp_path / "sys", dev_dir=tmp_path / "dev/infiniband",
+                     providers="builtin", rdma_core="44")
+    assert [r.code for r in found[0].reasons] == ["no_dev_node"]
+
+
+def test_memlock_is_said_without_a_device_when_it_is_too_small(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "sys/class/infiniband").mkdir(parents=True)
+    for verdict, said in (("memlock", True), ("memlock_low", False)):
+        monkeypatch.setattr(diagnosis, "current_memlock", lambda v=verdict: (v, "limit"))
+        found = diagnose(sysfs_path=tmp_path / "sys", dev_dir=tmp_path / "dev",
+                         providers="builtin", rdma_core="44")
+        assert (verdict in [r.code for r in found.host]) is said
+
+
+_NOBODY = """
+import os, sys
+from sysverbs.devices.access import access_errno
+from sysverbs.devices.diagnosis import diagnose
+diagnose(sysfs_path="/nonexistent")  # everything it loads, loaded as root
+access_errno(b"/")
+os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+found = diagnose(sysfs_path=sys.argv[1] + "/sys", dev_dir=sys.argv[1] + "/dev/infiniband",
+                 providers="builtin", rdma_core="44", probe_open=False)
+print(*(r.code for d in found for r in d.reasons))
+"""
+
+
+def test_a_node_this_user_may_write_but_not_read() -> None:
+    """Without probing the open, a node of mode 0222 is refused to another user (read
+    and write both needed), as the kernel's access check says."""
+    require(None if os.geteuid() == 0 else "needs root to become another user", "root")
+    d = tempfile.mkdtemp(prefix="sv-node-", dir="/dev/shm" if os.path.isdir("/dev/shm")
+                         else None)
+    try:
+        os.chmod(d, 0o755)
+        trees.build(Path(d), trees.host(rxe("uverbs0", "rxe0", dev="1:3\n")))
+        null_node(Path(d) / "dev/infiniband/uverbs0", mode=0o222)
+        env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH", str(ROOT)))
+        out = subprocess.run([sys.executable, "-c", _NOBODY, d], capture_output=True,
+                             text=True, env=env, cwd=ROOT, timeout=60)
+        assert out.stdout.split() == ["dev_node_access"], out.stderr
+    finally:
+        shutil.rmtree(d)
