@@ -317,3 +317,42 @@ def test_a_node_this_user_may_write_but_not_read() -> None:
         assert out.stdout.split() == ["dev_node_access"], out.stderr
     finally:
         shutil.rmtree(d)
+
+
+def test_what_libibverbs_said_of_the_provider(tmp_path: Path) -> None:
+    """A config file naming a library that is not there: libibverbs' warning about it is
+    quoted after the verdict."""
+    trees.build(tmp_path, trees.host(trees.rdma_dev("uverbs0", "mlx5_0")))
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf/mlx5.driver").write_text("driver /nonexistent/libmlx5\n")
+    found = diagnose(sysfs_path=tmp_path / "sys", dev_dir=tmp_path / "dev/infiniband",
+                     providers="installed", config_dir=tmp_path / "conf", rdma_core="44")
+    message = found[0].reasons[0].message
+    assert message.endswith(" libibverbs says: Warning: couldn't load driver "
+                            "'/nonexistent/libmlx5-rdmav34.so': /nonexistent/"
+                            "libmlx5-rdmav34.so: cannot open shared object file: No such "
+                            "file or directory")
+
+
+def test_one_uverbs_entry_per_device_and_the_class_abi_floor(tmp_path: Path) -> None:
+    """Two uverbs entries naming rxe0, both nodes wrong: libibverbs takes one, so one
+    dev_node_wrong; a node of other numbers than a 1:0 device; class ABI 3 accepted."""
+    trees.build(tmp_path, trees.host(rxe("uverbs0", "rxe0"),
+                                     rxe("uverbs1", "rxe0", dev="231:193\n"),
+                                     rxe("uverbs2", "rxe2", dev="1:0\n")))
+    for n in (0, 1, 2):
+        null_node(tmp_path / f"dev/infiniband/uverbs{n}")
+    (tmp_path / "sys/class/infiniband_verbs/abi_version").write_text("3\n")
+    found = diagnose(sysfs_path=tmp_path / "sys", dev_dir=tmp_path / "dev/infiniband",
+                     providers="builtin", rdma_core="44")
+    assert [(d.name, [r.code for r in d.reasons]) for d in found] == [
+        ("rxe0", ["dev_node_wrong"]), ("rxe2", ["dev_node_wrong"])]
+    assert "but sysfs says 1:0" in found[1].reasons[0].message
+
+
+def test_the_first_of_a_ports_netdevs_is_named(tmp_path: Path) -> None:
+    fixture("mlx5-cx6")(tmp_path)
+    port = tmp_path / "sys/class/infiniband/mlx5_3/ports/1"
+    (port / "state").write_text("1: DOWN\n")
+    (port / "gid_attrs/ndevs/2").write_text("p2p2.7\n")
+    assert "(ip link set p2p2 up)" in run(tmp_path).devices["mlx5_3"]["messages"]["port_down"]
