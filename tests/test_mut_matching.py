@@ -116,3 +116,12 @@ def test_modalias_of_reads_once(tmp_path: Path) -> None:
     assert modalias_of(rec) == MLX5
     gone = DeviceRecord(b"uverbs1", b"x", bytes(tmp_path / "x"), b"/sys", (231, 193), 1, 1, 0)
     assert modalias_of(gone) == b"" and gone.modalias_read and gone.modalias == b""
+
+
+def test_the_first_of_several_tables_takes_the_device() -> None:
+    """Providers 1 and 8 of nine both list the device's PCI id: libibverbs tries them in
+    list order, so provider 1 takes it (a set of the two, {1, 8}, iterates 8 first)."""
+    drivers = tuple(_prov(f"p{i}", pci=i in (1, 8), patterns=() if i in (1, 8) else
+                          (b"nothing",)) for i in range(9))
+    assert match_record(_rec(modalias=MLX5), drivers) is drivers[1]
+    assert explain_match(_rec(modalias=MLX5), drivers) == (drivers[1], ())
