@@ -1,0 +1,57 @@
+"""rank/lint.py's edges (issue 41: the mutants of ``make mutation``): exact messages and
+the release boundaries of the NCCL_IB_HCA linter, on tests/test_nccl.py's host and the
+dgx-demo fixture (tests/test_nccl_fixes.py).  Pure functions: no subprocess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sysverbs.rank.lint import dma_base, lint_hca
+from tests.test_nccl import HOST
+from tests.test_nccl_fixes import fixture_ports
+
+
+def test_a_data_direct_name() -> None:
+    """``mlx5_0_dma`` is NCCL's name of mlx5_0's Data Direct interface: write mlx5_0."""
+    assert dma_base("mlx5_0_dma", ["mlx5_0"]) == "mlx5_0"
+    assert dma_base("mlx5_0_dma", ["mlx5_"]) is None and dma_base("mlx5_0", ["mlx5"]) is None
+    r = lint_hca("mlx5_0_dma", HOST, {})
+    assert [(w.code, w.fix) for w in r.warnings] == [("dma-name", "=mlx5_0"),
+                                                     ("selects-none", "")]
+    assert r.meant == (("mlx5_0", 1),)
+
+
+def test_messages_name_devices_in_natural_order() -> None:
+    r = lint_hca("=mlx5_9", HOST, {})
+    assert r.warnings[0].message == (
+        "'mlx5_9' matches no device on this host (mlx5_0, mlx5_1, mlx5_2, mlx5_3, mlx5_10, "
+        "mlx5_11) (no fix: it means no device of this host that NCCL can use)")
+    assert lint_hca("^mlx5_1", HOST, {}).meant == (
+        ("mlx5_0", 1), ("mlx5_2", 1), ("mlx5_10", 1), ("mlx5_11", 1))
+
+
+def test_an_inactive_port_and_the_frozen_result() -> None:
+    r = lint_hca("=mlx5_3:1", HOST, {})
+    assert r.warnings[0].message == ("mlx5_3 port 1 is not ACTIVE: NCCL skips it (no fix: it "
+                                     "means no device of this host that NCCL can use)")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.fix = "x"  # type: ignore[misc]
+
+
+def test_release_boundaries() -> None:
+    """2.30.7 reads an empty port as any port (no bad-port); from 2.26.2 NCCL keeps
+    merging after a failed merge (every incompatible pair is named)."""
+    assert lint_hca("=mlx5_0:", HOST, {}, nccl_version="2.30.7").warnings == ()
+    ports = fixture_ports("dgx-demo")
+    value = "=" + ",".join(f"{p.device}:{p.port}" for p in ports
+                           if p.active and p.link_layer in ("InfiniBand", "Ethernet"))
+    for version, merges in (("2.26.2", 2), ("2.25.1", 1)):
+        found = [w for w in lint_hca(value, ports, nccl_version=version).warnings
+                 if w.code == "merge-incompatible"]
+        assert len(found) == merges
+        assert ("restarts its merge search" in found[0].message) is (merges == 2)
+    mixed = lint_hca(value, ports, nccl_version="2.26.2").warnings[0]
+    assert mixed.code == "mixed-link-layer" and "ncclInternalError" in mixed.message
