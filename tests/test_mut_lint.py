@@ -9,8 +9,9 @@ import dataclasses
 
 import pytest
 
+from sysverbs.rank.ib import IbPort, select_ib
 from sysverbs.rank.lint import dma_base, lint_hca
-from tests.test_nccl import HOST
+from tests.test_nccl import HOST, PCI
 from tests.test_nccl_fixes import fixture_ports
 
 
@@ -55,3 +56,50 @@ def test_release_boundaries() -> None:
         assert ("restarts its merge search" in found[0].message) is (merges == 2)
     mixed = lint_hca(value, ports, nccl_version="2.26.2").warnings[0]
     assert mixed.code == "mixed-link-layer" and "ncclInternalError" in mixed.message
+
+
+def _host(*specs: tuple[str, int, str]) -> list[IbPort]:
+    return [IbPort(d, p, True, ll, f"{PCI}0000:{16 + i:02x}:00.0")
+            for i, (d, p, ll) in enumerate(specs)]
+
+
+TWO = _host(("mlx5_0", 1, "InfiniBand"), ("mlx5_0", 2, "InfiniBand"),
+            ("mlx5_1", 1, "InfiniBand"), ("mlx5_10", 1, "InfiniBand"),
+            ("mlx5_2", 1, "Ethernet"))
+
+
+@pytest.mark.parametrize(("value", "meant", "fix", "codes"), [
+    ("mlx5_0:1 mlx5_1", [("mlx5_0", 1), ("mlx5_1", 1)], "=mlx5_0:1,mlx5_1",
+     ["whitespace", "bad-port"]),
+    ("mlx5_0:1,,mlx5_1", [("mlx5_0", 1), ("mlx5_1", 1)], "=mlx5_0:1,mlx5_1", ["collision"]),
+    ("^mlx5_1", [("mlx5_0", 1), ("mlx5_0", 2), ("mlx5_10", 1), ("mlx5_2", 1)], "^=mlx5_1",
+     ["collision", "mixed-link-layer"]),
+    ("=mlx5_0::1", [("mlx5_0", 1), ("mlx5_0", 2)], "", []),
+    ("mlx5_0:1:2:3", [("mlx5_0", 1)], "", []),
+    ("mlx5_0:1::", [("mlx5_0", 1)], "", []),
+    (" ^mlx5_0:1", [("mlx5_0", 2), ("mlx5_1", 1), ("mlx5_10", 1), ("mlx5_2", 1)],
+     "^mlx5_0:1", ["whitespace", "misplaced-modifier", "no-match", "selects-none"]),
+])
+def test_what_was_meant_and_its_fix(value: str, meant: list[tuple[str, int]], fix: str,
+                                    codes: list[str]) -> None:
+    """Entries as their writer meant them (whitespace separates, an empty port or rail
+    field is any, a ``^`` before an entry is that entry's) and the one fix; each fix
+    selects what was meant (NCCL's selection, rank/ib.py)."""
+    r = lint_hca(value, TWO, {}, nccl_version="2.30.7")
+    assert (list(r.meant or ()), r.fix, [w.code for w in r.warnings]) == (meant, fix, codes)
+    if fix:
+        sel = select_ib(TWO, {"NCCL_IB_HCA": fix}, nccl_version="2.30.7")
+        assert {(d.device, d.port) for d in sel.devices} == set(meant)
+
+
+def test_long_lists_and_the_first_mixed_pair() -> None:
+    """A message names eight devices and the count; the mixed-link-layer message names
+    the first port of the selection (its slot) and the other layer."""
+    ten = _host(*[(f"mlx5_{i}", 1, "InfiniBand") for i in range(10)])
+    assert lint_hca("=x9", ten, {}).warnings[0].message.startswith(
+        "'x9' matches no device on this host (mlx5_0, mlx5_1, mlx5_2, mlx5_3, mlx5_4, "
+        "mlx5_5, mlx5_6, mlx5_7, ... (10 in all))")
+    mixed = _host(("mlx5_0", 1, "InfiniBand"), ("mlx5_1", 1, "Ethernet"),
+                  ("mlx5_2", 1, "InfiniBand"))
+    assert ("'NET/IB : Remote RoCE device is incompatible with the local "
+            "[0]mlx5_0:1/IB'") in lint_hca("", mixed, {}).warnings[0].message
