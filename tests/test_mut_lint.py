@@ -6,11 +6,13 @@ dgx-demo fixture (tests/test_nccl_fixes.py).  Pure functions: no subprocess.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
-from sysverbs.rank.ib import IbPort, select_ib
-from sysverbs.rank.lint import dma_base, lint_hca
+from sysverbs import testing
+from sysverbs.rank.ib import IbPort, host_ports, select_ib
+from sysverbs.rank.lint import dma_base, gid_warnings, lint_hca
 from tests.test_nccl import HOST, PCI
 from tests.test_nccl_fixes import fixture_ports
 
@@ -103,3 +105,16 @@ def test_long_lists_and_the_first_mixed_pair() -> None:
                   ("mlx5_2", 1, "InfiniBand"))
     assert ("'NET/IB : Remote RoCE device is incompatible with the local "
             "[0]mlx5_0:1/IB'") in lint_hca("", mixed, {}).warnings[0].message
+
+
+def test_gid_warnings_of_a_roce_host(tmp_path: Path) -> None:
+    """gpu-dgx-a100's RoCE ports whose first GID is link-local, each named
+    ``device:port``; none when NCCL's IB transport is disabled."""
+    host = testing.materialize("gpu-dgx-a100", tmp_path / "h")
+    ports = host_ports(gid_tables=True, **host.options())
+    sel = select_ib(ports, {})
+    found = gid_warnings(sel, ports, {})
+    assert [(w.code, w.entry) for w in found] == [
+        ("gid-link-local", f"mlx5_{i}:1") for i in (0, 1, 3, 4, 5, 7, 8, 9)]
+    off = select_ib(ports, {"NCCL_IB_DISABLE": "1"})
+    assert off.disabled and gid_warnings(off, ports, {"NCCL_IB_DISABLE": "1"}) == []
