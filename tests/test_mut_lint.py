@@ -118,3 +118,20 @@ def test_gid_warnings_of_a_roce_host(tmp_path: Path) -> None:
         ("gid-link-local", f"mlx5_{i}:1") for i in (0, 1, 3, 4, 5, 7, 8, 9)]
     off = select_ib(ports, {"NCCL_IB_DISABLE": "1"})
     assert off.disabled and gid_warnings(off, ports, {"NCCL_IB_DISABLE": "1"}) == []
+
+
+def test_natural_order_whatever_the_hosts_order() -> None:
+    """Names sorted as numbers where they have digits (mlx5_2 before mlx5_10), a text
+    part (x) before a number part (0a), whatever order the host lists them in."""
+    host = _host(("mlx5_10", 1, "InfiniBand"), ("mlx5_2", 1, "InfiniBand"),
+                 ("mlx5_1", 1, "InfiniBand"), ("0a", 1, "InfiniBand"), ("x", 1, "InfiniBand"))
+    assert lint_hca("=zz", host, {}).warnings[0].message.startswith(
+        "'zz' matches no device on this host (mlx5_1, mlx5_2, mlx5_10, x, 0a)")
+    assert dma_base("mlx5_0x", ["mlx"]) is None
+
+
+def test_the_first_mixed_pair_when_roce_comes_first() -> None:
+    mixed = _host(("mlx5_0", 1, "Ethernet"), ("mlx5_1", 1, "InfiniBand"),
+                  ("mlx5_2", 1, "InfiniBand"), ("mlx5_3", 1, "Ethernet"))
+    assert ("'NET/IB : Remote IB device is incompatible with the local "
+            "[0]mlx5_0:1/RoCE'") in lint_hca("", mixed, {}).warnings[0].message
