@@ -135,3 +135,18 @@ def test_the_first_mixed_pair_when_roce_comes_first() -> None:
                   ("mlx5_2", 1, "InfiniBand"), ("mlx5_3", 1, "Ethernet"))
     assert ("'NET/IB : Remote IB device is incompatible with the local "
             "[0]mlx5_0:1/RoCE'") in lint_hca("", mixed, {}).warnings[0].message
+
+
+@pytest.mark.parametrize(("value", "version", "fix", "codes"), [
+    # rail and plane kept (a fifth field dropped); before 2.30.7 there are none
+    ("mlx5_0:1:2:3:4 mlx5_1", "2.30.7", "=mlx5_0:1:2:3,mlx5_1", ["whitespace"]),
+    ("mlx5_0:1:2 mlx5_1", "2.30.7", "=mlx5_0:1:2,mlx5_1", ["whitespace"]),
+    ("mlx5_0:1:2 mlx5_1", "2.21.5", "=mlx5_0:1,mlx5_1", ["whitespace"]),
+    ("mlx5_0,=mlx5_1", "2.30.7", "=mlx5_0,mlx5_1", ["misplaced-modifier", "no-match"]),
+    ("=" + "x" * 63, "2.30.7", "", ["no-match", "selects-none"]),  # 63 bytes: not cut
+    ("^mlx5_0:1 mlx5_1", "2.30.7", "^=mlx5_0:1,mlx5_1",
+     ["whitespace", "bad-port", "mixed-link-layer"]),
+])
+def test_fixes_by_release(value: str, version: str, fix: str, codes: list[str]) -> None:
+    r = lint_hca(value, TWO, {}, nccl_version=version)
+    assert (r.fix, [w.code for w in r.warnings]) == (fix, codes)
