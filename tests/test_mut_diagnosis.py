@@ -20,6 +20,7 @@ import pytest
 
 from sysverbs.devices import access, diagnosis
 from sysverbs.devices.diagnosis import DeviceNode, Diagnosis, diagnose
+from sysverbs.ground import inputs
 from sysverbs.ground.errors import SourceUnavailable
 from sysverbs.providers.table import provider_dir
 from sysverbs.sources import netlink
@@ -253,7 +254,8 @@ def test_a_provider_installed_but_not_enabled(tmp_path: Path) -> None:
 
 
 class _Os:
-    """diagnosis.py's os, with stat failing for ``gone``."""
+    """The os of ground/inputs.py (through which diagnosis.py stats), with stat failing
+    for ``gone``."""
 
     def __init__(self, gone: bytes) -> None:
         self.gone = gone
@@ -272,7 +274,7 @@ def test_a_node_removed_after_the_scan(tmp_path: Path, monkeypatch: pytest.Monke
     removing it meanwhile): no_dev_node."""
     trees.build(tmp_path, trees.host(rxe("uverbs0", "rxe0")))
     node = tmp_path / "dev/infiniband/uverbs0"
-    monkeypatch.setattr(diagnosis, "os", _Os(bytes(node)))
+    monkeypatch.setattr(inputs, "os", _Os(bytes(node)))  # diagnosis stats through inputs
     found = diagnose(sysfs_path=tmp_path / "sys", dev_dir=tmp_path / "dev/infiniband",
                      providers="builtin", rdma_core="44")
     assert [r.code for r in found[0].reasons] == ["no_dev_node"]

@@ -5,7 +5,6 @@ subprocess.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional
@@ -51,9 +50,9 @@ def test_device_views_of_a_bluefield() -> None:
         DeviceView("mlx5_5", "mlx5", True, True, "CA", "",
                    (PortView("mlx5_5", 1, "ACTIVE", "InfiniBand", 1),)),
         DeviceView("mlx5_6", "mlx5", True, False, "CA", "e1",
-                   (PortView("mlx5_6", 1, "ACTIVE", "Ethernet", 2),)),
+                   (PortView("mlx5_6", 1, "ACTIVE", "Ethernet", 2, ("enp41s0f1np1",)),)),
         DeviceView("mlx5_12", "", True, True, "CA", "",
-                   (PortView("mlx5_12", 1, "ACTIVE", "Ethernet", 2),))]
+                   (PortView("mlx5_12", 1, "ACTIVE", "Ethernet", 2, ("enp170s0f1np1",)),))]
 
 
 def test_device_views_of_what_sysfs_lacks(tmp_path: Path) -> None:
@@ -189,7 +188,7 @@ def test_the_parser_by_release_and_the_kept_value() -> None:
     assert (e.port, e.rail, e.plane) == (1, 40000 - 65536, 70000 - 65536)
     assert (f.rail, f.plane) == (70000 - 65536, 40000 - 65536)
     f = parse_hca("mlx5_0")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):  # frozen (a FrozenRecord)
         f.negate = True  # type: ignore[misc]
     assert f.match_index("mlx5_1") == -1 and f.match_index("mlx5_0") == 0
 
@@ -226,7 +225,8 @@ def test_gdr_support_reasons() -> None:
                      kernel=(6, 8))
     assert gdr_support(facts, {}) == GdrSupport(
         "dmabuf", "no peer-memory module; DMA-BUF: kernel 6.8 and the open NVIDIA module "
-                  "(the NIC's driver must register DMA-BUF: mlx5 does)")
+                  "(CUDA's DMA_BUF_SUPPORTED; each NIC's driver must pass NCCL's trial "
+                  "ibv_reg_dmabuf_mr: mlx5 does)")
     assert gdr_support(facts._replace(kernel=(4, 19)), {}) == GdrSupport(
         "none", "no peer-memory module (/sys/module/nvidia_peermem) and no DMA-BUF path "
                 "(kernel 4.19 < 5.12 has no ibv_reg_dmabuf_mr)")
@@ -253,7 +253,7 @@ def test_grace_root_ports_are_the_layouts() -> None:
 
 def _gpu(index: int, vendor: str, bridges: tuple[str, ...]) -> Any:
     return SimpleNamespace(index=index, address=f"0000:0{index}:00.0", vendor=vendor,
-                           pci=SimpleNamespace(bridges=bridges))
+                           model=None, pci=SimpleNamespace(bridges=bridges, device=0))
 
 
 def test_gdr_pairs_on_grace_and_elsewhere() -> None:
@@ -269,7 +269,7 @@ def test_gdr_pairs_on_grace_and_elsewhere() -> None:
              Assignment(_gpu(9, "amd", ("rp",)), None, (nic,), ""),
              *(Assignment(_gpu(i, "nvidia", b), None, (nic,), "")
                for i, b in enumerate((("sw", "rp"), ("rp", "sw"), (), ("x",))))]
-    support = GdrSupport("dmabuf", "")
+    support = GdrSupport("peermem", "")  # no NIC driver to judge: DMA-BUF would be NCCL's trial
     pairs = gdr_pairs(host, ranks, support, {})  # type: ignore[arg-type]
     assert [(p.gpu, p.path, p.enabled) for p in pairs] == [
         (0, "P2C", True), (1, "PHB", False), (2, "PHB", False), (3, "PHB", False)]
