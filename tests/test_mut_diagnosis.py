@@ -294,11 +294,14 @@ _NOBODY = """
 import os, sys
 from sysverbs.devices.access import access_errno
 from sysverbs.devices.diagnosis import diagnose
-diagnose(sysfs_path="/nonexistent")  # everything it loads, loaded as root
+where = dict(sysfs_path=sys.argv[1] + "/sys", dev_dir=sys.argv[1] + "/dev/infiniband",
+             providers="builtin", rdma_core="44", probe_open=False)
+# everything it imports (some modules on first use) imported as root: the checkout may be
+# a 0700 directory that uid 65534 cannot read
+diagnose(**where)
 access_errno(b"/")
 os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
-found = diagnose(sysfs_path=sys.argv[1] + "/sys", dev_dir=sys.argv[1] + "/dev/infiniband",
-                 providers="builtin", rdma_core="44", probe_open=False)
+found = diagnose(**where)
 print(*(r.code for d in found for r in d.reasons))
 """
 
