@@ -215,7 +215,10 @@ def test_a_gpu_without_gdr_beyond_the_level_is_its_own_lack_everywhere() -> None
     far = GdrPair(0, "0000:01:00.0", "mlx5_0", 1, "SYS", "PXB", enabled, why)
     near_off = far._replace(path="PIX")
     distance = far._replace(gpu=1, reason="path SYS beyond the GDR level PXB (default)")
-    assert [pair_code(p) for p in (far, near_off, distance, far._replace(enabled=None))] == [
-        "gdr_unavailable", "gdr_unavailable", "gdr_disabled_by_distance", None]
+    no_module = distance._replace(path="PIX", reason="no peer-memory module")  # host-wide
+    assert [pair_code(p) for p in (far, near_off, distance, far._replace(enabled=None),
+                                   no_module)] == [
+        "gdr_unavailable", "gdr_unavailable", "gdr_disabled_by_distance", None,
+        "gdr_unavailable"]
     assert [code for code, _ in gdr_findings(support, (far, distance))] == [
         "gdr_unavailable", "gdr_disabled_by_distance"]

@@ -55,6 +55,15 @@ def test_device_views_of_a_bluefield() -> None:
                    (PortView("mlx5_12", 1, "ACTIVE", "Ethernet", 2, ("enp170s0f1np1",)),))]
 
 
+def test_a_device_dropped_for_a_warning_has_that_warning_as_its_error() -> None:
+    """No error reason, yet not usable (libibverbs drops it for a warning, e.g.
+    netns_exclusive): the view's error is that first reason's code; a usable device with
+    the same warning has none."""
+    host = HostModel(fixture_tree("bluefield3").host_root).placement
+    dropped, kept = device_views(host, [_diag("mlx5_5", usable=False), _diag("mlx5_6")])
+    assert (dropped.error, kept.error) == ("w", "")
+
+
 def test_device_views_of_what_sysfs_lacks(tmp_path: Path) -> None:
     """A port without state or link layer, a RoCE port whose GID table cannot be read (0
     GIDs), a device the host does not have (no port), a node type text with colons."""
