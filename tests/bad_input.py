@@ -93,6 +93,32 @@ BREAK: dict[str, Callable[[Path], None]] = {
     "parent-loop": lambda p: _replace(p, lambda q: q.symlink_to(".")),
 }
 
+def _unreadable(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+    path.chmod(0)
+
+
+#: How the fuzzed broken trees make a path that is not there yet (:func:`make_broken`).
+MAKE: dict[str, Callable[[Path, bytes], None]] = {
+    "file": lambda p, data: p.write_bytes(data),
+    "big": lambda p, data: p.write_bytes(b"9" * 10000),  # more than any read's buffer
+    "dir": lambda p, data: p.mkdir(),
+    "loop": lambda p, data: p.symlink_to(p.name),  # a link to itself: ELOOP
+    "dangling": lambda p, data: p.symlink_to("../nowhere"),
+    "up": lambda p, data: p.symlink_to("../../../.."),  # an ancestor: a cycle for a walker
+    "fifo": lambda p, data: os.mkfifo(p),  # opening it to read blocks
+    "mode0": lambda p, data: _unreadable(p, data),
+    "missing": lambda p, data: None,  # only its directory
+}
+
+
+def make_broken(path: Path, kind: str, data: bytes = b"") -> None:
+    """Make ``path`` (not there yet) the ``kind`` way of :data:`MAKE`, its directory
+    first: one broken file or link of a fuzzed tree."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    MAKE[kind](path, data)
+
+
 #: Corruption kinds over the whole tree: each file broken one way, or each link.
 KINDS = {
     "junk": ("junk", "files"), "empty": ("empty", "files"),

@@ -35,6 +35,7 @@ from sysverbs.devices.attributes import (
 )
 from sysverbs.ground.enums import NodeType
 from tests import listing_hosts
+from tests.bad_input import make_broken
 from tests.fuzz.profiles import fuzz_settings
 
 
@@ -423,23 +424,6 @@ _NAMES = [
 ]
 
 
-def _make(path: Path, kind: str, content: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "file":
-        path.write_bytes(content)
-    elif kind == "dir":
-        path.mkdir()
-    elif kind == "dangling":
-        os.symlink("nowhere/at/all", path)
-    elif kind == "loop":
-        os.symlink(path.name, path)
-    elif kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "mode0":
-        path.write_bytes(content)
-        os.chmod(path, 0)
-
-
 @pytest.mark.timeout(60)  # FIFOs in the tree: a read of one would block, fail fast
 @fuzz_settings(ci=60, deep=600)
 @given(st.lists(st.tuples(st.sampled_from(_NAMES), _KIND, _CONTENT), max_size=12))
@@ -449,7 +433,7 @@ def test_broken_trees_never_raise(entries: list[tuple[str, str, bytes]]) -> None
         (ib / "ports/1").mkdir(parents=True)
         for rel, kind, content in entries:
             if not (ib / rel).exists() and not os.path.lexists(ib / rel):
-                _make(ib / rel, kind, content)
+                make_broken(ib / rel, kind, content)
         a = device_attributes(str(ib))
         for field in ("node_guid", "sys_image_guid", "hw_rev"):
             value = getattr(a, field)

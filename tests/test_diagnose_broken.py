@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from sysverbs.devices.diagnosis import CODES, diagnose
 from tests import trees
+from tests.bad_input import make_broken
 from tests.diagnose_runs import fixture, run, rxe
 from tests.fuzz.profiles import fuzz_settings
 
@@ -35,7 +36,7 @@ _IB_FILES = [
     st.lists(
         st.tuples(
             st.sampled_from(_ENTRY_FILES + _IB_FILES),
-            st.sampled_from(["junk", "dir", "loop", "fifo", "missing", "big"]),
+            st.sampled_from(["file", "dir", "loop", "fifo", "missing", "big"]),
             st.binary(max_size=40),
         ),
         max_size=8,
@@ -57,17 +58,7 @@ def test_broken_trees_never_raise(changes: list[tuple[str, str, bytes]], class_a
                 path.unlink()
             elif path.is_dir():
                 continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if kind == "junk":
-                path.write_bytes(data)
-            elif kind == "dir":
-                path.mkdir()
-            elif kind == "loop":
-                os.symlink(path.name, path)
-            elif kind == "fifo":
-                os.mkfifo(path)
-            elif kind == "big":
-                path.write_bytes(b"9" * 10000)
+            make_broken(path, kind, data)
         found = diagnose(
             sysfs_path=root / "sys", dev_dir=root / "dev/infiniband", providers="builtin"
         )

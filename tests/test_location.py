@@ -21,6 +21,7 @@ import sysverbs.devices.location as location_module
 from sysverbs import testing
 from sysverbs.devices.location import _AUX_RDMA, device_location, parse_cpulist
 from tests import listing_hosts
+from tests.bad_input import make_broken
 from tests.fuzz.profiles import fuzz_settings
 
 DATA = Path(__file__).resolve().parent / "data"  # real machines' data: see PROVENANCE.md
@@ -326,18 +327,7 @@ def test_broken_trees_never_raise(entries: list[tuple[str, str, bytes]]) -> None
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError:
                 continue  # a parent is a file, a link loop...
-            if kind == "file":
-                path.write_bytes(data)
-            elif kind == "dir":
-                path.mkdir()
-            elif kind == "loop":
-                os.symlink(path.name, path)
-            elif kind == "dangling":
-                os.symlink("../nowhere", path)
-            elif kind == "up":
-                os.symlink("../../../..", path)
-            else:
-                os.mkfifo(path)
+            make_broken(path, kind, data)
         t = device_location("dev0", sysfs_path=root, dev_dir=Path(tmp) / "dev")
         assert t.name == "dev0"
         hash(t.pci) if t.pci is not None else None
