@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Callable
 
 from .builder import HostBuilder
-from .layout import Port, Value, net_attrs, net_device, port_files
+from .layout import Port, Value, net_attrs, net_device, port_files, roce_gids
 
 __all__ = ["GRACE_HOSTS", "vpd_image", "endpoint_config", "gb200_nvl72_tray",
            "gb300_nvl72_tray", "dgx_station_gb300", "gh200", "inline_cx_switch", "OTHER_HOSTS",
@@ -198,7 +198,7 @@ def _plane_port(mac_tail: int, netdev: str) -> Port:
     choice: its link-local GID from a made-up MAC."""
     gid = f"fe80:0000:0000:0000:02c5:c0ff:fe00:{mac_tail:04x}"
     return Port("Ethernet", rate="200 Gb/sec (2X NDR)", cap_mask="0x04010000",
-                gids=(gid,), gid_types=("RoCE v2",), gid_ndevs=(netdev,))
+                **roce_gids(gid, netdev, v1=False))
 
 
 def oci_gb300_tray() -> HostBuilder:
@@ -259,20 +259,13 @@ def dgx_station_gb300(*, vpd: bool = True) -> HostBuilder:
     return b
 
 
-def _roce_gids(link_local: str, ipv4: str, netdev: str) -> dict[str, str]:
-    """A configured RoCE port's GID table as mlx5 fills it: the link-local GID and the
-    netdev's IPv4 address, each as RoCE v1 and v2 (``gid_attrs/types``, ``ndevs``).
-    choice: the addresses (no source shows them; an addressed port, as a host that
-    runs NCCL across machines has)."""
-    a, b, c, d = (int(x) for x in ipv4.split("."))
-    v4 = f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
-    files: dict[str, str] = {}
-    for n, (gid, kind) in enumerate(((link_local, "IB/RoCE v1"), (link_local, "RoCE v2"),
-                                     (v4, "IB/RoCE v1"), (v4, "RoCE v2"))):
-        files[f"ports/1/gids/{n}"] = gid
-        files[f"ports/1/gid_attrs/types/{n}"] = kind
-        files[f"ports/1/gid_attrs/ndevs/{n}"] = netdev
-    return files
+def _roce_gids(link_local: str, ipv4: str, netdev: str) -> dict[str, Value]:
+    """A configured RoCE port's GID table files (``ports/1/gids``, ``gid_attrs``) as
+    mlx5 fills it: the link-local GID and the netdev's IPv4 address, each as RoCE v1 and
+    v2 (:func:`~sysverbs.testing.layout.roce_gids`).  choice: the addresses (no source
+    shows them; an addressed port, as a host that runs NCCL across machines has)."""
+    port = Port("Ethernet", **roce_gids(link_local, netdev, ipv4))
+    return {name: data for name, data in port_files(1, port) if "/gid" in name}
 
 
 def gb200_nvl72_tray() -> HostBuilder:

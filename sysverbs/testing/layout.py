@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional, TypedDict, Union
 
 from .umockdev import Attribute, Record, class_file
 
@@ -42,6 +42,7 @@ __all__ = [
     "ETH_CLASS", "LO_PATH", "encode", "encode_node_type", "guid_text", "kernel_link",
     "cpulist", "cpumask",
     "device", "pci_function", "aux_device", "net_attrs", "net_device", "Port", "port_files",
+    "ipv4_gid", "GidTable", "roce_gids",
     "ib_device", "uverbs_device", "mad_device", "loopback",
 ]
 
@@ -267,6 +268,38 @@ class Port:
     gid_types: Sequence[str] = ()  # gid_attrs/types/N (only readable entries)
     gid_ndevs: Sequence[str] = ()  # gid_attrs/ndevs/N (only RoCE/iWARP ports)
     pkeys: Sequence[str] = ("0xffff",)
+
+
+def ipv4_gid(ip: str) -> str:
+    """The GID the kernel adds for an IPv4 address of a RoCE port's netdev
+    (``::ffff:a.b.c.d``), as ``gids/N`` shows it."""
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
+
+
+class GidTable(TypedDict):
+    """:class:`Port`'s GID files: ``gids/N``, ``gid_attrs/types/N``, ``gid_attrs/ndevs/N``."""
+
+    gids: tuple[str, ...]
+    gid_types: tuple[str, ...]
+    gid_ndevs: tuple[str, ...]
+
+
+def roce_gids(link_local: str, netdev: str, ipv4: Optional[str] = None, *, v1: bool = True
+              ) -> GidTable:
+    """A RoCE port's GID table in the kernel's order, as :class:`Port`'s ``gids``,
+    ``gid_types`` and ``gid_ndevs``: the link-local GID, then the IPv4 address's, each as
+    RoCE v1 (``IB/RoCE v1``, unless ``v1`` is False) and v2, all on ``netdev``."""
+    gids: list[str] = []
+    types: list[str] = []
+    for gid in (link_local, *((ipv4_gid(ipv4),) if ipv4 is not None else ())):
+        if v1:
+            gids.append(gid)
+            types.append("IB/RoCE v1")
+        gids.append(gid)
+        types.append("RoCE v2")
+    return {"gids": tuple(gids), "gid_types": tuple(types),
+            "gid_ndevs": tuple(netdev for _ in gids)}
 
 
 def port_files(number: int, port: Port) -> list[tuple[str, Optional[bytes]]]:

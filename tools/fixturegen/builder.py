@@ -16,6 +16,7 @@ from sysverbs.testing.layout import (
     net_attrs,
     net_device,
     port_files,
+    roce_gids,
 )
 from sysverbs.testing.layout import guid_text as guid_fmt
 from sysverbs.testing.umockdev import Recording
@@ -78,11 +79,6 @@ LINK_LOCAL = "fe80:0000:0000:0000"
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 
 
-def ipv4_gid(ip: str) -> str:
-    a, b, c, d = (int(x) for x in ip.split("."))
-    return f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
-
-
 # --------------------------------------------------------------------- builder
 
 
@@ -99,23 +95,10 @@ def roce_port(mac: str, netdev: str, rate: str, *, state: str = "4: ACTIVE",
               phys: str = "5: LinkUp", ipv4: str | None = None,
               cap_mask: str = "0x04010000", v1: bool = True) -> Port:
     """A RoCE port: link-local GIDs from the MAC (v1 and v2), then the IPv4 ones."""
-    ll = gid(LINK_LOCAL, eui64(mac))
-    gids: list[str] = []
-    types: list[str] = []
-    if v1:
-        gids.append(ll)
-        types.append("IB/RoCE v1")
-    gids.append(ll)
-    types.append("RoCE v2")
-    if ipv4 is not None:
-        if v1:
-            gids.append(ipv4_gid(ipv4))
-            types.append("IB/RoCE v1")
-        gids.append(ipv4_gid(ipv4))
-        types.append("RoCE v2")
+    table = roce_gids(gid(LINK_LOCAL, eui64(mac)), netdev, ipv4, v1=v1)
     return Port("Ethernet", state, phys, rate, "0x0", "0x0", "0", "0", cap_mask,
-                gids=tuple(gids), gid_types=tuple(types),
-                gid_ndevs=tuple(netdev for _ in gids), pkeys=("0xffff",))
+                gids=table["gids"], gid_types=table["gid_types"],
+                gid_ndevs=table["gid_ndevs"], pkeys=("0xffff",))
 
 
 def iwarp_port(mac: str, netdev: str, rate: str, *, state: str = "4: ACTIVE",
