@@ -260,18 +260,19 @@ def _textfile(args: argparse.Namespace, collect: Callable[[], HostFacts]) -> int
     import os
     import time
 
-    from ..fleet.metrics import write_textfile
+    from ..fleet.metrics import Pages, write_textfile
     from .contract import describe_os_error, fail, warning
 
     directory = args.textfile
     if not os.path.isdir(directory):
         return fail(args, "os-error", f"--textfile {directory}: not a directory")
     report = _Reporter()
+    pages = Pages(args.detail)  # an unchanged host's file: only its durations written again
 
     def once() -> int:
         facts = collect()
         report(facts)
-        write_textfile(directory, facts, detail=args.detail)
+        write_textfile(directory, facts, pages=pages)
         return 1 if report.last else 0
 
     if args.interval is None:

@@ -9,12 +9,15 @@ collection; :func:`render` is the text exposition (format 0.0.4), :func:`exposit
 format a client asks for, :func:`serve` the HTTP server (:mod:`sysverbs.fleet.serve`) on
 the address given (there is no default address), :func:`write_textfile` writes
 ``DIR/sysverbs.prom`` atomically (a temporary file in ``DIR``, then a rename; no
-timestamps, which the textfile collector refuses).  Every metric is a gauge; nothing
-here counts or repeats node_exporter's ``node_infiniband_*`` port counters and states:
-the ``device`` and ``port`` labels are node_exporter's, for joins.
+timestamps, which the textfile collector refuses); :class:`Pages` keeps a long-running
+exporter's last page, so that a snapshot given again costs only its durations.  Every
+metric is a gauge; nothing here counts or repeats node_exporter's ``node_infiniband_*``
+port counters and states: the ``device`` and ``port`` labels are node_exporter's, for
+joins.
 
 prometheus_client (``pip install 'sysverbs[metrics]'``) is imported only by
-:func:`render`, :func:`exposition`, :func:`serve`, :func:`write_textfile` and the collector.
+:func:`render`, :func:`exposition`, :func:`serve`, :func:`write_textfile`, the pages and
+the collector.
 
 >>> from sysverbs.fleet.metrics import families
 >>> from sysverbs.fleet.facts import HostFacts
@@ -31,6 +34,8 @@ from __future__ import annotations
 import math
 import os
 import threading
+from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from ..rank.gdr import pair_code
@@ -44,9 +49,11 @@ if TYPE_CHECKING:
 
     from prometheus_client.registry import CollectorRegistry
 
+    from .facts import CollectorResult
+
 __all__ = ["CONTENT_TYPE", "FAMILY_NAMES", "TEXTFILE_NAME", "Family", "FactsCollector",
-           "exposition", "families", "label_value", "missing_client", "registry", "render",
-           "rules_path", "serve", "write_textfile"]
+           "Pages", "exposition", "families", "label_value", "missing_client", "registry",
+           "render", "rules_path", "serve", "write_textfile"]
 
 #: The file :func:`write_textfile` writes in the textfile collector's directory.
 TEXTFILE_NAME = "sysverbs.prom"
@@ -164,6 +171,9 @@ _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 #: Every family name, in the order they are written.
 FAMILY_NAMES = tuple(_FAMILIES)
+#: The last family written: the page of a host that did not change is the last one's with
+#: only this family written again (:class:`Pages`).
+_DURATIONS = "sysverbs_collector_duration_seconds"
 
 
 class Family(NamedTuple):
@@ -257,14 +267,16 @@ def _samples(facts: HostFacts, detail: bool
                                               r.evidence), 1.0))
     for t in facts.translated_nics:
         out["sysverbs_iommu_translated"].append(((t.device, t.name), 1.0))
-    by_name = {c.name: c for c in facts.collectors}
-    for name in COLLECTORS:
-        c = by_name.get(name)
-        if c is None:
-            continue
-        out["sysverbs_collector_success"].append(((name,), _flag(c.success)))
-        out["sysverbs_collector_duration_seconds"].append(((name,), c.duration_seconds))
+    for c in _collectors(facts):
+        out["sysverbs_collector_success"].append(((c.name,), _flag(c.success)))
+        out[_DURATIONS].append(((c.name,), c.duration_seconds))
     return out
+
+
+def _collectors(facts: HostFacts) -> list[CollectorResult]:
+    """The collectors of ``facts`` that ran, in :data:`COLLECTORS` order."""
+    by_name = {c.name: c for c in facts.collectors}
+    return [by_name[name] for name in COLLECTORS if name in by_name]
 
 
 def label_value(text: str) -> str:
@@ -286,10 +298,19 @@ def families(facts: HostFacts, detail: bool = False) -> list[Family]:
     ``sysverbs_gpu_nic_link`` (fixed for a host) is left out; ``detail`` writes them all:
     every reason 0 or 1, every GID type, every GPU/device pair."""
     found = _samples(facts, detail)
-    return [Family(name, kind, text, labels,
-                   tuple((tuple(zip(labels, map(label_value, values))), value)
-                         for values, value in found[name]))
-            for name, (kind, text, labels) in _FAMILIES.items()]
+    return [_family(name, found[name]) for name in _FAMILIES]
+
+
+def _family(name: str, found: list[tuple[tuple[str, ...], float]]) -> Family:
+    kind, text, labels = _FAMILIES[name]
+    return Family(name, kind, text, labels,
+                  tuple((tuple(zip(labels, map(label_value, values))), value)
+                        for values, value in found))
+
+
+def _durations(facts: HostFacts) -> Family:
+    """The last family of :func:`families`, the collectors' durations."""
+    return _family(_DURATIONS, [((c.name,), c.duration_seconds) for c in _collectors(facts)])
 
 
 def missing_client() -> Optional[str]:
@@ -320,23 +341,77 @@ class FactsCollector:
         return []
 
     def collect(self) -> Iterator[object]:
-        from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
-
         with self._lock:
             facts = self._collect()
         if self._on_facts is not None:
             self._on_facts(facts)
-        for fam in families(facts, self._detail):
-            if fam.kind == "info":  # written name_info{labels...} 1
-                info = InfoMetricFamily(fam.name[: -len("_info")], fam.help, labels=())
-                for pairs, _ in fam.samples:
-                    info.add_metric((), dict(pairs))
-                yield info
-            else:
-                gauge = GaugeMetricFamily(fam.name, fam.help, labels=fam.labels)
-                for pairs, value in fam.samples:
-                    gauge.add_metric([v for _, v in pairs], value)
-                yield gauge
+        return _client_families(families(facts, self._detail))
+
+
+def _client_families(fams: list[Family]) -> Iterator[object]:
+    """prometheus_client's families of ``fams``."""
+    from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+
+    for fam in fams:
+        if fam.kind == "info":  # written name_info{labels...} 1
+            info = InfoMetricFamily(fam.name[: -len("_info")], fam.help, labels=())
+            for pairs, _ in fam.samples:
+                info.add_metric((), dict(pairs))
+            yield info
+        else:
+            gauge = GaugeMetricFamily(fam.name, fam.help, labels=fam.labels)
+            for pairs, value in fam.samples:
+                gauge.add_metric([v for _, v in pairs], value)
+            yield gauge
+
+
+class _Fixed:
+    """A prometheus_client collector of given families."""
+
+    def __init__(self, fams: list[Family]) -> None:
+        self._fams = fams
+
+    def collect(self) -> Iterator[object]:
+        return _client_families(self._fams)
+
+
+def _encode(encoder: Callable[[CollectorRegistry], bytes], fams: list[Family]) -> bytes:
+    """The page ``encoder`` (prometheus_client's text or OpenMetrics) writes of ``fams``."""
+    from prometheus_client import CollectorRegistry
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(_Fixed(fams))  # type: ignore[arg-type]
+    return encoder(reg)
+
+
+class Pages:
+    """The pages of one exporter's snapshots, in the formats asked (``detail``:
+    :func:`families`'), each the bytes ``encoder(registry(lambda: facts))`` gives.  A
+    snapshot equal to the last one but for its collectors' durations (what
+    :class:`~sysverbs.fleet.steady.Steady` gives while the host does not change) gets
+    the last page of the format again up to the durations family, the last one written,
+    and that family written afresh; any other snapshot is written whole.  Not for
+    concurrent use (the server and the textfile loop each have one thread)."""
+
+    def __init__(self, detail: bool = False) -> None:
+        self._detail = detail
+        self._last: Optional[HostFacts] = None  # the last snapshot, its durations 0
+        self._heads: dict[Callable[[CollectorRegistry], bytes], bytes] = {}
+
+    def page(self, facts: HostFacts, encoder: Callable[[CollectorRegistry], bytes]) -> bytes:
+        """``facts`` written by ``encoder``."""
+        same = replace(facts, collectors=tuple(replace(c, duration_seconds=0.0)
+                                               for c in facts.collectors))
+        if same != self._last:
+            self._last, self._heads = same, {}
+        head = self._heads.get(encoder)
+        if head is not None:
+            return head + _encode(encoder, [_durations(facts)])
+        fams = families(facts, self._detail)
+        whole, tail = _encode(encoder, fams), _encode(encoder, fams[-1:])
+        if whole.endswith(tail):  # each family written alone, then the format's end
+            self._heads[encoder] = whole[: len(whole) - len(tail)]
+        return whole
 
 
 def registry(collect_facts: Callable[[], HostFacts],
@@ -351,32 +426,36 @@ def registry(collect_facts: Callable[[], HostFacts],
     return reg
 
 
-def render(facts: HostFacts, detail: bool = False) -> bytes:
+def render(facts: HostFacts, detail: bool = False, pages: Optional[Pages] = None) -> bytes:
     """The text exposition (format 0.0.4, :data:`CONTENT_TYPE`) of ``facts``
-    (``detail``: :func:`families`')."""
+    (``detail``: :func:`families`'; ``pages``: written by them, whose ``detail`` counts)."""
     from prometheus_client import generate_latest
 
+    if pages is not None:
+        return pages.page(facts, generate_latest)
     return generate_latest(registry(lambda: facts, detail=detail))
 
 
 def write_textfile(directory: str, facts: HostFacts, name: str = TEXTFILE_NAME,
-                   detail: bool = False) -> str:
+                   detail: bool = False, pages: Optional[Pages] = None) -> str:
     """Write ``render(facts)`` to ``directory/name`` (default ``sysverbs.prom``) for
     node_exporter's textfile collector, atomically and readable by its user
     (:func:`sysverbs.fleet.files.replace_file`).  Returns the path."""
     if not name.endswith(".prom"):
         raise ValueError(f"the textfile collector reads *.prom files only, not {name!r}")
-    return replace_file(directory, name, render(facts, detail))
+    return replace_file(directory, name, render(facts, detail, pages))
 
 
-def exposition(accept: str, detail: bool = False
+def exposition(accept: str, detail: bool = False, pages: Optional[Pages] = None
                ) -> tuple[str, Callable[[HostFacts], bytes]]:
     """The format a client's ``Accept`` header asks for, as prometheus_client chooses it
     (OpenMetrics for Prometheus, else text 0.0.4): its content type and the page of a
-    snapshot in it."""
+    snapshot in it (``pages``: written by them, whose ``detail`` counts)."""
     from prometheus_client.exposition import choose_encoder
 
     encoder, content_type = choose_encoder(accept)
+    if pages is not None:
+        return content_type, partial(pages.page, encoder=encoder)
     return content_type, lambda facts: encoder(registry(lambda: facts, detail=detail))
 
 
@@ -399,8 +478,10 @@ def serve(addr: str, port: int, collect_facts: Callable[[], HostFacts],
             on_facts(facts)
         return facts
 
+    pages = Pages(detail)  # an unchanged host's page: only its durations written again
+
     def page(accept: str) -> tuple[str, Callable[[HostFacts], bytes]]:
-        return exposition(accept, detail)
+        return exposition(accept, pages=pages)
 
     return Server(addr, port, collect, page, max_age=max_age,
                   on_error=on_error).start()
