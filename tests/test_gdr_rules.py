@@ -88,41 +88,50 @@ def test_a_host_whose_every_gpu_lacks_gdr_has_none_whatever_the_module() -> None
 LEVEL = ("P2C", "NCCL_NET_GDR_LEVEL unset, NCCL_NET_GDR_C2C=1")
 
 
-@pytest.mark.parametrize("state,lacks,path,driver,enabled,says", [
-    ("n/a", None, "PIX", "mlx5_core", None, "no driver"),
-    ("none", None, "PIX", "mlx5_core", False, "no module"),
-    ("unknown", None, "PIX", "mlx5_core", None, "path PIX within"),
-    ("peermem", "GeForce", "PIX", "mlx5_core", False, "the GPU has no GPUDirect RDMA: Ge"),
-    ("peermem", "GeForce", "SYS", "mlx5_core", False, "the GPU has no"),  # GPU before distance
-    ("peermem", "GeForce", None, "mlx5_core", False, "the GPU has no"),
-    ("peermem", None, None, "mlx5_core", None, "the GPU-NIC path is unknown"),
-    ("peermem", None, "SYS", "mlx5_core", False, "path SYS beyond the GDR level P2C"),
-    ("peermem", None, "PXB", "ice", True, "path PXB within"),        # peermem: no trial
-    ("dmabuf", None, "PXB", "mlx5_core", True, "path PXB within"),
-    ("dmabuf", None, "P2C", "mlx5_core", True, "path P2C (C2C GPU, NIC on its CPU) within"),
-    ("dmabuf", None, "PXB", "ice", None, "unknown: NCCL decides by a trial "
+#: the finding of a pair off: its GPU's own lack or no support (U), only the distance (D)
+U, D = "gdr_unavailable", "gdr_disabled_by_distance"
+
+
+@pytest.mark.parametrize("state,lacks,path,driver,enabled,code,says", [
+    ("n/a", None, "PIX", "mlx5_core", None, None, "no driver"),
+    ("none", None, "PIX", "mlx5_core", False, U, "no module"),
+    ("none", None, "SYS", "mlx5_core", False, U, "no module"),  # no support before distance
+    ("unknown", None, "PIX", "mlx5_core", None, None, "path PIX within"),
+    ("unknown", None, "SYS", "mlx5_core", False, D, "path SYS beyond"),
+    ("peermem", "GeForce", "PIX", "mlx5_core", False, U, "the GPU has no GPUDirect RDMA: Ge"),
+    ("peermem", "GeForce", "SYS", "mlx5_core", False, U, "the GPU has no"),  # GPU before distance
+    ("peermem", "GeForce", None, "mlx5_core", False, U, "the GPU has no"),
+    ("peermem", None, None, "mlx5_core", None, None, "the GPU-NIC path is unknown"),
+    ("peermem", None, "SYS", "mlx5_core", False, D, "path SYS beyond the GDR level P2C"),
+    ("peermem", None, "PXB", "ice", True, None, "path PXB within"),        # peermem: no trial
+    ("dmabuf", None, "PXB", "mlx5_core", True, None, "path PXB within"),
+    ("dmabuf", None, "P2C", "mlx5_core", True, None, "path P2C (C2C GPU, NIC on its CPU) within"),
+    ("dmabuf", None, "PXB", "ice", None, None, "unknown: NCCL decides by a trial "
      "ibv_reg_dmabuf_mr on dev0 at run time (its PCI driver ice is not one known"),
-    ("dmabuf", None, "PXB", None, None, "(its PCI driver is unknown)"),
-    ("dmabuf", None, "PHB", "ice", False, "path PHB beyond"),        # off whatever the trial
+    ("dmabuf", None, "PXB", None, None, None, "(its PCI driver is unknown)"),
+    ("dmabuf", None, "PHB", "ice", False, D, "path PHB beyond"),        # off whatever the trial
 ])
 def test_a_pairs_verdict_in_nccls_order(state: str, lacks: Optional[str], path: Optional[str],
                                         driver: Optional[str], enabled: Optional[bool],
-                                        says: str) -> None:
+                                        code: Optional[str], says: str) -> None:
     reason = {"n/a": "no driver", "none": "no module"}.get(state, state)
-    got, why = pair_verdict(GdrSupport(state, reason), lacks, path, *LEVEL, "dev0", driver)
+    got, finding, why = pair_verdict(GdrSupport(state, reason), lacks, path, *LEVEL, "dev0",
+                                     driver)
     assert got is enabled
+    assert finding == code
     assert says in why
 
 
 def test_findings_tell_a_gpus_own_lack_from_distance() -> None:
-    def pair(gpu: int, path: Optional[str], enabled: Optional[bool], reason: str) -> GdrPair:
+    def pair(gpu: int, path: Optional[str], enabled: Optional[bool], code: Optional[str],
+             reason: str) -> GdrPair:
         return GdrPair(gpu, f"0000:{gpu + 1:02x}:00.0", "mlx5_0", 1, path, "P2C", enabled,
-                       reason)
+                       code, reason)
 
-    pairs = (pair(0, "PIX", False, "the GPU has no GPUDirect RDMA: GeForce"),
-             pair(1, "PIX", True, "path PIX within"),
-             pair(2, "SYS", False, "path SYS beyond the GDR level P2C"),
-             pair(3, None, False, "the GPU has no GPUDirect RDMA: GeForce"))
+    pairs = (pair(0, "PIX", False, U, "the GPU has no GPUDirect RDMA: GeForce"),
+             pair(1, "PIX", True, None, "path PIX within"),
+             pair(2, "SYS", False, D, "path SYS beyond the GDR level P2C"),
+             pair(3, None, False, U, "the GPU has no GPUDirect RDMA: GeForce"))
     found = gdr_findings(GdrSupport("peermem", "nvidia_peermem"), pairs)
     assert [code for code, _ in found] == [
         "gdr_unavailable", "gdr_disabled_by_distance", "gdr_unavailable"]
@@ -207,18 +216,14 @@ def test_a_gpu_without_gdr_beyond_the_level_is_its_own_lack_everywhere() -> None
     """A GeForce pair at SYS is off because of the GPU (NCCL asks it first): doctor, the
     prediction, metrics and nfd all say ``gdr_unavailable``, never the distance (whose fix,
     NCCL_NET_GDR_LEVEL, would change nothing)."""
-    from sysverbs.rank.gdr import pair_code
-
     support = GdrSupport("peermem", "nvidia_peermem")
     lack = gpu_without_gdr("NVIDIA GeForce RTX 4090", 0x2684)
-    enabled, why = pair_verdict(support, lack, "SYS", "PXB", "default", "mlx5_0", "mlx5_core")
-    far = GdrPair(0, "0000:01:00.0", "mlx5_0", 1, "SYS", "PXB", enabled, why)
-    near_off = far._replace(path="PIX")
-    distance = far._replace(gpu=1, reason="path SYS beyond the GDR level PXB (default)")
-    no_module = distance._replace(path="PIX", reason="no peer-memory module")  # host-wide
-    assert [pair_code(p) for p in (far, near_off, distance, far._replace(enabled=None),
-                                   no_module)] == [
-        "gdr_unavailable", "gdr_unavailable", "gdr_disabled_by_distance", None,
-        "gdr_unavailable"]
+    far = GdrPair(0, "0000:01:00.0", "mlx5_0", 1, "SYS", "PXB", *pair_verdict(
+        support, lack, "SYS", "PXB", "default", "mlx5_0", "mlx5_core"))
+    distance = GdrPair(1, "0000:02:00.0", "mlx5_0", 1, "SYS", "PXB", *pair_verdict(
+        support, None, "SYS", "PXB", "default", "mlx5_0", "mlx5_core"))
+    assert (far.enabled, far.code) == (False, "gdr_unavailable")
+    assert (distance.enabled, distance.code) == (False, "gdr_disabled_by_distance")
+    assert distance.reason == "path SYS beyond the GDR level PXB (default)"
     assert [code for code, _ in gdr_findings(support, (far, distance))] == [
         "gdr_unavailable", "gdr_disabled_by_distance"]

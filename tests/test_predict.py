@@ -91,7 +91,8 @@ def test_libibverbs_and_librdmacm() -> None:
 
 
 def _pair(enabled: object) -> GdrPair:
-    return GdrPair(0, "0000:01:00.0", "mlx5_0", 1, "SYS", "P2C", enabled, "r")  # type: ignore
+    code = "gdr_disabled_by_distance" if enabled is False else None  # SYS beyond P2C
+    return GdrPair(0, "0000:01:00.0", "mlx5_0", 1, "SYS", "P2C", enabled, code, "r")  # type: ignore
 
 
 @pytest.mark.parametrize("nccl,gdr,pairs,want", [

@@ -38,7 +38,6 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
-from ..rank.gdr import pair_code
 from ..rank.netplugin import TRANSPORTS
 from .facts import COLLECTORS, DEVICE_REASONS, GID_TYPES, HOST_REASONS, HostFacts, nvml_bus_id
 from .files import replace_file
@@ -251,7 +250,7 @@ def _samples(facts: HostFacts, detail: bool
                                                     *pl.rates()), 1.0))
     found = facts.findings
     if found is not None:
-        offs = [pair_code(gp) for gp in found.pairs] if found.gdr.code is None else []
+        offs = [gp.code for gp in found.pairs] if found.gdr.code is None else []
         if found.gdr.code is not None or "gdr_unavailable" in offs:
             out["sysverbs_gdr_unavailable"].append(((), 1.0))
         for gp, off in zip(found.pairs, offs):

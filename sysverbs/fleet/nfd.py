@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from ..devices.diagnosis import CODES
-from ..rank.gdr import pair_code
 from .files import replace_file
 
 if TYPE_CHECKING:
@@ -223,7 +222,7 @@ def _host_features(facts: HostFacts) -> list[Feature]:
     if "topology" not in failed and facts.pcie_links:
         label("pcie.degraded", "true")
     found = facts.findings if "topology" not in failed else None
-    offs = {pair_code(p) for p in found.pairs} \
+    offs = {p.code for p in found.pairs} \
         if found is not None and found.gdr.code is None else set()
     if found is not None and (found.gdr.code is not None or "gdr_unavailable" in offs):
         label("gdr.unavailable", "true")

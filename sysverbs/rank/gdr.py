@@ -68,11 +68,10 @@ if TYPE_CHECKING:
 
     from ..placement import Assignment, Gpu, Topology
 
-__all__ = ["CODES", "DMABUF_DRIVERS", "GPU_LACKS", "NO_GDR_GPUS", "PATH_TYPES", "PEERMEM_FILES",
-           "RULES",
+__all__ = ["CODES", "DMABUF_DRIVERS", "NO_GDR_GPUS", "PATH_TYPES", "PEERMEM_FILES", "RULES",
            "GdrFacts", "GdrPair", "GdrSupport", "gdr_allowed", "gdr_findings", "gdr_level",
            "gdr_pairs", "gdr_support", "gpu_facts", "gpu_without_gdr", "nic_dmabuf",
-           "pair_code", "pair_verdict", "read_gdr_facts"]
+           "pair_verdict", "read_gdr_facts"]
 
 #: The findings, as ``sysverbs.devices.diagnosis.CODES`` has its own: (severity, meaning).
 CODES = {
@@ -164,7 +163,8 @@ class GdrSupport(NamedTuple):
 
 class GdrPair(NamedTuple):
     """One GPU and one of its NIC ports: NCCL's ``path`` type, the ``level``, ``enabled``
-    (None: undecided) and ``reason``."""
+    (None: undecided), ``code``, the finding a pair without GPUDirect RDMA gives
+    (:func:`pair_verdict`), and ``reason``."""
 
     gpu: int
     pci_bus_id: str
@@ -173,6 +173,7 @@ class GdrPair(NamedTuple):
     path: Optional[str]
     level: str
     enabled: Optional[bool]
+    code: Optional[str]
     reason: str
 
     def as_dict(self) -> dict[str, object]:
@@ -294,37 +295,37 @@ def _c2c(host: Topology, gpu: object) -> bool:
     return rp is not None and rp.vendor == NVIDIA and rp.device in GRACE_ROOT_PORTS
 
 
-#: How :func:`pair_verdict` begins the reason of a pair whose GPU itself has no GDR
-#: (NCCL asks the GPU before the distance: a GeForce pair beyond the level is off for
-#: the GPU, and no NCCL_NET_GDR_LEVEL turns it on).
-GPU_LACKS = "the GPU has no GPUDirect RDMA"
 
 
 def pair_verdict(support: GdrSupport, gpu_lacks: Optional[str], path: Optional[str],
                  level: str, whence: str, device: str, driver: Optional[str]
-                 ) -> tuple[Optional[bool], str]:
-    """Would NCCL use GDR between a GPU and one NIC (None: undecided), and why, in
+                 ) -> tuple[Optional[bool], Optional[str], str]:
+    """Would NCCL use GDR between a GPU and one NIC (None: undecided), the finding when it
+    would not (``gdr_unavailable``: no peer-memory module nor DMA-BUF, or the GPU's own
+    lack; ``gdr_disabled_by_distance``: only the path is beyond the level), and why, in
     NCCL's order: the NIC's support, the GPU's, then the distance (paths.cc:485-535);
     the DMA-BUF trial of a NIC whose ``driver`` is not one of :data:`DMABUF_DRIVERS` is
     NCCL's to make (pure)."""
     if support.state in ("n/a", "none"):
-        return (False if support.state == "none" else None), support.reason
+        if support.state == "none":
+            return False, "gdr_unavailable", support.reason
+        return None, None, support.reason
     if gpu_lacks is not None:
-        return False, f"{GPU_LACKS}: {gpu_lacks}"
+        return False, "gdr_unavailable", f"the GPU has no GPUDirect RDMA: {gpu_lacks}"
     if path is None:
-        return None, "the GPU-NIC path is unknown"
+        return None, None, "the GPU-NIC path is unknown"
     near = gdr_allowed(path, level)
     why = (f"path {path}{' (C2C GPU, NIC on its CPU)' if path == 'P2C' else ''} "
            f"{'within' if near else 'beyond'} the GDR level {level} ({whence})")
-    if not near:
-        return False, why  # beyond the level GDR is off whatever the support
+    if not near:  # beyond the level GDR is off whatever the support
+        return False, "gdr_disabled_by_distance", why
     if support.state == "unknown":
-        return None, why
+        return None, None, why
     if support.state == "dmabuf" and not nic_dmabuf(driver):
-        return None, (f"{why}; unknown: NCCL decides by a trial ibv_reg_dmabuf_mr on "
-                      f"{device} at run time (its PCI driver {driver or 'is unknown'}"
-                      f"{'' if driver is None else ' is not one known to register DMA-BUF'})")
-    return True, why
+        return None, None, (f"{why}; unknown: NCCL decides by a trial ibv_reg_dmabuf_mr on "
+                            f"{device} at run time (its PCI driver {driver or 'is unknown'}"
+                            f"{'' if driver is None else ' is not one known to register DMA-BUF'})")
+    return True, None, why
 
 
 def gdr_pairs(host: Topology, assignments: Iterable[Assignment], support: GdrSupport,
@@ -341,24 +342,10 @@ def gdr_pairs(host: Topology, assignments: Iterable[Assignment], support: GdrSup
         for n in a.nics:
             path = "P2C" if c2c and n.nccl == "PHB" else n.nccl
             pci = host.pci.get(n.address) if n.address is not None else None
-            enabled, why = pair_verdict(support, lacks, path, level, whence, n.device,
-                                        pci.driver if pci is not None else None)
-            out.append(GdrPair(g.index, g.address, n.device, n.port, path, level, enabled,
-                               why))
+            verdict = pair_verdict(support, lacks, path, level, whence, n.device,
+                                   pci.driver if pci is not None else None)
+            out.append(GdrPair(g.index, g.address, n.device, n.port, path, level, *verdict))
     return tuple(out)
-
-
-def pair_code(pair: GdrPair) -> Optional[str]:
-    """The finding a pair NCCL leaves without GPUDirect RDMA gives: ``gdr_unavailable``
-    when the GPU itself cannot (its path is within the level, or there is none),
-    ``gdr_disabled_by_distance`` when only the path is beyond the level; None for a pair
-    with GDR or undecided.  doctor, metrics, nfd and ``--predict`` all ask this."""
-    if pair.enabled is not False:
-        return None
-    if pair.reason.startswith(GPU_LACKS) or pair.path is None or \
-            gdr_allowed(pair.path, pair.level):
-        return "gdr_unavailable"
-    return "gdr_disabled_by_distance"
 
 
 def gdr_findings(support: GdrSupport, pairs: Iterable[GdrPair]) -> list[tuple[str, str]]:
@@ -374,11 +361,10 @@ def gdr_findings(support: GdrSupport, pairs: Iterable[GdrPair]) -> list[tuple[st
                  "host memory")]
     out: list[tuple[str, str]] = []
     for p in pairs:
-        code = pair_code(p)
-        if code is None:
+        if p.code is None:
             continue
         head = f"GPU{p.gpu} ({p.pci_bus_id}) -> {p.device}:{p.port}: {p.reason}"
-        if code == "gdr_unavailable":
+        if p.code == "gdr_unavailable":
             out.append(("gdr_unavailable", f"{head}, so NCCL stages this GPU's transfers "
                         "through host memory (no GPUDirect RDMA)"))
         else:

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .gdr import pair_code
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -148,7 +146,7 @@ def _nccl(nccl: NcclView, gdr: GdrSupport, pairs: Sequence[GdrPair]) -> Predicti
         names = {"socket": "sockets (TCP)", "ofi": "aws-ofi-nccl (Libfabric)",
                  "plugin": "its net plugin"}
         return Prediction("nccl", names[nccl.transport], nccl.why or nccl.transport)
-    off = [code for code in map(pair_code, pairs) if code is not None]
+    off = [p.code for p in pairs if p.code is not None]
     if gdr.state == "n/a":
         how, why = "GDR n/a", gdr.reason
     elif gdr.state == "none":
