@@ -406,8 +406,8 @@ class Pages:
         head = self._heads.get(encoder)
         if head is not None:
             return head + _encode(encoder, [_durations(facts)])
-        fams = families(facts, self._detail)
-        whole, tail = _encode(encoder, fams), _encode(encoder, fams[-1:])
+        whole = _encode(encoder, families(facts, self._detail))
+        tail = _encode(encoder, [_durations(facts)])
         if whole.endswith(tail):  # each family written alone, then the format's end
             self._heads[encoder] = whole[: len(whole) - len(tail)]
         return whole
