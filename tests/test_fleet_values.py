@@ -239,6 +239,33 @@ def test_the_collector_hands_each_snapshot_over() -> None:
                   0.5)}
 
 
+@pytest.mark.parametrize("detail", [False, True])
+def test_pages_are_prometheus_clients_own(tree: testing.FakeHost, detail: bool) -> None:
+    """metrics.Pages (the exporter's pages): a snapshot given again with new durations (what
+    the steady scrape gives for an unchanged host) is the last page with only the
+    durations written again, any other snapshot a whole new page; each page, in both
+    formats a scrape can ask for, byte for byte what prometheus_client writes of it."""
+    from unittest import mock
+
+    from prometheus_client import generate_latest
+    from prometheus_client.exposition import choose_encoder
+
+    openmetrics, _ = choose_encoder("application/openmetrics-text; version=1.0.0")
+    facts = facts_of(tree)
+    again = dataclasses.replace(facts, collectors=tuple(
+        dataclasses.replace(c, duration_seconds=c.duration_seconds + 1.5)
+        for c in facts.collectors))
+    other = dataclasses.replace(again, rdma_cm_available=not facts.rdma_cm_available)
+    pages = metrics.Pages(detail)
+    for snapshot, built in ((facts, 2), (again, 0), (other, 2), (again, 2), (facts, 0)):
+        for encoder in (generate_latest, openmetrics):
+            with mock.patch.object(metrics, "families", wraps=metrics.families) as families:
+                page = pages.page(snapshot, encoder)
+            built -= families.call_count
+            assert page == encoder(metrics.registry(lambda s=snapshot: s, detail=detail))
+        assert built == 0, "a page built anew for a snapshot given again, or kept for another"
+
+
 _CHILD = """
 import sys
 import sysverbs.placement as placement
