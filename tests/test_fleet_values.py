@@ -266,6 +266,85 @@ def test_pages_are_prometheus_clients_own(tree: testing.FakeHost, detail: bool) 
         assert built == 0, "a page built anew for a snapshot given again, or kept for another"
 
 
+def test_each_findings_series_with_its_labels_and_value(tree: testing.FakeHost) -> None:
+    """The series of issue 44's findings, one record of each in a snapshot: present with
+    value 1 and their labels as docs/fleet.md names them; a pair off for its GPU's own
+    lack and a host without any GDR support each give ``sysverbs_gdr_unavailable``."""
+    from sysverbs.placement import AcsRedirect, TranslatedNic
+    from sysverbs.placement._links import DegradedLink, LinkEnd
+    from sysverbs.rank.addrgid import AddressGidFinding
+    from sysverbs.rank.gdr import GdrPair, GdrSupport
+    from sysverbs.rank.whynot import Findings
+
+    end = LinkEnd("0000:03:00.0", "/sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0",
+                  "8.0 GT/s PCIe", "16", "16.0 GT/s PCIe", "16")
+    link = DegradedLink("0000:03:00.0", "nic", ("mlx5_0",), "0000:00:01.0", "speed", 8.0,
+                        16.0, 16, 16, end, end)
+    acs = AcsRedirect("0000:03:00.0", "mlx5_0", "0000:04:00.0", "gpu", "0000:01:00.0",
+                      ("0000:02:00.0", "0000:02:01.0"), "acs_ctl", (0x5d, 0x5d), ())
+    far = GdrPair(0, "0000:04:00.0", "mlx5_0", 1, "SYS", "PXB", False,
+                  "gdr_disabled_by_distance", "path SYS beyond the GDR level PXB (default)")
+    own = far._replace(gpu=1, pci_bus_id="0000:05:00.0", path="PIX", code="gdr_unavailable")
+    found = Findings(GdrSupport("peermem", "nvidia_peermem"), (far, own), (
+        AddressGidFinding(None, None, ("10.0.0.1",), "no GID carries 10.0.0.1"),
+        AddressGidFinding("mlx5_0", 1, ("10.0.0.2",), "no GID of mlx5_0:1 carries it")))
+    facts = dataclasses.replace(
+        facts_of(tree), pcie_links=(link,), acs_redirects=(acs,), findings=found,
+        translated_nics=(TranslatedNic("0000:03:00.0", "mlx5_0", "iommu_group type DMA"),))
+
+    def series(f: HostFacts, name: str) -> set[tuple[frozenset[tuple[str, str]], float]]:
+        return {(labels, value) for n, labels, value in
+                prom.samples(metrics.render(f).decode(), name) if n == name}
+
+    assert series(facts, "sysverbs_pcie_link_degraded") == {(frozenset({
+        ("device", "0000:03:00.0"), ("role", "nic"), ("port", "0000:00:01.0"),
+        ("what", "speed"), ("current", "8 GT/s x16"), ("capable", "16 GT/s x16")}), 1.0)}
+    assert series(facts, "sysverbs_acs_redirect") == {(frozenset({
+        ("device", "0000:03:00.0"), ("name", "mlx5_0"), ("peer", "0000:04:00.0"),
+        ("peer_role", "gpu"), ("switch", "0000:01:00.0"), ("evidence", "acs_ctl")}), 1.0)}
+    assert series(facts, "sysverbs_iommu_translated") == {(frozenset({
+        ("device", "0000:03:00.0"), ("name", "mlx5_0")}), 1.0)}
+    assert series(facts, "sysverbs_no_rdma_gid_for_address") == {
+        (frozenset({("device", ""), ("port", "")}), 1.0),
+        (frozenset({("device", "mlx5_0"), ("port", "1")}), 1.0)}
+    assert series(facts, "sysverbs_gdr_disabled_by_distance") == {(frozenset({
+        ("gpu", "0"), ("pci_bus_id", "00000000:04:00.0"), ("device", "mlx5_0"),
+        ("port", "1"), ("path", "SYS"), ("level", "PXB")}), 1.0)}
+    assert series(facts, "sysverbs_gdr_unavailable") == {(frozenset(), 1.0)}  # GPU1's lack
+    none = found._replace(gdr=GdrSupport("none", "no peer-memory module"), pairs=())
+    assert series(dataclasses.replace(facts, findings=none), "sysverbs_gdr_unavailable") == {
+        (frozenset(), 1.0)}
+    assert series(dataclasses.replace(facts, findings=found._replace(pairs=(far,))),
+                  "sysverbs_gdr_unavailable") == set()
+
+
+def test_detail_is_off_unless_asked(tree: testing.FakeHost) -> None:
+    """Every entry point writes the default page (no --detail) unless told otherwise."""
+    import urllib.request
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    facts = facts_of(tree)
+    plain, detail = metrics.render(facts, False), metrics.render(facts, True)
+    assert plain != detail
+    assert metrics.families(facts) == metrics.families(facts, False)
+    assert generate_latest(metrics.registry(lambda: facts)) == plain
+    assert metrics.Pages().page(facts, generate_latest) == plain
+    content_type, encode = metrics.exposition("text/plain")
+    assert (content_type, encode(facts)) == (metrics.CONTENT_TYPE, plain)
+    _, encode = metrics.exposition("text/plain", pages=metrics.Pages(True))
+    assert encode(facts) == detail
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(metrics.FactsCollector(lambda: facts))  # type: ignore[arg-type]
+    assert generate_latest(reg) == plain
+    server = metrics.serve("127.0.0.1", 0, lambda: facts)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics") as answer:
+            assert answer.read() == plain
+    finally:
+        server.close()
+
+
 _CHILD = """
 import sys
 import sysverbs.placement as placement

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from prometheus_client.registry import CollectorRegistry
 
-    from .facts import CollectorResult
+    from .facts import CollectorResult, PortFacts
 
 __all__ = ["CONTENT_TYPE", "FAMILY_NAMES", "TEXTFILE_NAME", "Family", "FactsCollector",
            "Pages", "exposition", "families", "label_value", "missing_client", "registry",
@@ -196,9 +196,9 @@ def _flag(value: bool) -> float:
 _LAYER_GIDS = {"InfiniBand": ("ib",), "Ethernet": ("roce_v1", "roce_v2")}
 
 
-def _gid_types(link_layer: str, counts: dict[str, int], detail: bool) -> tuple[str, ...]:
-    own = _LAYER_GIDS.get(link_layer, ())
-    return tuple(t for t in GID_TYPES if detail or t in own or counts.get(t, 0))
+def _gid_types(port: PortFacts, detail: bool) -> tuple[str, ...]:
+    own = _LAYER_GIDS.get(port.link_layer, ())
+    return tuple(t for t in GID_TYPES if detail or t in own or port.gid_count(t))
 
 
 def _samples(facts: HostFacts, detail: bool
@@ -221,7 +221,7 @@ def _samples(facts: HostFacts, detail: bool
             port = str(p.port)
             out["sysverbs_rdma_port_info"].append(((d.name, port, p.link_layer, p.netdev),
                                                    1.0))
-            for gid_type in _gid_types(p.link_layer, dict(p.gids), detail):
+            for gid_type in _gid_types(p, detail):
                 out["sysverbs_rdma_port_gids"].append(((d.name, port, gid_type),
                                                        float(p.gid_count(gid_type))))
     if facts.host_reasons is not None:
