@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -266,10 +266,10 @@ def test_pages_are_prometheus_clients_own(tree: testing.FakeHost, detail: bool) 
         assert built == 0, "a page built anew for a snapshot given again, or kept for another"
 
 
-def test_each_findings_series_with_its_labels_and_value(tree: testing.FakeHost) -> None:
-    """The series of issue 44's findings, one record of each in a snapshot: present with
-    value 1 and their labels as docs/fleet.md names them; a pair off for its GPU's own
-    lack and a host without any GDR support each give ``sysverbs_gdr_unavailable``."""
+def with_findings(facts: HostFacts) -> HostFacts:
+    """``facts`` with one record of each of issue 44's findings: a degraded PCIe link, an
+    ACS redirect, a translated NIC, a pair beyond the GDR level (GPU0), a pair off for
+    its GPU's own lack (GPU1), an address without GID in the namespace and on a port."""
     from sysverbs.placement import AcsRedirect, TranslatedNic
     from sysverbs.placement._links import DegradedLink, LinkEnd
     from sysverbs.rank.addrgid import AddressGidFinding
@@ -288,9 +288,21 @@ def test_each_findings_series_with_its_labels_and_value(tree: testing.FakeHost) 
     found = Findings(GdrSupport("peermem", "nvidia_peermem"), (far, own), (
         AddressGidFinding(None, None, ("10.0.0.1",), "no GID carries 10.0.0.1"),
         AddressGidFinding("mlx5_0", 1, ("10.0.0.2",), "no GID of mlx5_0:1 carries it")))
-    facts = dataclasses.replace(
-        facts_of(tree), pcie_links=(link,), acs_redirects=(acs,), findings=found,
+    return dataclasses.replace(
+        facts, pcie_links=(link,), acs_redirects=(acs,), findings=found,
         translated_nics=(TranslatedNic("0000:03:00.0", "mlx5_0", "iommu_group type DMA"),))
+
+
+def test_each_findings_series_with_its_labels_and_value(tree: testing.FakeHost) -> None:
+    """The series of issue 44's findings, one record of each in a snapshot: present with
+    value 1 and their labels as docs/fleet.md names them; a pair off for its GPU's own
+    lack and a host without any GDR support each give ``sysverbs_gdr_unavailable``."""
+    from sysverbs.rank.gdr import GdrSupport
+
+    facts = with_findings(facts_of(tree))
+    found = facts.findings
+    assert found is not None
+    far = found.pairs[0]
 
     def series(f: HostFacts, name: str) -> set[tuple[frozenset[tuple[str, str]], float]]:
         return {(labels, value) for n, labels, value in
@@ -316,6 +328,59 @@ def test_each_findings_series_with_its_labels_and_value(tree: testing.FakeHost) 
         (frozenset(), 1.0)}
     assert series(dataclasses.replace(facts, findings=found._replace(pairs=(far,))),
                   "sysverbs_gdr_unavailable") == set()
+
+
+def test_each_findings_label(tree: testing.FakeHost) -> None:
+    """NFD's labels of issue 44's findings (one of each in the snapshot), none of them
+    while the topology part failed; gdr.unavailable for a GPU's own lack or a host without
+    support, not for a pair off only by distance; and the DRA alignment label on a Grace
+    layout (every GPU misaligned or none)."""
+    from sysverbs.fleet.facts import GpuFacts
+    from sysverbs.rank.gdr import GdrSupport
+
+    facts = with_findings(facts_of(tree))
+    found = facts.findings
+    assert found is not None
+    names = ("pcie.degraded", "gdr.unavailable", "gdr.disabled-by-distance",
+             "roce.no-address-gid", "pcie.acs-redirect", "iommu.translated")
+
+    def labels(f: HostFacts) -> dict[str, Optional[str]]:
+        file = feature_file(f, expires_in=60, now=0)
+        return {name: file.value(name) for name in names}
+
+    assert labels(facts) == dict.fromkeys(names, "true")
+    failed = dataclasses.replace(facts, collectors=tuple(
+        dataclasses.replace(c, success=c.name != "topology") for c in facts.collectors))
+    assert labels(failed) == dict.fromkeys(names)
+    far_only = dataclasses.replace(facts, findings=found._replace(pairs=found.pairs[:1]))
+    assert labels(far_only)["gdr.unavailable"] is None
+    none = dataclasses.replace(facts, findings=found._replace(
+        gdr=GdrSupport("none", "no peer-memory module"), pairs=()))
+    assert (labels(none)["gdr.unavailable"], labels(none)["gdr.disabled-by-distance"]) == (
+        "true", None)
+    grace = dataclasses.replace(facts, layout="dma-based", gpus=(
+        GpuFacts(0, "0008:01:00.0", "00000008:01:00.0", "nvidia"),))
+    for misaligned, aligned in (((), "true"), ((0,), "false")):
+        file = feature_file(dataclasses.replace(grace, pcie_root_misaligned=misaligned),
+                            expires_in=60, now=0)
+        assert (file.value("gpu-nic.layout"), file.value("gpu-nic.pcie-root-aligned")) == (
+            "dma-based", aligned)
+
+
+def test_unknown_files_alone_keep_the_discovery_labels(tree: testing.FakeHost) -> None:
+    """A discovery part that failed only because a device's files are unknown keeps its
+    labels (rdma.usable...); one that failed with no diagnosis at all (host_reasons None)
+    does not, even with a device whose files are unknown."""
+    facts = facts_of(tree)
+    failed = tuple(dataclasses.replace(c, success=c.name != "discovery")
+                   for c in facts.collectors)
+    unknown = tuple(dataclasses.replace(d, reasons=("unknown",)) if i == 0 else d
+                    for i, d in enumerate(facts.devices))
+    only = dataclasses.replace(facts, collectors=failed, devices=unknown, host_reasons=())
+    assert feature_file(only, expires_in=60, now=0).value("rdma.usable") is not None
+    nothing = dataclasses.replace(only, host_reasons=None)
+    file = feature_file(nothing, expires_in=60, now=0)
+    assert (file.value("rdma.usable"), file.value("discovery.failed")) == (None, "true")
 
 
 def test_detail_is_off_unless_asked(tree: testing.FakeHost) -> None:
