@@ -383,6 +383,33 @@ def test_unknown_files_alone_keep_the_discovery_labels(tree: testing.FakeHost) -
     assert (file.value("rdma.usable"), file.value("discovery.failed")) == (None, "true")
 
 
+def test_the_discovery_error_names_the_first_unknown_device(tmp_path: Path) -> None:
+    """Two devices whose port state is no state: the discovery part fails with the count,
+    both names and the first one's own error."""
+    host = build(tmp_path)
+    for name, text in (("mlx5_0", "9: bogus\n"), ("mlx5_1", "7: worse\n")):
+        (Path(host.sysfs) / "class/infiniband" / name / "ports/1/state").write_text(text)
+    discovery = facts_of(host).collector("discovery")
+    assert discovery is not None and not discovery.success
+    assert discovery.error.startswith("OSError: [Errno 5] unknown: 2 device(s) have files "
+                                      "that cannot be read or parsed (mlx5_0, mlx5_1): ")
+    assert "'9: bogus'" in discovery.error and "whether mlx5_0 works" in discovery.error
+    assert "worse" not in discovery.error
+
+
+def test_the_findings_read_the_environment_given(tmp_path: Path) -> None:
+    """The snapshot's GPUDirect RDMA pairs take NCCL_NET_GDR_LEVEL from the environment
+    the exporter is given (a GPU host: gpu-pcie-2socket)."""
+    host = testing.materialize("gpu-pcie-2socket", tmp_path / "host")
+    levels = {}
+    for environ in ({}, {"NCCL_NET_GDR_LEVEL": "SYS"}):
+        found = collect_facts(sysfs_path=host.sysfs, dev_dir=host.dev, providers="builtin",
+                              source="sysfs", recorded=True, environ=environ).findings
+        assert found is not None and found.pairs
+        levels[len(environ)] = {p.level for p in found.pairs}
+    assert levels == {0: {"P2C"}, 1: {"SYS"}}  # P2C: NCCL_NET_GDR_C2C's default 1
+
+
 def test_detail_is_off_unless_asked(tree: testing.FakeHost) -> None:
     """Every entry point writes the default page (no --detail) unless told otherwise."""
     import urllib.request
