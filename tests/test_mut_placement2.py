@@ -6,7 +6,10 @@ functions and in-process reads: no subprocess.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional
@@ -555,3 +558,90 @@ def test_parse_vpd_reads_what_lspci_reads(tmp_path: Path) -> None:
     assert {bdf: parse_vpd(image) for bdf, image in VPDS.items()} == real
     assert real["0000:02:00.0"]["PN"] == "MCX75310AAS-NEAT" and "V1" not in real[
         "0000:02:00.0"]
+
+
+# ------------------------------------------------------------------ fleet/steady.py
+
+@dataclass(frozen=True)
+class _Part:
+    name: str
+    success: bool
+    duration_seconds: float
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """What Steady reads of a snapshot (HostFacts' collectors and sysfs_path)."""
+
+    sysfs_path: str
+    collectors: tuple[_Part, ...]
+    value: bytes
+
+
+def test_steady_reuses_the_last_snapshot_until_an_input_changes(tmp_path: Path) -> None:
+    """A snapshot of one file: the second scrape is the first again (one collection),
+    with this scrape's duration on its first part and 0 on the others; a changed file, a
+    failed part, a changed environment and a tree gone are each a new collection."""
+    from sysverbs.fleet.steady import Steady
+    from sysverbs.ground.hostroot import HostRoot
+    from sysverbs.ground.sysfs_read import read_sysfs_file
+    from sysverbs.model import HostModel
+
+    sys_dir = tmp_path / "sys"
+    (sys_dir / "devices").mkdir(parents=True)
+    (sys_dir / "devices" / "x").write_text("1\n")
+    root = HostRoot.resolve(str(sys_dir))
+    ok = [True, True]
+
+    def collect(model: HostModel) -> Any:
+        value = read_sysfs_file(str(sys_dir / "devices" / "x"), 64)
+        return _Snapshot(str(sys_dir), (_Part("topology", ok[0], 0.5), _Part("gpus", ok[1],
+                                                                             0.25)), value)
+
+    environ = {"NCCL_IB_HCA": "mlx5_0"}
+    steady = Steady(collect, lambda: HostModel(root), environ)
+    assert steady.recheck is None
+    first = steady()
+    assert (steady.collected, steady.reused, steady.why) == (1, 0, "first")
+    assert steady.recheck is not None
+    start = time.perf_counter()
+    again = steady()
+    within = time.perf_counter() - start
+    assert (steady.collected, steady.reused) == (1, 1) and again.value == first.value
+    took, rest = again.collectors[0].duration_seconds, again.collectors[1].duration_seconds
+    assert 0.0 < took <= within and rest == 0.0  # this scrape's, not the snapshot's 0.5
+    (sys_dir / "devices" / "x").write_text("2\n")
+    assert steady().value == b"2" and (steady.collected, steady.reused) == (2, 1)
+    assert steady.why.endswith("devices/x")
+    ok[1] = False
+    (sys_dir / "devices" / "x").write_text("3\n")
+    steady()
+    steady()
+    assert steady.collected == 4 and steady.why == "the gpus part failed"
+    ok[0] = False
+    (sys_dir / "devices" / "x").write_text("4\n")
+    steady()
+    steady()
+    assert steady.collected == 6 and steady.why == "the topology part failed"  # the first
+    ok[:] = [True, True]
+    steady()
+    steady()
+    assert (steady.collected, steady.reused) == (7, 2)
+    environ["NCCL_IB_HCA"] = "mlx5_1"
+    steady()
+    assert steady.collected == 8 and steady.why.startswith("this process")
+    (sys_dir / "devices" / "x").unlink()
+    (sys_dir / "devices").rmdir()
+    steady()
+    assert steady.collected == 9 and steady.why == "no sysfs tree"
+
+
+def test_process_inputs_errno() -> None:
+    from sysverbs.fleet.steady import _proc, process_inputs
+
+    assert _proc("/nonexistent/status") == b"errno 2"
+    assert _proc("/proc/self/cgroup") == Path("/proc/self/cgroup").read_bytes()
+    mine = process_inputs({"A": "1"})
+    assert mine[0] == {"A": "1"} and mine[1] == dict(os.environ)
+    assert process_inputs()[0] is None and all(x.startswith(b"Cap") for x in mine[8])
+    assert len(mine[8]) == 5  # CapInh, CapPrm, CapEff, CapBnd, CapAmb
