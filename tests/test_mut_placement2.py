@@ -1,8 +1,8 @@
-"""placement's matrix, distances, pairing and VPD reading and the host model (issue 41:
-the mutants of ``make mutation``), on small generated trees and the recorded real outputs
-(``nvidia-smi topo -m`` under tests/data/nvidia-smi-topo, real ``lspci -vv`` on VPD
-bytes).  Pure functions and in-process reads; one lspci.  The assignment, ACS and the
-steady scrape: tests/test_mut_placement3.py.
+"""placement's matrix, distances and pairing and the host model (issue 41: the mutants
+of ``make mutation``), on small generated trees and the recorded real outputs
+(``nvidia-smi topo -m`` under tests/data/nvidia-smi-topo).  Pure functions and in-process
+reads: no subprocess.  The Grace layout, the assignment, ACS and the steady scrape:
+tests/test_mut_placement3.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from sysverbs.placement._distance import (
     smi_distance,
     smi_rank,
 )
-from sysverbs.placement._layout import parse_vpd
 from sysverbs.placement._pairing import nic_roles, pairing
 from tests.conftest import fast_tmpdir
 
@@ -476,83 +475,3 @@ def test_numa_pairing() -> None:
                                     text.format(2, "none"))}
     for kind in ("inline", "pcie"):
         assert pairing(host, SimpleNamespace(kind=kind, complexes=lay.complexes)) == {}
-
-
-# ------------------------------------------------------------------ placement/_layout.py
-
-def vpd_image(name: Optional[str], ro: list[tuple[str, str]],
-              rw: tuple[tuple[str, str], ...] = ()) -> bytes:
-    """A PCI VPD image as a device holds it: the identifier string, the read-only
-    fields closed by RV (its checksum making the bytes so far sum to 0), the
-    read-write fields, the end tag."""
-    out = b"" if name is None else b"\x82" + len(name).to_bytes(2, "little") + name.encode()
-    body = b"".join(k.encode() + bytes([len(v)]) + v.encode() for k, v in ro)
-    head = out + b"\x90" + (len(body) + 4).to_bytes(2, "little") + body + b"RV\x01"
-    out = head + bytes([-sum(head) & 0xFF])
-    if rw:
-        fields = b"".join(k.encode() + bytes([len(v)]) + v.encode() for k, v in rw)
-        out += b"\x91" + len(fields).to_bytes(2, "little") + fields
-    return out + b"\x78"
-
-
-VPDS = {
-    "0000:01:00.0": vpd_image("ConnectX-8 Data Direct", [
-        ("SN", "MT2451X00001"), ("V3", "5eb0c8d100004a2b8c3d000000000001")]),
-    "0000:02:00.0": vpd_image("NVIDIA ConnectX-7 HHHL adapter card   ", [
-        ("PN", "MCX75310AAS-NEAT  "), ("EC", "A7"), ("V2", "MCX75310AAS-NEAT"),
-        ("SN", "MT2231T07M55"), ("V3", "c0cd10e64a2eed11800088e9a4d9b2de"), ("VA", "")],
-        (("V1", "rw"), ("YA", "asset"))),
-    "0000:03:00.0": vpd_image(None, [("V3", "0" * 32), ("V0", "x" * 40)]),
-}
-
-
-def _lspci_vpd(tmp: Path) -> dict[str, dict[str, str]]:
-    """Real ``lspci -vv`` (pciutils' sysfs access) of functions whose ``config`` has a
-    VPD capability and whose ``vpd`` file holds :data:`VPDS`: each one's product name
-    and read-only fields, as it decodes them."""
-    import shutil
-    import subprocess
-
-    from tests.conftest import require
-
-    require(None if shutil.which("lspci") else "lspci not on PATH (Debian's pciutils)",
-            "lspci")
-    config = bytearray(256)
-    config[0:4] = (0x15B3 | 0x1021 << 16).to_bytes(4, "little")
-    config[6], config[0x0B], config[0x34], config[0x40] = 0x10, 0x02, 0x40, 0x03
-    for bdf, image in VPDS.items():
-        d = tmp / "devices" / bdf
-        d.mkdir(parents=True)
-        (d / "config").write_bytes(bytes(config))
-        (d / "vpd").write_bytes(image)
-        (d / "irq").write_text("0\n")
-        (d / "resource").write_text("0x0 0x0 0x0\n" * 7)
-        for attr, value in (("vendor", "0x15b3"), ("device", "0x1021"), ("class", "0x020000"),
-                            ("subsystem_vendor", "0x15b3"), ("subsystem_device", "0x0021")):
-            (d / attr).write_text(value + "\n")
-    out = subprocess.run(["lspci", "-A", "linux-sysfs", "-O", f"sysfs.path={tmp}", "-D",
-                          "-vv"], capture_output=True, text=True, timeout=60, check=True).stdout
-    found: dict[str, dict[str, str]] = {}
-    fields: dict[str, str] = {}
-    section = ""
-    for line in out.splitlines():
-        if line and not line[0].isspace():
-            fields = found.setdefault(line.split()[0], {})
-        text = line.strip()
-        if text.startswith("Product Name: "):
-            fields["name"] = text[len("Product Name: "):].strip()
-        elif text.endswith("fields:"):
-            section = text
-        elif text.startswith("[") and section == "Read-only fields:" and "[RV]" not in text:
-            key, value = text[1:3], text.split(": ", 1)[1] if ": " in text else ""
-            fields[key] = value.strip()
-    return found
-
-
-def test_parse_vpd_reads_what_lspci_reads(tmp_path: Path) -> None:
-    """parse_vpd against real lspci on the same bytes: the identifier string and every
-    read-only keyword but RV, values stripped; the read-write ones left out."""
-    real = _lspci_vpd(tmp_path)
-    assert {bdf: parse_vpd(image) for bdf, image in VPDS.items()} == real
-    assert real["0000:02:00.0"]["PN"] == "MCX75310AAS-NEAT" and "V1" not in real[
-        "0000:02:00.0"]

@@ -1,7 +1,8 @@
-"""The steady scrape, the assignment and ACS (issue 41: the mutants of ``make
-mutation``): fleet/steady.py on a fake one-file snapshot, placement/_assign.py's
+"""The Grace layout, the steady scrape, the assignment and ACS (issue 41: the mutants of
+``make mutation``): placement/_layout.py's VPD reading (against real ``lspci -vv`` on the
+same bytes) and kinds, fleet/steady.py on a fake one-file snapshot, placement/_assign.py's
 environment rules, filters and reasons, placement/_acs.py's edges; generated trees and
-pure functions, no subprocess.  The matrix, distances, pairing and VPD:
+pure functions, one lspci.  The matrix, distances and pairing:
 tests/test_mut_placement2.py.
 """
 
@@ -24,10 +25,249 @@ from sysverbs.placement._assign import (
     local_rank,
     visible_gpus,
 )
+from sysverbs.placement._layout import layout, parse_vpd, read_data_direct, read_vpd
 from tests.conftest import fast_tmpdir
 
 from .pcitree import PciTree
 from .placement_trees import hgx
+
+# ------------------------------------------------------------------ placement/_layout.py
+
+def vpd_image(name: Optional[str], ro: list[tuple[str, str]],
+              rw: tuple[tuple[str, str], ...] = ()) -> bytes:
+    """A PCI VPD image as a device holds it: the identifier string, the read-only
+    fields closed by RV (its checksum making the bytes so far sum to 0), the
+    read-write fields, the end tag."""
+    out = b"" if name is None else b"\x82" + len(name).to_bytes(2, "little") + name.encode()
+    body = b"".join(k.encode() + bytes([len(v)]) + v.encode() for k, v in ro)
+    head = out + b"\x90" + (len(body) + 4).to_bytes(2, "little") + body + b"RV\x01"
+    out = head + bytes([-sum(head) & 0xFF])
+    if rw:
+        fields = b"".join(k.encode() + bytes([len(v)]) + v.encode() for k, v in rw)
+        out += b"\x91" + len(fields).to_bytes(2, "little") + fields
+    return out + b"\x78"
+
+
+VPDS = {
+    "0000:01:00.0": vpd_image("ConnectX-8 Data Direct", [
+        ("SN", "MT2451X00001"), ("V3", "5eb0c8d100004a2b8c3d000000000001")]),
+    "0000:02:00.0": vpd_image("NVIDIA ConnectX-7 HHHL adapter card   ", [
+        ("PN", "MCX75310AAS-NEAT  "), ("EC", "A7"), ("V2", "MCX75310AAS-NEAT"),
+        ("SN", "MT2231T07M55"), ("V3", "c0cd10e64a2eed11800088e9a4d9b2de"), ("VA", "")],
+        (("V1", "rw"), ("YA", "asset"))),
+    "0000:03:00.0": vpd_image(None, [("V3", "0" * 32), ("V0", "x" * 40)]),
+    # an identifier string past 255 bytes: its length's high byte counts
+    "0000:04:00.0": vpd_image("NVIDIA ConnectX-8 SuperNIC, 2x400G; " * 8, [("SN", "1")]),
+}
+
+
+def _lspci_vpd(tmp: Path) -> dict[str, dict[str, str]]:
+    """Real ``lspci -vv`` (pciutils' sysfs access) of functions whose ``config`` has a
+    VPD capability and whose ``vpd`` file holds :data:`VPDS`: each one's product name
+    and read-only fields, as it decodes them."""
+    import shutil
+    import subprocess
+
+    from tests.conftest import require
+
+    require(None if shutil.which("lspci") else "lspci not on PATH (Debian's pciutils)",
+            "lspci")
+    config = bytearray(256)
+    config[0:4] = (0x15B3 | 0x1021 << 16).to_bytes(4, "little")
+    config[6], config[0x0B], config[0x34], config[0x40] = 0x10, 0x02, 0x40, 0x03
+    for bdf, image in VPDS.items():
+        d = tmp / "devices" / bdf
+        d.mkdir(parents=True)
+        (d / "config").write_bytes(bytes(config))
+        (d / "vpd").write_bytes(image)
+        (d / "irq").write_text("0\n")
+        (d / "resource").write_text("0x0 0x0 0x0\n" * 7)
+        for attr, value in (("vendor", "0x15b3"), ("device", "0x1021"), ("class", "0x020000"),
+                            ("subsystem_vendor", "0x15b3"), ("subsystem_device", "0x0021")):
+            (d / attr).write_text(value + "\n")
+    out = subprocess.run(["lspci", "-A", "linux-sysfs", "-O", f"sysfs.path={tmp}", "-D",
+                          "-vv"], capture_output=True, text=True, timeout=60, check=True).stdout
+    found: dict[str, dict[str, str]] = {}
+    fields: dict[str, str] = {}
+    section = ""
+    for line in out.splitlines():
+        if line and not line[0].isspace():
+            fields = found.setdefault(line.split()[0], {})
+        text = line.strip()
+        if text.startswith("Product Name: "):
+            fields["name"] = text[len("Product Name: "):].strip()
+        elif text.endswith("fields:"):
+            section = text
+        elif text.startswith("[") and section == "Read-only fields:" and "[RV]" not in text:
+            key, value = text[1:3], text.split(": ", 1)[1] if ": " in text else ""
+            fields[key] = value.strip()
+    return found
+
+
+def test_parse_vpd_reads_what_lspci_reads(tmp_path: Path) -> None:
+    """parse_vpd against real lspci on the same bytes: the identifier string and every
+    read-only keyword but RV, values stripped; the read-write ones left out."""
+    real = _lspci_vpd(tmp_path)
+    assert {bdf: parse_vpd(image) for bdf, image in VPDS.items()} == real
+    assert real["0000:02:00.0"]["PN"] == "MCX75310AAS-NEAT" and "V1" not in real[
+        "0000:02:00.0"]
+
+
+@pytest.mark.parametrize(("data", "want"), [
+    (b"", {}), (b"\x82\x05", {}),  # a large tag cut before its length
+    (b"\x82\x05\x00AB", {"name": "AB"}),  # a body cut short: what is there
+    (b"\x90\x03\x00VA\x00\x78", {"VA": ""}),  # an empty value ending the section
+    (b"\x90\x07\x00SN\x02abXY\x78", {"SN": "ab"}),  # two stray bytes: no keyword
+    (b"\x90\x06\x00SN\x05abc\x78", {"SN": "abc"}),  # a value cut by its section's end
+    (b"\x0a\x01\x02\x82\x02\x00AB\x78", {"name": "AB"}),  # a small item skipped whole
+    (b"\x09\x01\x82\x02\x00AB\x78", {"name": "AB"}),  # one of odd length (bit 0 set)
+    (b"\x82\x00\x00", {"name": ""}),  # an empty identifier string, at the very end
+    (b"\x78\x82\x02\x00AB", {}),  # nothing after the end tag
+    (b"\x91\x05\x00V1\x02ab\x82\x02\x00AB", {"name": "AB"}),  # VPD-W skipped
+])
+def test_parse_vpd_edges(data: bytes, want: dict[str, str]) -> None:
+    assert parse_vpd(data) == want
+
+
+def _fn_at(address: str, vendor: int, device: int, *bridges: str, cls: int = 0x060400,
+           numa: Optional[int] = 0) -> Any:
+    return SimpleNamespace(address=address, vendor=vendor, device=device, pci_class=cls,
+                           bridges=bridges, numa_node=numa, path=f"/nonexistent/{address}")
+
+
+def _grace_tree(*fns: Any, gpus: tuple[str, ...] = (), nics: tuple[Any, ...] = (),
+                sysfs: str = "/tmp/tree", recorded: bool = False, dev: str = "/") -> Any:
+    pci = {f.address: f for f in fns}
+    return SimpleNamespace(pci=pci, gpus=[SimpleNamespace(pci=pci[a]) for a in gpus],
+                           nics=list(nics), sysfs_path=sysfs, recorded=recorded, dev_dir=dev)
+
+
+_NUMA_REASON = ("GPUs directly under a CPU root port ({}): no PCIe path joins a GPU and a "
+                "NIC; each GPU pairs with the ConnectX PFs of its CPU NUMA node (no 1:1 "
+                "pairing; BlueField-3 and other NICs are left out)")
+
+
+@pytest.mark.parametrize(("rp_id", "cpu"), [
+    (0x22B1, "Grace"), (0x22B2, "Grace"), (0x22B8, "Grace"), (0x2F95, "Vera"),
+    (0x2F96, "Vera"), (0x22B3, None), (0x2F94, None)])
+def test_grace_root_ports(rp_id: int, cpu: Optional[str]) -> None:
+    host = _grace_tree(_fn_at("0009:00:00.0", 0x10DE, rp_id),
+                       _fn_at("0009:01:00.0", 0x10DE, 0x2941, "0009:00:00.0", cls=0x030200),
+                       gpus=("0009:01:00.0",))
+    got = layout(host)
+    if cpu is None:
+        assert got.kind == "pcie"
+    else:
+        assert (got.kind, got.reason) == ("numa-based", _NUMA_REASON.format(
+            f"0009:01:00.0 under {cpu} root port 0009:00:00.0"))
+
+
+def test_inline_below_a_grace_root_port() -> None:
+    """A GPU behind two ConnectX switches that a ConnectX PF shares is inline, even
+    with a Grace root port above the switches (not directly under it)."""
+    rp, usp1, dsp1, usp2, dsp2 = ("0008:00:00.0", "0008:01:00.0", "0008:02:00.0",
+                                  "0008:03:00.0", "0008:04:00.0")
+    cx = 0x15B3
+    host = _grace_tree(
+        _fn_at("0000:00:01.0", 0x8086, 0x1234),  # a GPU elsewhere first: passed over
+        _fn_at("0000:01:00.0", 0x10DE, 0x2941, "0000:00:01.0", cls=0x030200),
+        _fn_at(rp, 0x10DE, 0x22B1), _fn_at(usp1, cx, 0x197C, rp),
+        _fn_at(dsp1, cx, 0x1979, usp1, rp), _fn_at(usp2, cx, 0x197C, dsp1, usp1, rp),
+        _fn_at(dsp2, cx, 0x1979, usp2, dsp1, usp1, rp),
+        _fn_at("0008:05:00.0", 0x10DE, 0x2941, dsp2, usp2, dsp1, usp1, rp, cls=0x030200),
+        _fn_at("0008:06:00.0", cx, 0x1023, dsp2, usp2, dsp1, usp1, rp, cls=0x020700),
+        gpus=("0000:01:00.0", "0008:05:00.0"),
+        nics=(SimpleNamespace(name="mlx5_0", address="0008:06:00.0"),))
+    got = layout(host)
+    assert (got.kind, got.reason) == ("inline", "1 GPU(s) share a ConnectX switch with a "
+                                      "ConnectX PF (no DMA function): PCIe locality pairs them")
+    assert got.complexes == ({"gpu": "0008:05:00.0", "switch": usp1, "pfs": [
+        {"address": "0008:06:00.0", "model": "ConnectX-8", "numa_node": 0,
+         "rdma_devices": ["mlx5_0"]}]},)
+
+
+def test_a_dma_function_off_a_grace_root_port_pairs_no_gpu() -> None:
+    rp, usp, dsp, cx = "0000:00:01.0", "0000:01:00.0", "0000:02:00.0", 0x15B3
+    host = _grace_tree(_fn_at(rp, 0x8086, 0x22B1), _fn_at(usp, cx, 0x197C, rp),
+                       _fn_at(dsp, cx, 0x1979, usp, rp),
+                       _fn_at("0000:03:00.1", cx, 0x2100, dsp, usp, rp, cls=0x080100))
+    (entry,) = layout(host).complexes
+    assert (entry["gpu"], entry["problem"]) == (None, "not below a CX switch under a "
+                                                "Grace/Vera root port: no GPU pairs with it")
+
+
+def test_the_kernels_tie_is_asked_on_this_machine_only(tmp_path: Path) -> None:
+    """read_data_direct asks each ConnectX PF once, through its first RDMA device with a
+    uverbs node; only for /sys not recorded, with a DMA function."""
+    cx = 0x15B3
+    fns = (_fn_at("0000:03:00.0", cx, 0x1023, cls=0x020700),
+           _fn_at("0000:03:00.1", cx, 0x1023, cls=0x020700),
+           _fn_at("0000:04:00.0", cx, 0x2100, cls=0x080100))
+    nics = (SimpleNamespace(name="mlx5_3", address="0000:04:00.0", uverbs=3),
+            SimpleNamespace(name="mlx5_2", address="0000:03:00.1", uverbs=None),
+            SimpleNamespace(name="mlx5_0", address="0000:03:00.0", uverbs=0),
+            SimpleNamespace(name="mlx5_1", address="0000:03:00.0", uverbs=1))
+    live = _grace_tree(*fns, nics=nics, sysfs="/sys", dev=str(tmp_path))
+    assert read_data_direct(live) == {"0000:03:00.0": "errno ENOENT: No such file or directory"}
+    assert read_data_direct(_grace_tree(*fns, nics=nics, dev=str(tmp_path))) == {}
+    assert read_data_direct(_grace_tree(*fns, nics=nics, sysfs="/sys", recorded=True,
+                                        dev=str(tmp_path))) == {}
+    assert read_data_direct(_grace_tree(*fns[:2], nics=nics, sysfs="/sys",
+                                        dev=str(tmp_path))) == {}
+
+
+def test_short_switch_chains_and_resolved_nics() -> None:
+    """A GPU below fewer than four ConnectX switch ports is no inline GPU; a DMA
+    function the kernel ties to its PF is resolved, with no candidates."""
+    cx = 0x15B3
+    rp, usp, dsp = "0009:00:00.0", "0009:01:00.0", "0009:02:00.0"
+    for bridges in ((dsp, usp), (dsp, usp, "0009:00:01.0")):
+        fns = [_fn_at(b, cx, 0x197C) for b in bridges]
+        host = _grace_tree(*fns, _fn_at("0009:05:00.0", 0x10DE, 0x2941, *bridges,
+                                        cls=0x030200), gpus=("0009:05:00.0",))
+        assert layout(host).kind == "pcie"
+    host = _grace_tree(
+        _fn_at(rp, 0x10DE, 0x22B1), _fn_at(usp, cx, 0x197C, rp), _fn_at(dsp, cx, 0x1979, usp, rp),
+        _fn_at("0009:03:00.1", cx, 0x2100, dsp, usp, rp, cls=0x080100),
+        _fn_at("0009:04:00.0", 0x10DE, 0x2941, dsp, usp, rp, cls=0x030200),
+        _fn_at("0000:03:00.0", cx, 0x1023, cls=0x020700), gpus=("0009:04:00.0",))
+    got = layout(host, None, {"0000:03:00.0": "0009:03:00.1"})
+    assert got.reason == (
+        "1 ConnectX-8 Data Direct DMA function(s) (15b3:2100): 0009:03:00.1; GPUs pair with "
+        "the CX-8 whose DMA function shares their switch (0009:04:00.0), not by the PF's "
+        "PCIe path")
+    (entry,) = got.complexes
+    assert entry["gpu"] == "0009:04:00.0" and "problem" not in entry
+    assert entry["nic"] == {
+        "status": "resolved", "via": "the kernel (uverbs ioctl "
+        "MLX5_IB_METHOD_GET_DATA_DIRECT_SYSFS_PATH)", "pfs": [
+            {"address": "0000:03:00.0", "model": "ConnectX-8", "numa_node": 0,
+             "rdma_devices": []}]}
+
+
+def test_read_vpd(tmp_path: Path) -> None:
+    """Each DMA function's and ConnectX PF's vpd: its bytes (at most the 32 KiB a VPD
+    holds), absent, or unreadable; nothing without a DMA function."""
+    cx = 0x15B3
+    fns = []
+    for address, device, vpd in (("0000:03:00.1", 0x2100, b"x" * 40000),
+                                 ("0000:04:00.0", 0x1023, None), ("0000:05:00.0", 0x1023, "dir"),
+                                 ("0000:06:00.0", 0x1021, b"\x78")):
+        d = tmp_path / address
+        d.mkdir()
+        if vpd == "dir":
+            (d / "vpd").mkdir()
+        elif isinstance(vpd, bytes):
+            (d / "vpd").write_bytes(vpd)
+        fn = _fn_at(address, cx, device, cls=0x020700)
+        fn.path = str(d)
+        fns.append(fn)
+    got = read_vpd(_grace_tree(*fns))
+    assert {k: (len(v) if isinstance(v, bytes) else v) for k, v in got.items()} == {
+        "0000:03:00.1": 32768, "0000:04:00.0": "absent", "0000:05:00.0": "unreadable",
+        "0000:06:00.0": 1}
+    assert read_vpd(_grace_tree(*fns[1:])) == {}
+
 
 # ------------------------------------------------------------------ fleet/steady.py
 
@@ -358,6 +598,22 @@ def test_ext_capability_edges() -> None:
     assert ext_capability(bytes(0x1000), 0) is None
     assert acs_control(bytes(257)) == 0  # past 256 bytes: the extended space is there
     assert acs_control(bytes(256)) is None
+    # a device gone from the bus reads all ones: no capability, whatever the id asked
+    assert ext_capability(b"\xff" * 4096, 0xFFFF) is None
+    # the next pointer's two low bits are reserved: masked off (the kernel's
+    # PCI_EXT_CAP_NEXT); the register whole (reserved bit 8 too); an Egress Control
+    # Vector after it is not part of it
+    acs = bytearray(4096)
+    acs[0x100:0x104] = (0x0001 | 1 << 16 | 0x149 << 20).to_bytes(4, "little")
+    acs[0x148:0x14C] = (0x000D | 1 << 16).to_bytes(4, "little")
+    acs[0x14E:0x154] = bytes([0x1D, 0x01, 0xFF, 0xFF, 0xFF, 0xFF])
+    assert acs_control(bytes(acs)) == 0x011D
+    # the capability in the config space's last 8 bytes: its control register its last 2
+    end = bytearray(4096)
+    end[0x100:0x104] = (0x0001 | 1 << 16 | 0xFF8 << 20).to_bytes(4, "little")
+    end[0xFF8:0xFFC] = (0x000D | 1 << 16).to_bytes(4, "little")
+    end[0xFFE:0x1000] = (0b11101).to_bytes(2, "little")
+    assert acs_control(bytes(end)) == 0b11101
 
 
 def test_nvme_peers_are_physical_functions() -> None:
@@ -379,9 +635,10 @@ def test_only_a_switch_below_its_upstream_port_redirects(tmp_path: Path) -> None
     ports: not at a root port, not with one right below the upstream port."""
     from sysverbs.placement._acs import find_redirects
 
-    redirect = bytearray(4096)
-    redirect[0x100:0x104] = (0x000D | 1 << 16).to_bytes(4, "little")
-    redirect[0x106:0x108] = (0b11101).to_bytes(2, "little")
+    redirect = bytearray(4096)  # its ACS capability last, as the full 4096 bytes hold it
+    redirect[0x100:0x104] = (0x0001 | 1 << 16 | 0xFF8 << 20).to_bytes(4, "little")
+    redirect[0xFF8:0xFFC] = (0x000D | 1 << 16).to_bytes(4, "little")
+    redirect[0xFFE:0x1000] = (0b11101).to_bytes(2, "little")
 
     def dev(address: str, *bridges: str) -> Any:
         d = tmp_path / address
@@ -394,8 +651,25 @@ def test_only_a_switch_below_its_upstream_port_redirects(tmp_path: Path) -> None
         dev(rp), dev(usp, rp), dev(dsp, usp, rp), dev(x, usp, rp),
         dev("0000:03:00.0", dsp, usp, rp), dev("0000:04:00.0", x, usp, rp),
         dev("0000:01:00.1", usp, rp), dev("0000:09:00.0", "0000:08:00.0", rp),
-        dev("0000:08:00.0", rp))}
-    found = find_redirects(pci, [("0000:04:00.0", "mlx5_0"), ("0000:01:00.1", "mlx5_1")],
-                           [("0000:03:00.0", "gpu"), ("0000:09:00.0", "nvme")])
+        dev("0000:08:00.0", rp), dev("0000:04:00.1", x, usp, rp), dev("0000:01:00.2", usp, rp),
+        dev("0000:81:00.0", "0000:80:01.0"))}
+    # peers that share no switch with a NIC, or are not in the tree, come first: each is
+    # passed over, not the end of the NIC's peers
+    found = find_redirects(
+        pci, [("0000:0f:00.0", "gone"), ("0000:01:00.1", "mlx5_1"), ("0000:04:00.0", "mlx5_0")],
+        [("0000:0e:00.0", "gpu"), ("0000:09:00.0", "nvme"), ("0000:81:00.0", "gpu"),
+         ("0000:04:00.1", "gpu"), ("0000:01:00.2", "nvme"), ("0000:03:00.0", "gpu")])
     assert [(r.device, r.peer, r.switch, r.ports, r.evidence, r.controls) for r in found] == [
         ("0000:04:00.0", "0000:03:00.0", usp, (x, dsp), "acs_ctl", (0b11101, 0b11101))]
+
+
+def test_nic_functions_once_per_pf() -> None:
+    from sysverbs.placement import _acs
+
+    host: Any = SimpleNamespace(nics=[
+        _rdma("lost", "0000:0f:00.0"), _rdma("none", None), _rdma("pf", "0000:05:00.0"),
+        _rdma("vf", "0000:05:00.2", kind="vf"), _rdma("other", "0000:06:00.0")], pci={
+        "0000:05:00.0": SimpleNamespace(address="0000:05:00.0", physfn=None),
+        "0000:05:00.2": SimpleNamespace(address="0000:05:00.2", physfn="0000:05:00.0"),
+        "0000:06:00.0": SimpleNamespace(address="0000:06:00.0", physfn=None)})
+    assert list(_acs._nic_functions(host)) == [("0000:05:00.0", "pf"), ("0000:06:00.0", "other")]

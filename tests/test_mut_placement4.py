@@ -1,0 +1,145 @@
+"""placement/_assign.py's plans (issue 41: the mutants of ``make mutation``): the
+reasons, the shares of tied GPUs, anchors, the records' dicts and the errors, on small
+generated trees (placement_trees.hgx: a GPU and its NIC per switch; one switch for
+several GPUs and NICs).  In-process: no subprocess.  The environment rules and the
+filters: tests/test_mut_placement3.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sysverbs.ground.errors import NotFoundError, WrongTypeError
+from sysverbs.placement import Gpu, Topology, assign, find_anchor, read_host
+from tests.conftest import fast_tmpdir
+
+from .pcitree import PciTree
+from .placement_trees import IB, hgx
+
+ONE = "nearest class PIX, 3 hops; the one port at its nearest class"
+
+
+@pytest.fixture(scope="module")
+def hosts() -> Iterator[dict[str, Topology]]:
+    """``hgx``: 8 GPUs, each with its NIC below its own switch; ``shared``: one switch,
+    GPUs 0-2 and mlx5_0-2 each on a downstream port of its own; ``few``: the same with
+    two NICs."""
+    with fast_tmpdir("sv-mut-assign-") as base:
+        out = {"hgx": read_host(hgx(base / "hgx").sys, base / "hgx" / "proc")}
+        for name, nics in (("shared", 3), ("few", 2)):
+            t = PciTree(base / name)
+            t.node(0, "0-7")
+            rp = "pci0000:00/0000:00:01.0"
+            usp = f"{rp}/0000:01:00.0"
+            t.bridges(rp, usp)
+            for i in range(3 + nics):
+                dsp = f"{usp}/0000:02:{i:02x}.0"
+                t.pci(dsp)
+                if i < 3:
+                    t.gpu(f"{dsp}/0000:{3 + i:02x}:00.0", cpus="0-7")
+                else:
+                    t.rdma(f"mlx5_{i - 3}", f"{dsp}/0000:{3 + i:02x}:00.0", ports=(IB,))
+            out[name] = read_host(t.sys)
+        yield out
+
+
+def test_one_nic_per_gpu_and_its_dict(hosts: dict[str, Topology]) -> None:
+    host = hosts["hgx"]
+    plan = assign(host)
+    assert [[n.device for n in a.nics] for a in plan] == [[f"mlx5_{i}"] for i in range(8)]
+    assert {a.reason for a in plan} == {ONE}
+    assert plan[0].as_dict() == {
+        "rank": None, "gpu": {"index": 0, "address": "0000:13:00.0",
+                              "uuid": "GPU-00000000-1111-2222-3333-444455556666",
+                              "numa_node": 0},
+        "nics": [{"device": "mlx5_0", "port": 1, "link_layer": "InfiniBand", "netdevs": [],
+                  "address": "0000:14:00.0", "rate_gbps": 400.0, "smi": "PIX", "nccl": "PIX",
+                  "hops": 3, "reason": "PIX, 3 hops: they meet at bridge 0000:11:00.0 (a "
+                                       "single switch)"}],
+        "reason": ONE, "filtered": []}
+
+
+def test_given_gpus_and_anchors_in_their_order(hosts: dict[str, Topology]) -> None:
+    host = hosts["hgx"]
+    nic = find_anchor(host, "mlx5_2")
+    plan = assign(host, [host.gpus[3], nic, host.gpus[1], host.gpus[3], nic])
+    assert [(a.gpu.name if a.gpu else None, a.anchor.name if a.anchor else None,
+             [n.device for n in a.nics]) for a in plan] == [
+        ("GPU3", None, ["mlx5_3"]), (None, "mlx5_2", ["mlx5_2"]), ("GPU1", None, ["mlx5_1"]),
+        ("GPU3", None, ["mlx5_3"]), (None, "mlx5_2", ["mlx5_2"])]
+    assert plan[1].reason == "nearest class X, 0 hops; the one port at its nearest class"
+    assert plan[1].as_dict()["anchor"] == nic.as_dict() and "anchor" not in plan[0].as_dict()
+    assert assign(host, []) == ()
+
+
+def test_assign_refuses_what_is_not_the_hosts(hosts: dict[str, Topology]) -> None:
+    host = hosts["hgx"]
+    with pytest.raises(WrongTypeError, match=r"^gpus must be the host's Gpu objects \(or "
+                                             r"Anchor objects\)$"):
+        assign(host, ["GPU0"])  # type: ignore[list-item]
+    g = host.gpus[0]
+    stranger = Gpu(9, "0000:ff:00.0", g.vendor, g.pci, None, None, None)
+    with pytest.raises(NotFoundError, match=r"^GPU9 \(0000:ff:00.0\) is not a GPU of this "
+                                            r"host$"):
+        assign(host, [stranger])
+    other = find_anchor(hosts["shared"], "mlx5_0")
+    far = type(other)(other.name, other.kind, "0000:fe:00.0", other.pci, None, other.via)
+    with pytest.raises(NotFoundError, match=r"^mlx5_0 \(0000:fe:00.0\) is not a PCI function "
+                                            r"of this host$"):
+        assign(host, [far])
+
+
+def test_nothing_left_or_nothing_there(hosts: dict[str, Topology], tmp_path: Path) -> None:
+    plan = assign(hosts["hgx"], link_layer="eth")
+    assert {(a.reason, a.nics) for a in plan} == {("no NIC port left after the filters", ())}
+    assert [(f.device, f.code) for f in plan[0].filtered] == [
+        (f"mlx5_{i}", "link_layer") for i in range(8)]
+    t = PciTree(tmp_path)
+    t.node(0, "0-7")
+    t.pci("pci0000:00/0000:00:01.0")
+    t.gpu("pci0000:00/0000:00:01.0/0000:01:00.0")
+    (alone,) = assign(read_host(t.sys))
+    assert (alone.reason, alone.nics, alone.filtered) == ("no RDMA device", (), ())
+
+
+_SHARED = ("nearest class PIX, 3 hops; 3 ports at the nearest class shared out among {k} "
+           "{noun} ({names}), {n} each, in PCI address order")
+
+
+def test_tied_gpus_share_their_ports(hosts: dict[str, Topology]) -> None:
+    """m ports for k tied GPUs: m // k each in PCI address order, the m % k left over
+    shared, one more each; split_ties=False: all to each; an anchor shares as a device."""
+    host = hosts["shared"]
+    two = assign(host, host.gpus[:2])
+    assert [([n.device for n in a.nics], a.reason) for a in two] == [
+        (["mlx5_0", "mlx5_2"], _SHARED.format(k=2, noun="GPUs", names="GPU0, GPU1", n=2)
+         + "; shares a port with GPU1"),
+        (["mlx5_1", "mlx5_2"], _SHARED.format(k=2, noun="GPUs", names="GPU0, GPU1", n=2)
+         + "; shares a port with GPU0")]
+    three = assign(host)
+    assert [([n.device for n in a.nics], a.reason) for a in three] == [
+        ([f"mlx5_{i}"], _SHARED.format(k=3, noun="GPUs", names="GPU0, GPU1, GPU2", n=1))
+        for i in range(3)]
+    whole = assign(host, host.gpus[:2], split_ties=False)
+    assert {(tuple(n.device for n in a.nics), a.reason) for a in whole} == {
+        (("mlx5_0", "mlx5_1", "mlx5_2"), "nearest class PIX, 3 hops; all 3 ports at its "
+         "nearest class (shared by 2 GPUs: GPU0, GPU1)")}
+    nic = find_anchor(host, "mlx5_0")
+    mixed = assign(host, [host.gpus[0], nic])
+    assert [([n.device for n in a.nics], a.reason) for a in mixed] == [
+        (["mlx5_1", "mlx5_2"], _SHARED.format(k=2, noun="devices", names="GPU0, mlx5_0", n=2)),
+        (["mlx5_0"], _SHARED.format(k=2, noun="devices", names="GPU0, mlx5_0", n=1).replace(
+            "nearest class PIX, 3 hops", "nearest class X, 0 hops"))]
+
+
+def test_fewer_ports_than_gpus(hosts: dict[str, Topology]) -> None:
+    host = hosts["few"]
+    plan = assign(host)
+    assert [[n.device for n in a.nics] for a in plan] == [["mlx5_0"], ["mlx5_1"], ["mlx5_0"]]
+    head = ("nearest class PIX, 3 hops; fewer NIC ports (2) than GPUs (3: GPU0, GPU1, GPU2) "
+            "at the nearest class: shared round-robin")
+    assert [a.reason for a in plan] == [head + "; shares a port with GPU2", head,
+                                        head + "; shares a port with GPU0"]
