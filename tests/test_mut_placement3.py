@@ -121,6 +121,7 @@ def test_parse_vpd_reads_what_lspci_reads(tmp_path: Path) -> None:
     (b"\x90\x06\x00SN\x05abc\x78", {"SN": "abc"}),  # a value cut by its section's end
     (b"\x0a\x01\x02\x82\x02\x00AB\x78", {"name": "AB"}),  # a small item skipped whole
     (b"\x09\x01\x82\x02\x00AB\x78", {"name": "AB"}),  # one of odd length (bit 0 set)
+    (b"\x0b\x00\x00\x78\x82\x02\x00AB\x78", {"name": "AB"}),  # its 3 bytes all skipped
     (b"\x82\x00\x00", {"name": ""}),  # an empty identifier string, at the very end
     (b"\x78\x82\x02\x00AB", {}),  # nothing after the end tag
     (b"\x91\x05\x00V1\x02ab\x82\x02\x00AB", {"name": "AB"}),  # VPD-W skipped
@@ -155,6 +156,12 @@ def test_grace_root_ports(rp_id: int, cpu: Optional[str]) -> None:
                        _fn_at("0009:01:00.0", 0x10DE, 0x2941, "0009:00:00.0", cls=0x030200),
                        gpus=("0009:01:00.0",))
     got = layout(host)
+    # an AMD GPU there, or an NVIDIA function of another class, is not paired
+    for vendor, cls in ((0x1002, 0x030000), (0x10DE, 0x120000)):
+        other = _grace_tree(_fn_at("0009:00:00.0", 0x10DE, rp_id),
+                            _fn_at("0009:01:00.0", vendor, 0x2941, "0009:00:00.0", cls=cls),
+                            gpus=("0009:01:00.0",))
+        assert layout(other).kind == "pcie"
     if cpu is None:
         assert got.kind == "pcie"
     else:
@@ -194,6 +201,9 @@ def test_a_dma_function_off_a_grace_root_port_pairs_no_gpu() -> None:
     (entry,) = layout(host).complexes
     assert (entry["gpu"], entry["problem"]) == (None, "not below a CX switch under a "
                                                 "Grace/Vera root port: no GPU pairs with it")
+    assert (entry["switch"], entry["root_port"]) == (usp, rp)
+    (alone,) = layout(_grace_tree(_fn_at("0000:03:00.1", cx, 0x2100, cls=0x080100))).complexes
+    assert (alone["switch"], alone["root_port"], alone["gpu"]) == (None, None, None)
 
 
 def test_the_kernels_tie_is_asked_on_this_machine_only(tmp_path: Path) -> None:
@@ -238,6 +248,7 @@ def test_short_switch_chains_and_resolved_nics() -> None:
         "PCIe path")
     (entry,) = got.complexes
     assert entry["gpu"] == "0009:04:00.0" and "problem" not in entry
+    assert (entry["switch"], entry["root_port"]) == (usp, rp)
     assert entry["nic"] == {
         "status": "resolved", "via": "the kernel (uverbs ioctl "
         "MLX5_IB_METHOD_GET_DATA_DIRECT_SYSFS_PATH)", "pfs": [
@@ -614,6 +625,17 @@ def test_ext_capability_edges() -> None:
     end[0xFF8:0xFFC] = (0x000D | 1 << 16).to_bytes(4, "little")
     end[0xFFE:0x1000] = (0b11101).to_bytes(2, "little")
     assert acs_control(bytes(end)) == 0b11101
+    # cut reads: the control register's second byte missing; a header's last byte
+    assert acs_control(bytes(end[:0xFFF])) == 0
+    cut = bytearray(0x183)
+    cut[0x100:0x104] = (0x0001 | 1 << 16 | 0x180 << 20).to_bytes(4, "little")
+    cut[0x180:0x182] = (0x000D).to_bytes(2, "little")
+    assert ext_capability(bytes(cut), 0x000D) is None
+    # an ACS capability whose next pointer is itself: read to the end of the bytes
+    loop = bytearray(0x110)
+    loop[0x100:0x104] = (0x000D | 1 << 16 | 0x100 << 20).to_bytes(4, "little")
+    loop[0x106:0x108] = (0b100).to_bytes(2, "little")
+    assert acs_control(bytes(loop)) == 0b100
 
 
 def test_nvme_peers_are_physical_functions() -> None:

@@ -1,14 +1,15 @@
 """placement/_assign.py's plans (issue 41: the mutants of ``make mutation``): the
 reasons, the shares of tied GPUs, anchors, the records' dicts and the errors, on small
 generated trees (placement_trees.hgx: a GPU and its NIC per switch; one switch for
-several GPUs and NICs).  In-process: no subprocess.  The environment rules and the
-filters: tests/test_mut_placement3.py.
+several GPUs and NICs).  In-process, but one import check in a child.  The environment
+rules and the filters: tests/test_mut_placement3.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,3 +144,107 @@ def test_fewer_ports_than_gpus(hosts: dict[str, Topology]) -> None:
             "at the nearest class: shared round-robin")
     assert [a.reason for a in plan] == [head + "; shares a port with GPU2", head,
                                         head + "; shares a port with GPU0"]
+
+
+def test_nearest_first_within_a_class(tmp_path: Path) -> None:
+    """Two NICs at PXB, 5 and 7 hops: both (hops do not split a class), the nearer
+    first, and the reason names the nearer's hops."""
+    t = PciTree(tmp_path)
+    t.node(0, "0-7")
+    rp = "pci0000:00/0000:00:01.0"
+    usp = f"{rp}/0000:01:00.0"
+    gpu_port, near, far = f"{usp}/0000:02:00.0", f"{usp}/0000:02:01.0", f"{usp}/0000:02:02.0"
+    t.bridges(rp, usp, gpu_port)
+    t.gpu(f"{gpu_port}/0000:03:00.0")
+    chain_near = [near, f"{near}/0000:04:00.0", f"{near}/0000:04:00.0/0000:05:00.0"]
+    chain_far = [far]
+    for bus in range(7, 11):
+        chain_far.append(f"{chain_far[-1]}/0000:{bus:02x}:00.0")
+    t.bridges(*chain_near, *chain_far)
+    t.rdma("mlx5_0", f"{chain_far[-1]}/0000:0b:00.0", ports=(IB,))
+    t.rdma("mlx5_1", f"{chain_near[-1]}/0000:06:00.0", ports=(IB,))
+    (a,) = assign(read_host(t.sys))
+    assert [(n.device, n.smi, n.hops) for n in a.nics] == [("mlx5_1", "PXB", 5),
+                                                          ("mlx5_0", "PXB", 7)]
+    assert a.reason == "nearest class PXB, 5 hops; all 2 ports at its nearest class"
+
+
+def test_gpus_before_anchors_whatever_the_order_given(hosts: dict[str, Topology]) -> None:
+    host = hosts["shared"]
+    nic = find_anchor(host, "mlx5_0")
+    plan = assign(host, [nic, host.gpus[0]])
+    assert [(a.anchor is not None, [n.device for n in a.nics]) for a in plan] == [
+        (True, ["mlx5_0"]), (False, ["mlx5_1", "mlx5_2"])]
+    assert all("among 2 devices (GPU0, mlx5_0)" in a.reason for a in plan)
+    later = assign(host, [nic, host.gpus[1]])
+    assert all("among 2 devices (GPU1, mlx5_0)" in a.reason for a in later)
+
+
+def test_grace_pairings_left_without_ports(hosts: dict[str, Topology]) -> None:
+    """A GPU paired by the Grace rule whose NICs are unresolved gets none, with the
+    pairing's reason as it is; resolved to NICs that are not left: said so."""
+    from types import SimpleNamespace
+
+    host = hosts["hgx"]
+    g0, g1 = host.gpus[0].address, host.gpus[1].address
+    lay: Any = SimpleNamespace(kind="dma-based", complexes=[
+        {"gpu": g0, "dma_function": "0000:16:00.1",
+         "nic": {"status": "unresolved", "reason": "its vpd is absent", "candidates": []}},
+        {"gpu": g1, "dma_function": "0000:36:00.1",
+         "nic": {"status": "resolved", "via": "VPD V3", "pfs": [{"address": "0000:99:00.0"}]}}])
+    plan = assign(host, layout=lay, include_non_compute=True)
+    assert plan[0].nics == () and plan[0].reason == (
+        "Data Direct: the CX-8 of DMA function 0000:16:00.1 is unresolved: its vpd is absent; "
+        "candidates none (no guess: NCCL resolves it itself when NCCL_IB_HCA is not set)")
+    assert plan[1].nics == () and plan[1].reason.startswith("Data Direct: no RDMA device ")
+    assert plan[1].reason.endswith("(tied by VPD V3); NCCL names them ; none of its NICs' "
+                                   "ports is left after the filters")
+    assert [n.device for n in plan[2].nics] == ["mlx5_2"] and plan[2].pairing is None
+
+
+def test_unknown_filters_and_usable_devices() -> None:
+    from sysverbs.model import HostModel
+    from sysverbs.placement._assign import candidates
+    from sysverbs.testing.cache import fixture_tree
+
+    host = HostModel(fixture_tree("gpu-dgx-a100").host_root).placement
+    with pytest.raises(WrongTypeError, match="^unexpected keyword argument 'bar'$"):
+        candidates(host, foo=1, bar=2)  # type: ignore[call-arg]
+    every, _ = candidates(host)
+    usable, left = candidates(host, require_usable=True)  # every device of it is usable
+    assert [c.nic.name for c in usable] == [c.nic.name for c in every] and len(every) == 8
+    assert "not_usable" not in {f.code for f in left}
+
+
+def test_the_assignment_needs_no_typing_extensions() -> None:
+    """typing_extensions (Unpack) is the type checker's only: no dependency of sysverbs."""
+    import subprocess
+    import sys
+
+    code = "import sys, sysverbs.placement._assign; print('typing_extensions' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "False"
+
+
+def test_one_hop_and_a_two_gpu_uuid_prefix(tmp_path: Path) -> None:
+    """A GPU and a NIC on one port: 1 hop (not "1 hops"); a UUID prefix two GPUs share
+    is ambiguous, as one all share is."""
+    from sysverbs.placement._assign import visible_gpus
+
+    t = PciTree(tmp_path)
+    t.node(0, "0-7")
+    rp = "pci0000:00/0000:00:01.0"
+    t.pci(rp)
+    for i, uuid in enumerate(("GPU-aaaa1111", "GPU-aaaa2222", "GPU-bbbb3333")):
+        t.gpu(f"{rp}/0000:01:00.{i}", uuid=f"{uuid}-1111-2222-3333-444455556666", minor=i)
+    t.rdma("mlx5_0", f"{rp}/0000:01:00.4", ports=(IB,))
+    host = read_host(t.sys, tmp_path / "proc")
+    plan = assign(host, host.gpus[:1])
+    assert plan[0].reason.startswith("nearest class PIX, 1 hop; ")
+    assert plan[0].nics[0].reason.startswith("PIX, 1 hop: ")
+    gpus, said = visible_gpus(host, {"CUDA_VISIBLE_DEVICES": "GPU-aaaa"})
+    assert gpus == () and said == ("CUDA_VISIBLE_DEVICES=GPU-aaaa; GPU-aaaa is an ambiguous "
+                                   "UUID prefix; CUDA_VISIBLE_DEVICES stops at 'GPU-aaaa' (as "
+                                   "CUDA does)")
+    assert [g.index for g in visible_gpus(host, {"CUDA_VISIBLE_DEVICES": "GPU-b"})[0]] == [2]
