@@ -27,22 +27,22 @@ ONE = "nearest class PIX, 3 hops; the one port at its nearest class"
 def hosts() -> Iterator[dict[str, Topology]]:
     """``hgx``: 8 GPUs, each with its NIC below its own switch; ``shared``: one switch,
     GPUs 0-2 and mlx5_0-2 each on a downstream port of its own; ``few``: the same with
-    two NICs."""
+    two NICs; ``four``: two GPUs and four NICs."""
     with fast_tmpdir("sv-mut-assign-") as base:
         out = {"hgx": read_host(hgx(base / "hgx").sys, base / "hgx" / "proc")}
-        for name, nics in (("shared", 3), ("few", 2)):
+        for name, gpus, nics in (("shared", 3, 3), ("few", 3, 2), ("four", 2, 4)):
             t = PciTree(base / name)
             t.node(0, "0-7")
             rp = "pci0000:00/0000:00:01.0"
             usp = f"{rp}/0000:01:00.0"
             t.bridges(rp, usp)
-            for i in range(3 + nics):
+            for i in range(gpus + nics):
                 dsp = f"{usp}/0000:02:{i:02x}.0"
                 t.pci(dsp)
-                if i < 3:
+                if i < gpus:
                     t.gpu(f"{dsp}/0000:{3 + i:02x}:00.0", cpus="0-7")
                 else:
-                    t.rdma(f"mlx5_{i - 3}", f"{dsp}/0000:{3 + i:02x}:00.0", ports=(IB,))
+                    t.rdma(f"mlx5_{i - gpus}", f"{dsp}/0000:{3 + i:02x}:00.0", ports=(IB,))
             out[name] = read_host(t.sys)
         yield out
 
@@ -248,3 +248,34 @@ def test_one_hop_and_a_two_gpu_uuid_prefix(tmp_path: Path) -> None:
                                    "UUID prefix; CUDA_VISIBLE_DEVICES stops at 'GPU-aaaa' (as "
                                    "CUDA does)")
     assert [g.index for g in visible_gpus(host, {"CUDA_VISIBLE_DEVICES": "GPU-b"})[0]] == [2]
+
+
+def test_even_shares_leave_nothing_over(hosts: dict[str, Topology]) -> None:
+    """4 ports for 2 tied GPUs: 2 each, none shared."""
+    plan = assign(hosts["four"])
+    assert [[n.device for n in a.nics] for a in plan] == [["mlx5_0", "mlx5_1"],
+                                                          ["mlx5_2", "mlx5_3"]]
+    assert plan[0].reason.endswith("4 ports at the nearest class shared out among 2 GPUs "
+                                   "(GPU0, GPU1), 2 each, in PCI address order")
+
+
+def test_each_anchor_keeps_its_own_name(hosts: dict[str, Topology]) -> None:
+    """Two anchors on one function, or an anchor on a GPU given too: the same NICs, each
+    under its own anchor."""
+    host = hosts["hgx"]
+    by_name, by_bdf = find_anchor(host, "mlx5_2"), find_anchor(host, "0000:54:00.0")
+    gpu = find_anchor(host, host.gpus[0].address)
+    plan = assign(host, [by_name, by_bdf, host.gpus[0], gpu])
+    assert [(a.anchor.name if a.anchor else None, a.gpu.name if a.gpu else None,
+             [n.device for n in a.nics]) for a in plan] == [
+        ("mlx5_2", None, ["mlx5_2"]), ("0000:54:00.0", None, ["mlx5_2"]),
+        (None, "GPU0", ["mlx5_0"]), ("GPU0", "GPU0", ["mlx5_0"])]
+
+
+def test_require_usable_on_a_tree_without_device_nodes(hosts: dict[str, Topology]) -> None:
+    from sysverbs.placement._assign import candidates
+
+    keep, left = candidates(hosts["hgx"], require_usable=True)
+    assert keep == [] and [(f.device, f.port, f.code, f.reason) for f in left] == [
+        (f"mlx5_{i}", None, "not_usable", "diagnose() says it cannot be used (sysverbs doctor)")
+        for i in range(8)]
