@@ -515,12 +515,12 @@ def test_candidates_and_what_each_filter_leaves_out() -> None:
         _rdma("empty", "0000:06:00.0"),
         _rdma("down", "0000:07:00.0", _port(1, "DOWN"), _port(2, None)),
         _rdma("eth", "0000:08:00.0", _port(1, layer=ETHL), _port(2, layer=None)),
-        _rdma("slow", "0000:09:00.0", _port(1, rate=100.0), _port(2, rate=None),
+        _rdma("a_slow", "0000:09:00.0", _port(1, rate=100.0), _port(2, rate=None),
               _port(3, rate=200.0))])
     keep, out = candidates(host, drop={"bf": "BlueField-3 (15b3:a2dc): a DPU"},
                            min_rate_gbps=200, link_layer="ib")
     assert [(c.nic.name, c.port.port) for c in keep] == [
-        ("a9", 1), ("a10", 1), ("b", 1), ("b", 2), ("slow", 3)]
+        ("a9", 1), ("a10", 1), ("b", 1), ("b", 2), ("a_slow", 3)]
     assert [(f.device, f.port, f.code, f.reason) for f in out] == [
         ("soft", None, "unplaced", "not placed: no PCI device above it"),
         ("vf", None, "vf", "an SR-IOV VF (include_vfs to use it)"),
@@ -533,15 +533,15 @@ def test_candidates_and_what_each_filter_leaves_out() -> None:
         ("down", 2, "port_not_active", "port state unknown, not ACTIVE"),
         ("eth", 1, "link_layer", "link layer Ethernet, not InfiniBand"),
         ("eth", 2, "link_layer", "link layer unknown, not InfiniBand"),
-        ("slow", 1, "rate", "rate 100 Gb/s below 200 Gb/s"),
-        ("slow", 2, "rate", "rate unknown below 200 Gb/s")]
+        ("a_slow", 1, "rate", "rate 100 Gb/s below 200 Gb/s"),
+        ("a_slow", 2, "rate", "rate unknown below 200 Gb/s")]
     # the defaults: any link layer, any rate, inactive ports left out; VFs, bond
     # slaves and inactive ports kept when asked for
     keep, out = candidates(host, include_vfs=True, include_bond_slaves=True,
                            require_active=False)
     names = [(c.nic.name, c.port.port) for c in keep]
     assert ("vf", 1) in names and ("sf", 1) in names and ("slave", 1) in names
-    assert ("down", 1) in names and ("bf", 1) in names and ("slow", 2) in names
+    assert ("down", 1) in names and ("bf", 1) in names and ("a_slow", 2) in names
     # InfiniBand and Ethernet mixed: the host's one link layer (more ports: InfiniBand)
     assert ("eth", 1) not in names and ("eth", 2) not in names
     assert [(f.device, f.port, f.code, f.reason) for f in out if f.device == "eth"] == [

@@ -27,10 +27,11 @@ ONE = "nearest class PIX, 3 hops; the one port at its nearest class"
 def hosts() -> Iterator[dict[str, Topology]]:
     """``hgx``: 8 GPUs, each with its NIC below its own switch; ``shared``: one switch,
     GPUs 0-2 and mlx5_0-2 each on a downstream port of its own; ``few``: the same with
-    two NICs; ``four``: two GPUs and four NICs."""
+    two NICs; ``four``, ``five``: two GPUs and four or five NICs."""
     with fast_tmpdir("sv-mut-assign-") as base:
         out = {"hgx": read_host(hgx(base / "hgx").sys, base / "hgx" / "proc")}
-        for name, gpus, nics in (("shared", 3, 3), ("few", 3, 2), ("four", 2, 4)):
+        for name, gpus, nics in (("shared", 3, 3), ("few", 3, 2), ("four", 2, 4),
+                                 ("five", 2, 5)):
             t = PciTree(base / name)
             t.node(0, "0-7")
             rp = "pci0000:00/0000:00:01.0"
@@ -193,6 +194,7 @@ def test_grace_pairings_left_without_ports(hosts: dict[str, Topology]) -> None:
         {"gpu": g1, "dma_function": "0000:36:00.1",
          "nic": {"status": "resolved", "via": "VPD V3", "pfs": [{"address": "0000:99:00.0"}]}}])
     plan = assign(host, layout=lay, include_non_compute=True)
+    assert [a.gpu.address for a in plan[:2]] == [g0, g1]  # type: ignore[union-attr]
     assert plan[0].nics == () and plan[0].reason == (
         "Data Direct: the CX-8 of DMA function 0000:16:00.1 is unresolved: its vpd is absent; "
         "candidates none (no guess: NCCL resolves it itself when NCCL_IB_HCA is not set)")
@@ -279,3 +281,26 @@ def test_require_usable_on_a_tree_without_device_nodes(hosts: dict[str, Topology
     assert keep == [] and [(f.device, f.port, f.code, f.reason) for f in left] == [
         (f"mlx5_{i}", None, "not_usable", "diagnose() says it cannot be used (sysverbs doctor)")
         for i in range(8)]
+
+
+def test_five_ports_for_two_gpus(hosts: dict[str, Topology]) -> None:
+    """m // k = 2 each, the one left over shared: three each."""
+    plan = assign(hosts["five"])
+    assert [[n.device for n in a.nics] for a in plan] == [["mlx5_0", "mlx5_1", "mlx5_4"],
+                                                          ["mlx5_2", "mlx5_3", "mlx5_4"]]
+
+
+@pytest.mark.parametrize("error", [OSError(13, "Permission denied"), ValueError("bad")])
+def test_a_failed_diagnose_leaves_every_device_out(hosts: dict[str, Topology],
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   error: Exception) -> None:
+    from sysverbs.devices import diagnosis
+    from sysverbs.placement._assign import candidates
+
+    def fail(**options: object) -> None:
+        raise error
+
+    monkeypatch.setattr(diagnosis, "diagnose", fail)
+    keep, left = candidates(hosts["hgx"], require_usable=True)
+    assert keep == [] and {(f.code, f.reason) for f in left} == {
+        ("not_usable", f"diagnose() failed: {error}")} and len(left) == 8
