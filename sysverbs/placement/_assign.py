@@ -271,9 +271,9 @@ def candidates(host: Topology, *, drop: Optional[Mapping[str, str]] = None,
             if c.port.link_layer != one:
                 out.append(Filtered(
                     c.nic.name, c.port.port, "link_layer",
-                    f"link layer {c.port.link_layer}: this host's ports are InfiniBand and "
-                    f"Ethernet (RoCE), which NCCL cannot join, so every rank uses {one} "
-                    "(more ports, InfiniBand on a tie; link_layer= chooses)"))
+                    f"link layer {c.port.link_layer or 'unknown'}: this host's ports are "
+                    "InfiniBand and Ethernet (RoCE), which NCCL cannot join, so every rank "
+                    f"uses {one} (more ports, InfiniBand on a tie; link_layer= chooses)"))
         keep = [c for c in keep if c.port.link_layer == one]
     return keep, out
 

@@ -194,7 +194,7 @@ def smi_distance(a: PciDevice, b: PciDevice, nodes: Mapping[int, frozenset[int]]
 def nccl_merged_path(dev: PciDevice, is_nic: bool, merge_vfs: bool = True) -> list[str]:
     """The sysfs path components NCCL uses for a device (NIC: function digit 0, VF
     device digits 0); from ``devices/`` down."""
-    parts = dev.path.split("/devices/", 1)[-1].split("/")
+    parts = dev.path.rsplit("/devices/", 1)[-1].split("/")  # the tree's own devices/
     if is_nic and parts:
         last = parts[-1]
         last = last[:-1] + "0"
@@ -212,7 +212,8 @@ def _bcm_gen(dev: Optional[PciDevice], level: int) -> int:
     device, sub_vendor, sub_device = dev.device, dev.subsystem_vendor, dev.subsystem_device
     if device is None or sub_vendor is None or sub_device is None:
         return 0
-    ident = (BROADCOM << 48) | (device << 32) | (sub_vendor << 16) | sub_device
+    # summed, as NCCL's ncclTopoGetIntDevice does (an id past 16 bits carries over)
+    ident = (BROADCOM << 48) + (device << 32) + (sub_vendor << 16) + sub_device
     if ident & 0xFFFFFFFFFFFFF000 == 0x1000C0101000A000:
         return 4
     if ident & 0xFFFFFFFFFFFFF000 == (0x1000C03010000000 | level * 0x1000):
