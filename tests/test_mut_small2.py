@@ -1,0 +1,133 @@
+"""The small modules of placement/ (issue 41: the mutants of ``make mutation``; rank/'s
+are in tests/test_mut_small.py): names in the PCI tree and the host model's records and
+lookups, on a small generated tree.  No subprocess.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sysverbs.ground.errors import WrongTypeError
+from sysverbs.placement import _names as names_
+from sysverbs.placement import read_host
+from sysverbs.placement._distance import Distance
+from sysverbs.placement._topology import (
+    Anchor,
+    Nic,
+    Port,
+    Topology,
+    endpoints,
+    host_arg,
+    smi_between,
+    smi_hops,
+)
+from tests.pcitree import PciTree
+from tests.placement_trees import ETH
+
+# ------------------------------------------------------------------ placement/_names.py
+
+
+def test_bdf_keys_sort_as_numbers() -> None:
+    names = ["0000:3b:00.1", "10000:00:00.0", "junk", "0001:00:00.0", "0000:3B:00.0",
+             "0000:3b:00.8", "0000:02:1f.7", "0002:00:00.0"]
+    assert [names_.bdf_key(n) for n in names] == [
+        (0, "3b:00.1"), (0x10000, "00:00.0"), (1 << 32, ""), (1, "00:00.0"), (0, "3b:00.0"),
+        (1 << 32, ""), (0, "02:1f.7"), (2, "00:00.0")]
+    assert sorted(names, key=names_.bdf_key) == [
+        "0000:02:1f.7", "0000:3B:00.0", "0000:3b:00.1", "0001:00:00.0", "0002:00:00.0",
+        "10000:00:00.0", "junk", "0000:3b:00.8"]
+
+
+@pytest.mark.parametrize("name,kind", [
+    ("0000:00:00.0", 1), ("abcdef01:ff:1f.7", 1), ("0000:00:00.0 ", 0), ("000:00:00.0", 0),
+    ("0000:00:00.8", 0), ("0000:0:00.0", 0), ("pci0000:00", 2), ("pci10000:ff", 2),
+    ("pci0000:0", 0), ("pci0000:000", 0), ("PCI0000:00", 0), ("usb1", 0), ("", 0),
+])
+def test_name_kinds(name: str, kind: int) -> None:
+    for _ in range(2):  # asked, then remembered
+        assert names_.name_kind(name) == kind
+        assert names_.is_bdf(name) is (kind == 1)
+        assert names_.is_host_bridge(name) is (kind == 2)
+
+
+def test_natural_key() -> None:
+    assert names_.natural_key("mlx5_10") == ("mlx", 5, "_", 10, "")
+    assert sorted(["mlx5_10", "mlx5_2", "mlx4_0", "irdma1"], key=names_.natural_key) == [
+        "irdma1", "mlx4_0", "mlx5_2", "mlx5_10"]
+
+
+# ------------------------------------------------------------------ placement/_topology.py
+
+
+def _small_host(tmp: Path) -> Topology:
+    """Two GPUs behind one root port, a PF with an SF beside it, rxe on a virtual netdev."""
+    t = PciTree(tmp)
+    rp = "pci0000:00/0000:00:02.0"
+    t.pci(rp)
+    t.pci("pci0000:00/0000:00:03.0")
+    t.gpu("pci0000:00/0000:00:03.0/0000:05:00.0", uuid="GPU-abcdef12-0000", minor=3)
+    t.gpu("pci0000:00/0000:00:03.0/0000:06:00.0", numa=1)
+    pf = f"{rp}/0000:03:00.0"
+    t.rdma("mlx5_0", pf, ports=(ETH,), netdev="ens1f0")
+    t.rdma("mlx5_3", f"{pf}/mlx5_core.sf.2", ports=(ETH,), pci_function=False)
+    t.rdma("rxe1", None, ports=(ETH,), soft_parent="veth0")
+    t.netdev("veth0", None)
+    return read_host(t.sys, t.proc)
+
+
+def test_topology_lookups(tmp_path: Path) -> None:
+    host = _small_host(tmp_path)
+    g0, g1 = host.gpus
+    assert (g0.name, g1.name) == ("GPU0", "GPU1")
+    for key in (0, "0000:05:00.0", "GPU0", "GPU-abcdef12", "GPU-ABCDEF"):
+        assert host.gpu(key) is g0, key
+    for key in (1, "GPU1", "0000:06:00.0"):
+        assert host.gpu(key) is g1, key
+    for key in (2, "GPU2", "abcdef12", "GPU-abcdef13", "0000:03:00.0"):
+        assert host.gpu(key) is None, key
+    assert [host.nic(n) for n in ("mlx5_0", "mlx5_3", "nosuch")] == [
+        host.nics[0], host.nics[1], None]
+    assert host.nic("rxe1") is host.nics[2]  # the table made at the first call
+
+
+def test_topology_distances(tmp_path: Path) -> None:
+    host = _small_host(tmp_path)
+    g0, g1 = host.gpus
+    pf, sf, rxe = host.nics
+    assert host.distance(pf, sf) == host.distance("mlx5_0", "mlx5_3") == Distance(
+        "PIX", "LOC", 0, "two RDMA devices on one PCI function")
+    assert host.distance("mlx5_0", "mlx5_0") == Distance("X", "LOC", 0, "same PCI function")
+    assert host.distance("0000:03:00.0", "mlx5_0").smi == "X"  # a BDF is not an RDMA device
+    anchor = Anchor("ens1f0", "netdev", "0000:03:00.0", host.pci["0000:03:00.0"], None, "net")
+    assert host.smi_class(anchor, "mlx5_3") == "X"
+    assert anchor.as_dict() == {"name": "ens1f0", "kind": "netdev", "address": "0000:03:00.0",
+                                "numa_node": 0, "via": "net"}
+    assert host.distance(g0, "mlx5_0") == Distance(
+        "PHB", "PHB", 3, "they meet at host bridge pci0000:00")
+    assert (host.smi_class(g0, "mlx5_0"), host.nccl_path(g0, "mlx5_0")) == ("PHB", "PHB")
+    for a, b, why in ((g0, rxe, "rxe1"), ("rxe1", g0, "rxe1"), (g0, "0000:99:00.0",
+                                                                 "0000:99:00.0")):
+        assert host.distance(a, b) == Distance(
+            None, None, None, f"{why} is not placed on a PCI function")
+        assert (host.smi_class(a, b), host.nccl_path(a, b)) == (None, None)
+    assert [host.numa_affinity(x) for x in (g1, "0000:06:00.0", "mlx5_3", rxe, "nosuch")] == [
+        (1, "numa_node"), (1, "numa_node"), (0, "numa_node"), (None, "unknown"),
+        (None, "unknown")]
+    ends = endpoints(host, [g1, "mlx5_3", rxe])
+    assert ends == [(host.pci["0000:06:00.0"], False, "GPU1"),
+                    (host.pci["0000:03:00.0"], True, "mlx5_3"), (None, True, "rxe1")]
+    assert smi_between(host, ends[1], ends[1])[:3] == ("X", 0, "same PCI function")
+    assert smi_hops(host, g0, g1) == smi_between(host, *endpoints(host, [g0, g1]))
+
+
+def test_nic_netdevs_and_host_argument(tmp_path: Path) -> None:
+    ports = tuple(Port(n, "ACTIVE", "Ethernet", 100.0, None, nd) for n, nd in (
+        (1, ("b", "a")), (2, ()), (3, ("a", "c", "b"))))
+    assert Nic("x", None, "pf", "", None, ports, False, None).netdevs == ("b", "a", "c")
+    host = _small_host(tmp_path)
+    assert host_arg(host) is host
+    with pytest.raises(WrongTypeError, match=r"^host must be a Topology from read_host\(\), "
+                       "not str$"):
+        host_arg("host")
