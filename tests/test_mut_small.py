@@ -3,6 +3,7 @@ are in tests/test_mut_small2.py): their edges as values.  Pure functions, small 
 in a temporary directory, and glibc, linux-libc-dev's headers and the kernel as the
 oracles where the behaviour has one (ctypes, in process); no subprocess.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -427,6 +428,41 @@ def test_affinity_through_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
         (22, "Invalid argument"), (22, "Invalid argument"), frozenset({min(real)}), real]
 
 
+class _AffinityLibc:
+    """glibc's sched_{get,set}affinity over a cpu_set_t of the given bytes (CPU c: bit
+    c % 8 of byte c // 8, as CPU_SET's unsigned longs lay it out on a little-endian host)."""
+
+    calls: list[tuple[str, int, int, bytes]] = []
+    cpu_set = bytes(1024)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def sched_setaffinity(self, tid: Any, size: Any, mask: Any) -> int:
+        self.calls.append(("set", tid.value, size.value, bytes(mask)))
+        return 0
+
+    def sched_getaffinity(self, tid: Any, size: Any, mask: Any) -> int:
+        self.calls.append(("get", tid.value, size.value, bytes(mask)))
+        ctypes.memmove(mask, self.cpu_set, len(self.cpu_set))
+        return 0
+
+
+def test_affinity_masks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(os, "sched_getaffinity")
+    monkeypatch.delattr(os, "sched_setaffinity")
+    monkeypatch.setattr(ctypes, "CDLL", _AffinityLibc)
+    monkeypatch.setattr(_AffinityLibc, "calls", [])
+    cpus = [0, 2, 9, 70, 8191]
+    monkeypatch.setattr(_AffinityLibc, "cpu_set", bytes([0b101, 0x80]) + bytes(1021) + b"\x80")
+    mempolicy.set_affinity(7, cpus)
+    assert mempolicy.get_affinity(5) == mempolicy.get_affinity() == {0, 2, 15, 8191}
+    want = bytearray(1024)
+    want[0], want[1], want[8], want[1023] = 0b101, 0b10, 0b1000000, 0x80
+    assert _AffinityLibc.calls == [("set", 7, 1024, bytes(want)), ("get", 5, 1024, bytes(1024)),
+                                   ("get", 0, 1024, bytes(1024))]
+
+
 # ------------------------------------------------------------------ rank/rtnetlink.py
 
 
@@ -527,6 +563,61 @@ def test_rtnetlink_truncated_message(monkeypatch: pytest.MonkeyPatch) -> None:
     whole = _addr(2, 7, _attr(2, V4), _attr(1, PEER))
     got, _ = _rtnetlink(monkeypatch, [whole[:-8], DONE], [_link(7, _attr(3, b"a\0")), DONE])
     assert got == {"a": ("10.0.0.1",)}
+
+
+DONE16 = _msg(3, b"")  # NLMSG_DONE without its int (a header alone)
+
+
+def test_rtnetlink_message_edges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attributes of no payload, lengths not a multiple of 4, stray bytes after the last
+    attribute or message, a header alone: read as the kernel's NLMSG_*/RTA_* macros do."""
+    ifinfo = struct.pack("=BBHiII", 0, 0, 1, 9, 0, 0)
+    addrs = [
+        # an empty attribute before IFA_LOCAL; then one whose length is 4k + 1
+        _addr(2, 7, struct.pack("=HH", 4, 8), _attr(2, V4))
+        + _msg(20, struct.pack("=BBBBI", 2, 24, 0, 0, 9) + struct.pack("=HH", 5, 8) + b"x")
+        + _addr(2, 9, _attr(2, PEER)) + b"\0" * 15,  # 15 stray bytes: no header
+        _addr(2, 8, _attr(2, V4)) + DONE16,
+    ]
+    links = [
+        _link(7, _attr(3, b"a\0")) + _msg(16, ifinfo + struct.pack("=HH", 4, 3))
+        + _msg(17, struct.pack("=BBHiII", 0, 0, 1, 8, 0, 0) + _attr(3, b"gone\0"))
+        # an RTM_NEWADDR's 7 bytes, and a link's 4, each at the end of its datagram
+        + struct.pack("=IHHII", 16 + 4, 16, 2, 1, 0) + b"\0" * 4,
+        struct.pack("=IHHII", 16 + 19, 16, 2, 1, 0) + struct.pack("=BBHiII", 0, 0, 1, 5, 0, 0)
+        + b"\0" * 3,
+        DONE16,
+    ]
+    got, _ = _rtnetlink(monkeypatch, addrs, links)
+    assert got == {"a": ("10.0.0.1",), "": ("10.0.0.2",)}
+    tail = [_addr(2, 7, _attr(2, V4)) + struct.pack("=IHHII", 16 + 7, 20, 2, 1, 0) + b"\0" * 7,
+            DONE16]
+    got, _ = _rtnetlink(monkeypatch, tail, [_link(7, _attr(3, b"a\0")) + DONE16])
+    assert got == {"a": ("10.0.0.1",)}
+
+
+def test_rtnetlink_sysfs_names_edges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The names from /sys/class/net: an entry without ifindex is skipped; no directory,
+    no names."""
+    listdir = os.listdir
+    index = socket.if_nametoindex("lo")
+
+    def entries(path: Any) -> Any:
+        return [b"nosuch", b"lo"] if path == b"/sys/class/net" else listdir(path)
+
+    monkeypatch.setattr(os, "listdir", entries)
+    refused = [_msg(2, b"\0" * 20)]
+    got, _ = _rtnetlink(monkeypatch, [_addr(2, index, _attr(2, V4)), DONE], refused)
+    assert got == {"lo": ("10.0.0.1",)}
+
+    def no_sysfs(path: Any) -> Any:
+        if path == b"/sys/class/net":
+            raise OSError(2, "No such file or directory")
+        return listdir(path)
+
+    monkeypatch.setattr(os, "listdir", no_sysfs)
+    got, _ = _rtnetlink(monkeypatch, [_addr(2, index, _attr(2, V4)), DONE], refused)
+    assert got == {}
 
 
 @pytest.mark.parametrize("addrs,links", [
