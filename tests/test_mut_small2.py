@@ -1,15 +1,18 @@
-"""The small modules of placement/ (issue 41: the mutants of ``make mutation``; rank/'s
-are in tests/test_mut_small.py): names in the PCI tree and the host model's records and
-lookups, on a small generated tree.  No subprocess.
+"""The small modules of placement/ and compat/pyverbs/ (issue 41: the mutants of ``make
+mutation``; rank/'s are in tests/test_mut_small.py): names in the PCI tree, the host
+model's records and lookups on a small generated tree, what pyverbs' compat leaves out.
+No subprocess.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from sysverbs.ground.errors import WrongTypeError
+from sysverbs.compat.pyverbs import _scope
+from sysverbs.ground.errors import OutOfScopeError, WrongTypeError
 from sysverbs.placement import _names as names_
 from sysverbs.placement import read_host
 from sysverbs.placement._distance import Distance
@@ -31,13 +34,13 @@ from tests.placement_trees import ETH
 
 def test_bdf_keys_sort_as_numbers() -> None:
     names = ["0000:3b:00.1", "10000:00:00.0", "junk", "0001:00:00.0", "0000:3B:00.0",
-             "0000:3b:00.8", "0000:02:1f.7", "0002:00:00.0"]
+             "0000:3b:00.8", "0000:02:1f.7", "0002:00:00.0", "pci0000:00"]
     assert [names_.bdf_key(n) for n in names] == [
         (0, "3b:00.1"), (0x10000, "00:00.0"), (1 << 32, ""), (1, "00:00.0"), (0, "3b:00.0"),
-        (1 << 32, ""), (0, "02:1f.7"), (2, "00:00.0")]
+        (1 << 32, ""), (0, "02:1f.7"), (2, "00:00.0"), (1 << 32, "")]
     assert sorted(names, key=names_.bdf_key) == [
         "0000:02:1f.7", "0000:3B:00.0", "0000:3b:00.1", "0001:00:00.0", "0002:00:00.0",
-        "10000:00:00.0", "junk", "0000:3b:00.8"]
+        "10000:00:00.0", "junk", "0000:3b:00.8", "pci0000:00"]
 
 
 @pytest.mark.parametrize("name,kind", [
@@ -131,3 +134,48 @@ def test_nic_netdevs_and_host_argument(tmp_path: Path) -> None:
     with pytest.raises(WrongTypeError, match=r"^host must be a Topology from read_host\(\), "
                        "not str$"):
         host_arg("host")
+
+
+# ------------------------------------------------------------------ compat/pyverbs/_scope.py
+
+
+def test_out_of_scope_names() -> None:
+    e = _scope.out_of_scope("sysverbs.compat.pyverbs.qp.QP")
+    assert str(e).startswith("sysverbs.compat.pyverbs.qp.QP (pyverbs.qp.QP) is out of scope: "
+                             "sysverbs discovers RDMA devices")
+    assert (e.name, isinstance(e, OutOfScopeError)) == ("sysverbs.compat.pyverbs.qp.QP", True)
+    other = _scope.out_of_scope("pyverbs.cq")
+    assert str(other).startswith("pyverbs.cq (pyverbs.cq) is out of scope: ")
+
+
+@pytest.mark.parametrize("name,refused", [
+    ("sysverbs.compat.pyverbs.qp", True), ("sysverbs.compat.pyverbs.providers.mlx5", True),
+    ("sysverbs.compat.pyverbs.qpx", False), ("sysverbs.compat.pyverbs", False),
+    ("sysverbs.compat.pyverbs.device", False), ("x.sysverbs.compat.pyverbs.qp", False),
+    ("sysverbs.compat.pyverbsqp", False), ("pyverbs.qp", False),
+])
+def test_the_finder_answers_only_pyverbs_modules(name: str, refused: bool) -> None:
+    finder = _scope.OutOfScopeFinder()
+    if refused:
+        with pytest.raises(OutOfScopeError, match=rf"^{re.escape(name)} \(pyverbs"):
+            finder.find_spec(name)
+    else:
+        assert finder.find_spec(name) is None
+
+
+def test_install_finder_once_and_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    others = [f for f in sys.meta_path if not isinstance(f, _scope.OutOfScopeFinder)]
+    monkeypatch.setattr(sys, "meta_path", list(others))
+    _scope.install_finder()
+    _scope.install_finder()
+    assert sys.meta_path[:-1] == others
+    assert isinstance(sys.meta_path[-1], _scope.OutOfScopeFinder)
+
+
+def test_a_topology_made_by_hand_is_a_live_one() -> None:
+    """Made without read_host (the API's own constructor): no problems, not recorded."""
+    host = Topology("/sys", "/proc", "/dev", {}, (), {}, (), ())
+    assert (host.problems, host.recorded, host.gpu(0), host.nic("mlx5_0")) == (
+        (), False, None, None)
