@@ -404,9 +404,10 @@ def test_mempolicy_refused_or_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_affinity_through_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without os.sched_*affinity (PyPy 3.9): glibc's, with the kernel's answers."""
-    real = frozenset(os.sched_getaffinity(0))
-    monkeypatch.delattr(os, "sched_getaffinity")
-    monkeypatch.delattr(os, "sched_setaffinity")
+    getter = getattr(os, "sched_getaffinity", None)  # PyPy 3.9 has none: glibc's then
+    real = frozenset(getter(0)) if getter else mempolicy.get_affinity(0)
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.delattr(os, "sched_setaffinity", raising=False)
     assert mempolicy.get_affinity() == mempolicy.get_affinity(0) == real
 
     def work() -> list[object]:
@@ -449,8 +450,8 @@ class _AffinityLibc:
 
 
 def test_affinity_masks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delattr(os, "sched_getaffinity")
-    monkeypatch.delattr(os, "sched_setaffinity")
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.delattr(os, "sched_setaffinity", raising=False)
     monkeypatch.setattr(ctypes, "CDLL", _AffinityLibc)
     monkeypatch.setattr(_AffinityLibc, "calls", [])
     cpus = [0, 2, 9, 70, 8191]
@@ -565,6 +566,15 @@ def test_rtnetlink_truncated_message(monkeypatch: pytest.MonkeyPatch) -> None:
     assert got == {"a": ("10.0.0.1",)}
 
 
+def _ifindex(name: str) -> int:
+    """The kernel's index of interface ``name`` (if_nametoindex's ioctl; PyPy 3.9's socket
+    has no if_nametoindex: sysfs's ifindex there)."""
+    by_ioctl = getattr(socket, "if_nametoindex", None)
+    if by_ioctl is not None:
+        return int(by_ioctl(name))
+    return int(Path(f"/sys/class/net/{name}/ifindex").read_text())
+
+
 DONE16 = _msg(3, b"")  # NLMSG_DONE without its int (a header alone)
 
 
@@ -600,7 +610,7 @@ def test_rtnetlink_sysfs_names_edges(monkeypatch: pytest.MonkeyPatch) -> None:
     """The names from /sys/class/net: an entry without ifindex is skipped; no directory,
     no names."""
     listdir = os.listdir
-    index = socket.if_nametoindex("lo")
+    index = _ifindex("lo")
 
     def entries(path: Any) -> Any:
         return [b"nosuch", b"lo"] if path == b"/sys/class/net" else listdir(path)
@@ -638,7 +648,7 @@ def test_rtnetlink_unusable(monkeypatch: pytest.MonkeyPatch, fail: str) -> None:
 def test_rtnetlink_names_from_sysfs_when_the_link_dump_fails(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """/sys/class/net/*/ifindex, what if_indextoname answers, on this host."""
-    names = {socket.if_nametoindex(n): n for n in os.listdir("/sys/class/net")}
+    names = {_ifindex(n): n for n in os.listdir("/sys/class/net")}
     index = min(names)
     got, _ = _rtnetlink(monkeypatch, [_addr(2, index, _attr(2, V4)), DONE],
                         [_msg(2, b"\0" * 20)])
