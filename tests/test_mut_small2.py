@@ -1,6 +1,7 @@
-"""The small modules of placement/ and compat/pyverbs/ (issue 41: the mutants of ``make
+"""The small modules of placement/, compat/pyverbs/ and fleet/ (issue 41: the mutants of ``make
 mutation``; rank/'s are in tests/test_mut_small.py): names in the PCI tree, the host
-model's records and lookups on a small generated tree, what pyverbs' compat leaves out.
+model's records and lookups on a small generated tree, what pyverbs' compat leaves out,
+the HTTP server's limits.
 No subprocess.
 """
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sysverbs.compat.pyverbs import _scope
+from sysverbs.fleet import serve
 from sysverbs.ground.errors import OutOfScopeError, WrongTypeError
 from sysverbs.placement import _names as names_
 from sysverbs.placement import read_host
@@ -179,3 +181,86 @@ def test_a_topology_made_by_hand_is_a_live_one() -> None:
     host = Topology("/sys", "/proc", "/dev", {}, (), {}, (), ())
     assert (host.problems, host.recorded, host.gpu(0), host.nic("mlx5_0")) == (
         (), False, None, None)
+
+
+# ------------------------------------------------------------------ fleet/serve.py
+
+
+def test_the_exporters_limits_are_the_documented_ones() -> None:
+    """docs/fleet.md, "The exporter's limits": 5 s and 8 KiB for a request head, 10 s
+    for an answer, snapshots reused for 5 s, at most 1,024 connections."""
+    assert (serve.READ_TIMEOUT, serve.WRITE_TIMEOUT, serve.MAX_AGE) == (5.0, 10.0, 5.0)
+    assert (serve.MAX_REQUEST, serve.MAX_CONNECTIONS) == (8192, 1024)
+
+
+def test_connection_cap_edges(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resource
+
+    assert [serve.connection_cap(n) for n in (0, 2, 2047, 2048, 2050, -1, -2)] == [
+        1, 1, 1023, 1024, 1024, 1024, 1024]
+    assert serve.connection_cap(resource.RLIM_INFINITY) == 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lower = min(soft, 256)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lower, hard))
+    try:
+        assert serve.connection_cap() == lower // 2  # the soft limit, not the hard one
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_servers_cap_and_a_close_before_start() -> None:
+    caps = []
+    for asked in (0, 1, 5, None):
+        s = serve.Server("127.0.0.1", 0, lambda: 0, lambda a: ("text/plain", lambda v: b""),
+                         max_connections=asked)
+        caps.append(s.cap)
+        s.close()  # never started: closes its sockets itself
+        assert s._listener.fileno() == -1
+    assert caps == [1, 1, 5, serve.connection_cap()]
+
+
+def _answer_to(port: int, data: bytes) -> bytes:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(data)
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+
+
+def test_a_request_head_of_exactly_max_request_bytes() -> None:
+    """8192 bytes with its blank line is answered; one byte more is 431."""
+    s = serve.Server("127.0.0.1", 0, lambda: 1, lambda a: ("text/plain", lambda v: b"ok\n"),
+                     read_timeout=5).start()
+    try:
+        for size, status in ((8192, b"200"), (8193, b"431")):
+            start = b"GET /metrics HTTP/1.1\r\nX: "
+            head = start + b"x" * (size - len(start) - 4) + b"\r\n\r\n"
+            assert len(head) == size
+            assert _answer_to(s.port, head).split(b" ")[1] == status, size
+    finally:
+        s.close()
+
+
+def test_a_page_that_cannot_be_made_is_a_500() -> None:
+    def fail(value: int) -> bytes:
+        raise ValueError("no page")
+
+    errors: list[str] = []
+    s = serve.Server("127.0.0.1", 0, lambda: 1, lambda a: ("text/plain", fail),
+                     on_error=errors.append).start()
+    try:
+        for method, body in ((b"GET", b"500 Internal Server Error\n"), (b"HEAD", b"")):
+            answer = _answer_to(s.port, method + b" /metrics HTTP/1.1\r\n\r\n")
+            head, _, got = answer.partition(b"\r\n\r\n")
+            assert head.split(b"\r\n") == [
+                b"HTTP/1.1 500 Internal Server Error", b"Content-Type: text/plain; charset=utf-8",
+                b"Content-Length: 26", b"Connection: close"]
+            assert got == body
+        assert errors == ["the metrics page could not be made: ValueError: no page"] * 2
+    finally:
+        s.close()
