@@ -30,6 +30,7 @@ from sysverbs.placement._topology import (
 )
 from tests.pcitree import PciTree
 from tests.placement_trees import ETH
+from tests.test_exporter_serve import exchange
 
 # ------------------------------------------------------------------ placement/_names.py
 
@@ -219,19 +220,6 @@ def test_a_servers_cap_and_a_close_before_start() -> None:
     assert caps == [1, 1, 5, serve.connection_cap()]
 
 
-def _answer_to(port: int, data: bytes) -> bytes:
-    import socket
-
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(data)
-        out = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                return out
-            out += chunk
-
-
 def test_a_request_head_of_exactly_max_request_bytes() -> None:
     """8192 bytes with its blank line is answered; one byte more is 431."""
     s = serve.Server("127.0.0.1", 0, lambda: 1, lambda a: ("text/plain", lambda v: b"ok\n"),
@@ -241,7 +229,7 @@ def test_a_request_head_of_exactly_max_request_bytes() -> None:
             start = b"GET /metrics HTTP/1.1\r\nX: "
             head = start + b"x" * (size - len(start) - 4) + b"\r\n\r\n"
             assert len(head) == size
-            assert _answer_to(s.port, head).split(b" ")[1] == status, size
+            assert exchange(s.port, head).split(b" ")[1] == status, size
     finally:
         s.close()
 
@@ -255,7 +243,7 @@ def test_a_page_that_cannot_be_made_is_a_500() -> None:
                      on_error=errors.append).start()
     try:
         for method, body in ((b"GET", b"500 Internal Server Error\n"), (b"HEAD", b"")):
-            answer = _answer_to(s.port, method + b" /metrics HTTP/1.1\r\n\r\n")
+            answer = exchange(s.port, method + b" /metrics HTTP/1.1\r\n\r\n")
             head, _, got = answer.partition(b"\r\n\r\n")
             assert head.split(b"\r\n") == [
                 b"HTTP/1.1 500 Internal Server Error", b"Content-Type: text/plain; charset=utf-8",
