@@ -182,7 +182,7 @@ def gid_table(length: int, *entries: tuple[int, str, str]) -> GidTable:
 
 
 @pytest.mark.parametrize("text", ["40", "0x20", "017", "4294967297", "2147483647",
-                                  "4611686018427387904"])
+                                  "4611686018427387904", "4", "3"])
 def test_a_forced_gid_index_is_strtoll_in_a_c_int(text: str) -> None:
     """NCCL_IB_GID_INDEX as ncclLoadParam reads it: glibc's strtoll(text, NULL, 0) stored
     in an int (4294967297 wraps to 1); past the table it is NCCL's lookup that fails."""
@@ -199,6 +199,12 @@ def test_a_range_mask_that_overflows_is_minus_one() -> None:
     assert ctypes.c_int(_LIBC.strtoll(text.encode(), None, 10)).value == -1
     assert env_range({"NCCL_IB_ADDR_RANGE": "10.0.0.0/" + text}, AF_INET) == (167772160, -1)
     assert socket.inet_pton(socket.AF_INET, "10.0.0.0") == bytes([10, 0, 0, 0])
+
+
+def test_range_masks_past_the_address() -> None:
+    assert env_range({"NCCL_IB_ADDR_RANGE": "2001:db8::/128"}, AF_INET6) == (
+        int(ipaddress.IPv6Address("2001:db8::")), 128)
+    assert env_range({"NCCL_IB_ADDR_RANGE": "2001:db8::/129"}, AF_INET6) is None
 
 
 def test_a_range_is_cut_at_127_bytes() -> None:
@@ -269,24 +275,30 @@ def test_a_routable_flid_gid_is_taken(flid: int) -> None:
 
 def test_read_gid_table_past_bad_entries(tmp_path: Path) -> None:
     """A GID file that does not parse is skipped like a zero one, and the entries after
-    it are read (``::1`` too); a types file is read as C reads it, up to a NUL; a read
-    that fails with EINVAL (the kernel's answer for an unused entry) and one that fails
-    otherwise are told apart (NCCL goes on after the first only)."""
+    it are read (``::1`` too); a types file is read as NCCL reads it, 15 bytes, up to a
+    NUL; a read
+    that fails with EINVAL (the kernel's answer for an unused entry), one that fails
+    otherwise and an open that fails are told apart (NCCL goes on after the first
+    only)."""
     attrs = {"ports/1/gids/0": ipaddress.IPv6Address(LL).exploded,
              "ports/1/gid_attrs/types/0": "RoCE v2", "ports/1/gids/1": "zz"}
-    for i, gid in ((2, "::ffff:10.0.0.7"), (3, "::1"), (4, "::2"), (5, "::3")):
+    for i, gid in ((2, "::ffff:10.0.0.7"), (3, "::1"), (4, "::2"), (5, "::3"), (6, "::4")):
         attrs[f"ports/1/gids/{i}"] = ipaddress.IPv6Address(gid).exploded
-        attrs[f"ports/1/gid_attrs/types/{i}"] = "RoCE v2\n\0junk"
+        attrs[f"ports/1/gid_attrs/types/{i}"] = "RoCE v2 and more" if i == 2 else "RoCE v2\0junk"
+        attrs[f"ports/1/gid_attrs/ndevs/{i}"] = "n" * (60 + i)  # 64 bytes do not fit
     host = HostBuilder().rxe(name="rxe0", netdev="v0", ib_attrs=attrs).materialize(tmp_path)
     types = f"{host.sysfs}/class/infiniband/rxe0/ports/1/gid_attrs/types/"
     memo = ReadOnce()
     memo.files[memo.key(types + "4")] = (-errno.EINVAL, 15)
     memo.files[memo.key(types + "5")] = (-errno.EIO, 15)
+    memo.files[memo.key(types + "6")] = (errno.EPERM, 15)  # the open fails
     with memo:
         t = read_gid_table("rxe0", 1, sysfs_path=str(host.sysfs))
     assert [(e.index, str(e.gid), e.type_text) for e in t.entries] == [
-        (0, LL, "RoCE v2"), (2, "::ffff:a00:7", "RoCE v2"), (3, "::1", "RoCE v2"),
-        (4, "::2", "<EINVAL>"), (5, "::3", "<error>")]
+        (0, LL, "RoCE v2"), (2, "::ffff:a00:7", "RoCE v2 and mor"), (3, "::1", "RoCE v2"),
+        (4, "::2", "<EINVAL>"), (5, "::3", "<error>"), (6, "::4", "<missing>")]
+    assert [e.ndev for e in t.entries[1:3]] == ["n" * 62, "n" * 63]
+    assert t.entries[3].ndev is None
 
 
 def test_strtoll_against_glibc() -> None:
@@ -297,7 +309,8 @@ def test_strtoll_against_glibc() -> None:
     libc.strtoll.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
     t = gid_table(2, (0, LL, "RoCE v2"), (1, "::ffff:10.1.2.3", "RoCE v2"))
     for text in ("12x3", " -0x1f", "0xg", "0x", "9223372036854775807", "9223372036854775808",
-                 "-9223372036854775808", "-9223372036854775809", "077", "4294967298"):
+                 "-9223372036854775808", "-9223372036854775809", "077", "4294967298",
+                 "2147483648", "2147483647"):
         ctypes.set_errno(0)
         value = libc.strtoll(text.encode(), None, 0)
         erange = ctypes.get_errno() == errno.ERANGE
@@ -311,7 +324,7 @@ def test_strtoll_against_glibc() -> None:
 def test_ranges_as_inet_pton_reads_them() -> None:
     """NCCL_IB_ADDR_RANGE's address is inet_pton's: what it refuses is no range."""
     for text, family in (("zz", AF_INET6), ("1::2::3", AF_INET6), ("10.0.0", AF_INET),
-                         ("010.0.0.1", AF_INET), ("1.2.3.4", AF_INET), ("fe80::1", AF_INET6)):
+                         ("010.0.0.1", AF_INET), ("255.1.2.3", AF_INET), ("fe80::1", AF_INET6)):
         try:
             socket.inet_pton(socket.AF_INET if family == AF_INET else socket.AF_INET6, text)
             valid = True
@@ -321,11 +334,17 @@ def test_ranges_as_inet_pton_reads_them() -> None:
 
 
 def test_an_address_range_of_one_host() -> None:
-    """A /32 AF_INET range keeps exactly that address (its last bit too)."""
+    """A /32 AF_INET range keeps exactly that address (its last bit too), a /1 half of
+    all; a /32 AF_INET6 range compares 32 bits, not 33."""
     t = gid_table(4, (0, LL, "RoCE v2"), (1, "::ffff:10.1.2.2", "RoCE v2"),
                   (2, "::ffff:10.1.2.3", "RoCE v2"))
     assert nccl_gid_index(t, {"NCCL_IB_ADDR_RANGE": "10.1.2.3/32"}).index == 2
     assert nccl_gid_index(t, {"NCCL_IB_ADDR_RANGE": "10.1.2.2/32"}).index == 1
+    assert nccl_gid_index(t, {"NCCL_IB_ADDR_RANGE": "128.0.0.0/1"}).index == 0
+    assert nccl_gid_index(t, {"NCCL_IB_ADDR_RANGE": "0.0.0.0/1"}).index == 1
+    t6 = gid_table(2, (0, LL, "RoCE v2"), (1, "2001:db8:8000::1", "RoCE v2"))
+    assert nccl_gid_index(t6, {"NCCL_IB_ADDR_FAMILY": AF_INET6,
+                               "NCCL_IB_ADDR_RANGE": "2001:db8::/32"}).index == 1
 
 
 def test_index_one_is_weighed_alone() -> None:
@@ -340,3 +359,51 @@ def test_index_one_is_weighed_alone() -> None:
         "1: taken: AF_INET6, the wanted family, after a GID of family AF_INET (taken without "
         "a version check)",
         "2-3: skipped: zero GID (unused entries)"]
+
+
+def test_lookups_that_fail() -> None:
+    """A types file that cannot be opened fails NCCL's scan at the candidate (skipped,
+    the choice before it kept); a negative routable-FLID index fails ibv_query_gid on
+    InfiniBand (index 0 shown)."""
+    t = gid_table(3, (0, LL, "IB/RoCE v1"), (1, "::ffff:10.1.2.3", "IB/RoCE v1"),
+                  (2, "::ffff:10.1.2.4", "<missing>"))
+    c = nccl_gid_index(t, {})
+    missing = "open failed in ncclIbRoceGetVersionNum (no gid_attrs/types file)"
+    assert (c.index, c.rule, c.error) == (1, "RoCE scan failed", missing)
+    assert str(c.steps[-1]) == f"2: skipped: {missing}"
+    assert c.explain().splitlines()[0] == (
+        f"mlx5_0:1: GID index 1 (::ffff:10.1.2.3): RoCE scan failed; NCCL fails: {missing}")
+    assert not c.suitable and gid_verdict(c) == (
+        "gid-lookup-fails", f"NCCL's GID lookup fails on mlx5_0:1: {missing}: every RoCE "
+        "connection of the port fails")
+    ib = GidTable("mlx5_0", 1, "InfiniBand", 128, (GidEntry(0, LL),))
+    c = nccl_gid_index(ib, {"NCCL_IB_ROUTABLE_FLID_GID_INDEX": "-1"})
+    assert (c.index, c.rule, c.error) == (
+        0, "InfiniBand: NCCL_IB_ROUTABLE_FLID_GID_INDEX=-1",
+        "ibv_query_gid fails on a negative index")
+
+
+@pytest.mark.parametrize(("env", "steps", "rule"), [
+    ({}, ["1: skipped: no FLID (NCCL_IB_ROUTABLE_FLID_GID_INDEX default 1)"],
+     "InfiniBand: GID 0 (no routable FLID GID)"),
+    ({"NCCL_IB_ROUTABLE_FLID_GID_INDEX": "0"},
+     ["0: skipped: no FLID (NCCL_IB_ROUTABLE_FLID_GID_INDEX=0)"],
+     "InfiniBand: GID 0 (no routable FLID GID)"),
+    ({"NCCL_IB_ROUTABLE_FLID_GID_INDEX": "2"}, [], "InfiniBand: GID 0 (no routable FLID GID)"),
+])
+def test_infiniband_without_a_flid(env: dict[str, str], steps: list[str], rule: str) -> None:
+    """Index 0 is a FLID index like any other; one at the table's length is not looked
+    at (ibv_query_gid would fail): GID 0, no error."""
+    t = GidTable("mlx5_0", 1, "InfiniBand", 2, (GidEntry(0, LL), GidEntry(1, "fe80::1:2")))
+    c = nccl_gid_index(t, env)
+    assert ([str(x) for x in c.steps], c.rule, c.index, c.error) == (steps, rule, 0, None)
+
+
+def test_why_a_gid_of_the_family_is_skipped() -> None:
+    """After a valid RoCE v2 choice, another v2 GID is skipped as the same version, a
+    v1 one as not the version wanted."""
+    t = gid_table(3, (0, "::ffff:10.1.2.3", "RoCE v2"), (1, "::ffff:10.1.2.4", "RoCE v2"),
+                  (2, "::ffff:10.1.2.5", "IB/RoCE v1"))
+    assert [str(x) for x in nccl_gid_index(t, {}).steps] == [
+        "1: skipped: RoCE v2, as the current choice (0)",
+        "2: skipped: RoCE v1, not v2 (NCCL_IB_ROCE_VERSION_NUM default 2)"]
