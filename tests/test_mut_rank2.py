@@ -1,7 +1,7 @@
 """The rank/ modules' edges that `make mutation` found untested (issue 41): lint.py's
 fix search, messages and table notes; gid.py's C integers (against glibc's strtoll), IPv6
-ranges, runs of zero entries and verdict wording.  Pure functions on small hand-written
-hosts and tables: no subprocess, no tree.
+ranges, runs of zero entries and verdict wording; ib.py's device table and Using line.
+Pure functions on small hand-written hosts and tables: no subprocess.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from sysverbs.rank.gid import (
     nccl_gid_index,
     read_gid_table,
 )
-from sysverbs.rank.ib import IbPort, select_ib
+from sysverbs.rank.ib import IbDevice, IbPort, host_ports, no_device_list_note, select_ib
 from sysverbs.rank.lint import gid_warnings, lint_hca
 from sysverbs.testing import HostBuilder
 
@@ -407,3 +407,82 @@ def test_why_a_gid_of_the_family_is_skipped() -> None:
     assert [str(x) for x in nccl_gid_index(t, {}).steps] == [
         "1: skipped: RoCE v2, as the current choice (0)",
         "2: skipped: RoCE v1, not v2 (NCCL_IB_ROCE_VERSION_NUM default 2)"]
+
+
+# ----------------------------------------------------------------------------- ib.py
+
+
+def test_a_ports_state_text() -> None:
+    p = IbPort("mlx5_0", 1, False, "InfiniBand", "", state="1: DOWN")
+    assert (p.state, p.gids, p.opens, p.sys_image_guid) == ("1: DOWN", None, True, 0)
+
+
+def test_a_device_without_rail_or_plane() -> None:
+    """IbDevice's rail and plane default to -1 (none): the label has neither."""
+    d = IbDevice(0, "mlx5_0", 1, "IB", "")
+    assert (d.rail, d.plane, d.label()) == (-1, -1, "[0]mlx5_0:1/IB")
+    assert IbDevice(2, "mlx5_1", 1, "RoCE", "", -1, 3).label() == "[2]mlx5_1:1::3/RoCE"
+
+
+def test_the_merged_using_line_ends_at_2_24() -> None:
+    """2.20 to 2.23 print a merged NIC as ``[0]={...}``; from 2.24.0 the topology merges
+    it after the Using line, which lists each port."""
+    ports = [IbPort("mlx5_0", p, True, "InfiniBand", f"{PCI}0000:10:00.0") for p in (1, 2)]
+    assert select_ib(ports, {}, nccl_version="2.23.4").using_line("e") == (
+        "NET/IB : Using [0]={[0] mlx5_0:1/IB, [1] mlx5_0:2/IB} [RO]; OOB e")
+    assert select_ib(ports, {}, nccl_version="2.24.0").using_line("e") == (
+        "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_0:2/IB [RO]; OOB e")
+
+
+def test_a_using_line_before_2_20_is_cut_at_1022_bytes() -> None:
+    """char line[1024] (2048 from 2.20), and before 2.24 snprintf is given one byte
+    less: 1022 bytes of devices, then 2046, then 2047."""
+    many = [IbPort(f"mlx5_{'x' * 40}{i}", 1, True, "InfiniBand", f"{PCI}0000:{i:02x}:00.0")
+            for i in range(32)]
+    head, tail = len("NET/IB : Using"), len(" [RO]; OOB e")
+    line = select_ib(many, {}, nccl_version="2.19.3").using_line("e")
+    assert len(line) == head + 1022 + tail
+    line = select_ib(many, {}, nccl_version="2.23.4").using_line("e")
+    assert line.endswith(f"[31]mlx5_{'x' * 40}31:1/IB [RO]; OOB e")
+    longer = [p._replace(device=p.device.replace("x" * 40, "x" * 60)) for p in many]
+    for version, room in (("2.23.4", 2046), ("2.24.0", 2047)):
+        line = select_ib(longer, {}, nccl_version=version).using_line("e")
+        assert len(line) == head + room + tail, version
+
+
+def test_pci_paths_past_long_max_keep_their_order() -> None:
+    """NCCL_IB_DEVICE_PCI_ORDER reads the last component with strtol, which clamps at
+    LONG_MAX: three such keys are equal, and the sort keeps their table order."""
+    ports = [IbPort(d, 1, True, "InfiniBand", f"/x/{path}") for d, path in (
+        ("a", "ffffffffffffffff"), ("b", "8000000000000000"), ("c", "7fffffffffffffff"))]
+    assert [d.device for d in select_ib(ports, {}).devices] == ["a", "b", "c"]
+    ports = [IbPort(d, 1, True, "InfiniBand", f"/x/{path}") for d, path in (
+        ("a", "ffffffffffffffff"), ("d", "4000000000000001"))]
+    assert [d.device for d in select_ib(ports, {}).devices] == ["d", "a"]
+    # the hex digits stop at the first other character: 2z1 is 2, before 3
+    ports = [IbPort(d, 1, True, "InfiniBand", f"/x/{path}") for d, path in (
+        ("b", "3"), ("a", "2z1"))]
+    assert [d.device for d in select_ib(ports, {}).devices] == ["a", "b"]
+
+
+def test_a_missing_sys_image_guid_is_zero(tmp_path: Path) -> None:
+    host = HostBuilder().rxe(name="rxe0", netdev="v0").materialize(tmp_path)
+    (host.sysfs / "class/infiniband/rxe0/sys_image_guid").unlink()
+    assert [p.sys_image_guid for p in host_ports(**host.options())] == [0]
+
+
+def test_merged_nics_vfs_and_their_order() -> None:
+    """Since 2.24 the ports of one NIC are merged, a VF (device 01) with its PF
+    (NCCL_IB_MERGE_VFS=1); the virtual devices come in the order of their first port."""
+    pf_vf = [IbPort(f"mlx5_{i}", 1, True, "InfiniBand", f"{PCI}0000:10:0{i}.0") for i in (0, 1)]
+    assert select_ib(pf_vf, {}).virtual_names() == ["mlx5_0+mlx5_1"]
+    assert select_ib(pf_vf, {"NCCL_IB_MERGE_VFS": "0"}).virtual_names() == ["mlx5_0", "mlx5_1"]
+    ports = [IbPort(f"mlx5_{i}", 1, True, "InfiniBand", f"{PCI}0000:{bus}:00.{fn}")
+             for i, bus, fn in ((0, 10, 0), (1, 20, 0), (2, 20, 1), (3, 10, 1))]
+    sel = select_ib(ports, {"NCCL_IB_DEVICE_PCI_ORDER": "0"})
+    assert sel.virtual_names() == ["mlx5_0+mlx5_3", "mlx5_1+mlx5_2"]
+
+
+def test_no_device_list_without_an_errno() -> None:
+    assert no_device_list_note(OSError("no errno")) == (
+        "ibv_get_device_list fails here (Success): NCCL counts no IB device")
