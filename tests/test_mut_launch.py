@@ -86,3 +86,17 @@ def test_each_mem_mode_names_its_policy(sysfs: str, mem: str, policy: str) -> No
     p = plan(sysfs_path=sysfs, environ={}, local_rank=0, mem=mem, nics=False)
     assert p.reasons["mems"] == f"{policy} on node 0, where the CPUs are"
     assert p.mems == frozenset({0})
+
+
+def test_the_visible_gpus_without_a_rank(sysfs: str) -> None:
+    one = plan(sysfs_path=sysfs, environ={"CUDA_VISIBLE_DEVICES": "1"}, nics=False)
+    assert one.anchor.name == "GPU1"  # the one visible GPU is the rank's
+    with pytest.raises(UsageError, match="^2 GPUs are visible and no local rank is known"):
+        plan(sysfs_path=sysfs, environ={"CUDA_VISIBLE_DEVICES": "0,2"}, nics=False)
+
+
+def test_one_rank_near_a_device_has_its_whole_share(sysfs: str) -> None:
+    alone = plan("mlx5_0", sysfs_path=sysfs, environ={}, cpu="exclusive", nics=False)
+    given = plan("mlx5_0", sysfs_path=sysfs, environ={}, cpu="exclusive", local_size=1,
+                 nics=False)
+    assert alone.cpus == given.cpus == frozenset(range(8, 16)) | frozenset(range(24, 32))
