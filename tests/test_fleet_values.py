@@ -239,18 +239,34 @@ def test_the_collector_hands_each_snapshot_over() -> None:
                   0.5)}
 
 
+def pages_built(pages: metrics.Pages, facts: HostFacts, detail: bool) -> int:
+    """How many times ``pages`` built the families to write ``facts`` in text, OpenMetrics
+    and text again, each asked as the server asks (``exposition()`` per request: a new
+    OpenMetrics encoder each time) and checked to be byte for byte what prometheus_client
+    writes of ``facts`` in that format (``detail``: the pages' own)."""
+    from unittest import mock
+
+    from prometheus_client.exposition import choose_encoder
+
+    built = 0
+    for accept in ("text/plain", "application/openmetrics-text; version=1.0.0", ""):
+        content_type, write = metrics.exposition(accept, pages=pages)
+        with mock.patch.object(metrics, "families", wraps=metrics.families) as families:
+            page = write(facts)
+        built += families.call_count
+        encoder, own_type = choose_encoder(accept)
+        assert (content_type, page) == (own_type, encoder(metrics.registry(
+            lambda: facts, detail=detail)))
+    return built
+
+
 @pytest.mark.parametrize("detail", [False, True])
 def test_pages_are_prometheus_clients_own(tree: testing.FakeHost, detail: bool) -> None:
     """metrics.Pages (the exporter's pages): a snapshot given again with new durations (what
     the steady scrape gives for an unchanged host) is the last page with only the
-    durations written again, any other snapshot a whole new page; each page, in both
-    formats a scrape can ask for, byte for byte what prometheus_client writes of it."""
-    from unittest import mock
-
-    from prometheus_client import generate_latest
-    from prometheus_client.exposition import choose_encoder
-
-    openmetrics, _ = choose_encoder("application/openmetrics-text; version=1.0.0")
+    durations written again, any other snapshot a whole new page (once per format); each
+    page, in both formats a scrape can ask for, byte for byte what prometheus_client
+    writes of it."""
     facts = facts_of(tree)
     again = dataclasses.replace(facts, collectors=tuple(
         dataclasses.replace(c, duration_seconds=c.duration_seconds + 1.5)
@@ -258,12 +274,8 @@ def test_pages_are_prometheus_clients_own(tree: testing.FakeHost, detail: bool) 
     other = dataclasses.replace(again, rdma_cm_available=not facts.rdma_cm_available)
     pages = metrics.Pages(detail)
     for snapshot, built in ((facts, 2), (again, 0), (other, 2), (again, 2), (facts, 0)):
-        for encoder in (generate_latest, openmetrics):
-            with mock.patch.object(metrics, "families", wraps=metrics.families) as families:
-                page = pages.page(snapshot, encoder)
-            built -= families.call_count
-            assert page == encoder(metrics.registry(lambda s=snapshot: s, detail=detail))
-        assert built == 0, "a page built anew for a snapshot given again, or kept for another"
+        assert pages_built(pages, snapshot, detail) == built, \
+            "a page built anew for a snapshot given again, or kept for another"
 
 
 def with_findings(facts: HostFacts) -> HostFacts:
@@ -421,7 +433,7 @@ def test_detail_is_off_unless_asked(tree: testing.FakeHost) -> None:
     assert plain != detail
     assert metrics.families(facts) == metrics.families(facts, False)
     assert generate_latest(metrics.registry(lambda: facts)) == plain
-    assert metrics.Pages().page(facts, generate_latest) == plain
+    assert metrics.Pages().page(facts, metrics.CONTENT_TYPE, generate_latest) == plain
     content_type, encode = metrics.exposition("text/plain")
     assert (content_type, encode(facts)) == (metrics.CONTENT_TYPE, plain)
     _, encode = metrics.exposition("text/plain", pages=metrics.Pages(True))

@@ -224,30 +224,18 @@ def test_pages_of_an_unchanged_host_are_the_encoders_own(host: _Host, detail: bo
     the durations family, that family written again) is byte for byte what
     prometheus_client writes of it, in both formats a scrape can ask for, before and
     after the host changes; and it is made without the families built again."""
-    from prometheus_client import generate_latest
-    from prometheus_client.exposition import choose_encoder
-
     from sysverbs.fleet import metrics
+    from tests.test_fleet_values import pages_built
 
-    openmetrics, _ = choose_encoder("application/openmetrics-text; version=1.0.0")
     pages = metrics.Pages(detail)
-
-    def scrape(built: int) -> None:
-        facts = host.steady()
-        for encoder in (generate_latest, openmetrics, generate_latest):
-            with mock.patch.object(metrics, "families", wraps=metrics.families) as families:
-                page = pages.page(facts, encoder)
-            built -= families.call_count
-            assert page == encoder(metrics.registry(lambda: facts, detail=detail))
-        assert built == 0, "families built again for an unchanged host"
-
-    scrape(2)  # the first snapshot: each format once
-    scrape(0)  # unchanged: the durations differ (asked again), the rest is the last page
+    assert pages_built(pages, host.steady(), detail) == 2  # the first: each format once
+    # unchanged: the durations differ (asked again), the rest is the last page
+    assert pages_built(pages, host.steady(), detail) == 0
     assert host.steady.reused == 1
     _write(host, host.port("mlx5_0", "state"), "1: DOWN\n")
-    scrape(2)
+    assert pages_built(pages, host.steady(), detail) == 2
     assert host.steady.collected == 2
-    scrape(0)
+    assert pages_built(pages, host.steady(), detail) == 0
 
 
 # ------------------------------------------------------------------- the guard

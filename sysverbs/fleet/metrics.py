@@ -395,21 +395,23 @@ class Pages:
     def __init__(self, detail: bool = False) -> None:
         self._detail = detail
         self._last: Optional[HostFacts] = None  # the last snapshot, its durations 0
-        self._heads: dict[Callable[[CollectorRegistry], bytes], bytes] = {}
+        self._heads: dict[str, bytes] = {}  # content type -> the page before the durations
 
-    def page(self, facts: HostFacts, encoder: Callable[[CollectorRegistry], bytes]) -> bytes:
-        """``facts`` written by ``encoder``."""
+    def page(self, facts: HostFacts, content_type: str,
+             encoder: Callable[[CollectorRegistry], bytes]) -> bytes:
+        """``facts`` written by ``encoder``, the writer of ``content_type`` (the format's
+        name: prometheus_client makes a new OpenMetrics encoder for each request)."""
         same = replace(facts, collectors=tuple(replace(c, duration_seconds=0.0)
                                                for c in facts.collectors))
         if same != self._last:
             self._last, self._heads = same, {}
-        head = self._heads.get(encoder)
+        head = self._heads.get(content_type)
         if head is not None:
             return head + _encode(encoder, [_durations(facts)])
         whole = _encode(encoder, families(facts, self._detail))
         tail = _encode(encoder, [_durations(facts)])
         if whole.endswith(tail):  # each family written alone, then the format's end
-            self._heads[encoder] = whole[: len(whole) - len(tail)]
+            self._heads[content_type] = whole[: len(whole) - len(tail)]
         return whole
 
 
@@ -431,7 +433,7 @@ def render(facts: HostFacts, detail: bool = False, pages: Optional[Pages] = None
     from prometheus_client import generate_latest
 
     if pages is not None:
-        return pages.page(facts, generate_latest)
+        return pages.page(facts, CONTENT_TYPE, generate_latest)
     return generate_latest(registry(lambda: facts, detail=detail))
 
 
@@ -454,7 +456,7 @@ def exposition(accept: str, detail: bool = False, pages: Optional[Pages] = None
 
     encoder, content_type = choose_encoder(accept)
     if pages is not None:
-        return content_type, partial(pages.page, encoder=encoder)
+        return content_type, partial(pages.page, content_type=content_type, encoder=encoder)
     return content_type, lambda facts: encoder(registry(lambda: facts, detail=detail))
 
 
