@@ -61,9 +61,21 @@ def unavailable(name: str) -> Optional[str]:
 
 def free_port() -> int:
     """A TCP port nothing listens on at 127.0.0.1 now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different TCP ports nothing listens on at 127.0.0.1 now (bound together,
+    so that the kernel cannot hand the same port out twice, as two :func:`free_port`
+    calls in a row can)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def http_get(url: str, timeout: float = 5.0, headers: Optional[dict[str, str]] = None

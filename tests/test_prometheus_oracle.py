@@ -67,7 +67,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     _sv("metrics", "--fixture", FIXTURE, "--textfile", str(textdir))
     doc = json.loads(_sv("metrics", "--json", "--fixture", FIXTURE).stdout)
     detail = json.loads(_sv("metrics", "--json", "--detail", "--fixture", FIXTURE).stdout)
-    port, port2 = prom.free_port(), prom.free_port()
+    port, port2 = prom.free_ports(2)
     listen, listen2 = (subprocess.Popen(
         [sys.executable, "-m", "sysverbs", "metrics", "--listen", f"127.0.0.1:{n}",
          "--fixture", FIXTURE, *more], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
