@@ -442,8 +442,9 @@ def test_data_direct_pairing() -> None:
     assert got["0002:06:00.0"]["reason"] == (
         "Data Direct: mlx5_3 is the CX-8 whose DMA function 0000:03:00.4 sits below this "
         "GPU's CX switch (tied by ioctl); NCCL names them mlx5_3_dma")
-    assert got["0003:06:00.0"]["nics"] == [] and got["0003:06:00.0"]["reason"].startswith(
-        "Data Direct: no RDMA device are the CX-8")
+    assert got["0003:06:00.0"]["nics"] == [] and got["0003:06:00.0"]["reason"] == (
+        "Data Direct: the CX-8 whose DMA function 0000:03:00.4 sits below this GPU's CX "
+        "switch (tied by ioctl) has no RDMA device")
     assert got["0004:06:00.0"] == {
         "gpu": "0004:06:00.0", "rule": "data-direct", "status": "unresolved", "nics": [],
         "dma_function": "0000:03:00.4", "via": None,

@@ -143,12 +143,13 @@ def _dma_pairing(host: Topology, c: Mapping[str, object]) -> Optional[GpuPairing
         return None
     if nic["status"] == "resolved":
         names = _names_on(host, _addresses(nic["pfs"]))
+        where = (f"the CX-8 whose DMA function {dma} sits below this GPU's CX switch "
+                 f"(tied by {nic['via']})")
+        why = (f"Data Direct: {', '.join(names)} {'is' if len(names) == 1 else 'are'} "
+               f"{where}; NCCL names them {', '.join(n + '_dma' for n in names)}" if names
+               else f"Data Direct: {where} has no RDMA device")
         return GpuPairing(gpu, "data-direct", "resolved", names, dma, str(nic["via"]), (),
-                          f"Data Direct: {', '.join(names) or 'no RDMA device'} "
-                          f"{'is' if len(names) == 1 else 'are'} the CX-8 whose DMA "
-                          f"function {dma} sits below this GPU's CX switch (tied by "
-                          f"{nic['via']}); NCCL names them "
-                          f"{', '.join(n + '_dma' for n in names)}")
+                          why)
     cands = _names_on(host, _addresses(nic["candidates"]))
     return GpuPairing(gpu, "data-direct", "unresolved", (), dma, None, cands,
                       f"Data Direct: the CX-8 of DMA function {dma} is unresolved: "
