@@ -454,7 +454,7 @@ def gid_warnings(sel: IbSelection, ports: Sequence[IbPort], env: Mapping[str, st
 def _candidates(found: _Found, host: _Host, meant: set[tuple[str, int]]) -> list[str]:
     """Values that may select exactly ``meant``, the closest to the one written first:
     its entries as meant (those that mean nothing here dropped), then the same with
-    exact names, then exact lists of the ports meant (or of those not meant)."""
+    exact names, then the exact list of the ports meant."""
     def form(negate: bool, exact: bool, entries: Iterable[str]) -> Optional[str]:
         listed = list(dict.fromkeys(entries))
         if not listed:
@@ -480,9 +480,10 @@ def _candidates(found: _Found, host: _Host, meant: set[tuple[str, int]]) -> list
     exact = form(not has_inc, True, (e for m in group for e in expanded(m)))
     out = [exact, plain] if any(m.marked_exact for m in found.entries) else [plain, exact]
     if not any(m.fields for m in found.entries) and _selected(found.selection) != meant:
-        every = {(d, p) for d, ps in host.usable.items() for p in ps}
-        out += [form(False, True, host.canonical(meant)),
-                form(True, True, host.canonical(every - meant))]
+        # the exact list of the ports meant: never more entries than ports meant, so
+        # never more than NCCL reads when NCCL can select them all (the list of the
+        # ports not meant, negated, would select the same, so it never decides)
+        out.append(form(False, True, host.canonical(meant)))
     return [c for c in out if c is not None]
 
 
