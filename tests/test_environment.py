@@ -298,7 +298,7 @@ def test_addresses_given(tmp_path: Path) -> None:
     layout = {0: (LL, V2), 1: ("::ffff:10.0.0.1", V2)}
     env = rank_environment(["rxe0"], environ={}, addresses={"v0": ["10.0.0.1"]},
                            **_roce_host(tmp_path, [layout]))
-    # the built tree's netdev has no operstate/flags: running unknown, address known
+    # the built tree's netdev is up (its operstate): running, its address known
     assert env.exports()["NCCL_SOCKET_IFNAME"] == "=v0"
 
 

@@ -269,7 +269,7 @@ def _bootstrap_address(text: str, want: Optional[int]) -> bool:
     import ipaddress
 
     try:
-        addr = ipaddress.ip_address(text.split("%", 1)[0])
+        addr = ipaddress.ip_address(text)  # a zone index ("%eth0") parses since Python 3.9
     except ValueError:
         return False
     if want is not None and addr.version != want:
@@ -329,11 +329,9 @@ def _gid_variables(nics: Sequence[Nic], environ: Mapping[str, str]
     return out, warnings, choices
 
 
-def _has_v2(table: Optional[GidTable], family: str) -> bool:
+def _has_v2(table: GidTable, family: str) -> bool:
     from .gid import roce_version
 
-    if table is None:
-        return False
     return any(valid_gid(e.address) and gid_family(e.address) == family
                and roce_version(e.type_text)[0] == 2 for e in table.entries)
 
@@ -404,18 +402,13 @@ def _split(arg: NicArg) -> tuple[str, Optional[int]]:
 
 
 def _net_state(root: bytes, name: str) -> Optional[bool]:
-    """IFF_RUNNING as the kernel computes it: IFF_UP and operstate up or unknown."""
+    """IFF_RUNNING as the kernel computes it (``dev_get_flags``: IFF_UP and operstate up
+    or unknown): the ``operstate`` file alone says it, since it reads ``down`` whenever
+    the interface is not up (net/core/net-sysfs.c, ``operstate_show``)."""
     from ..devices.attributes import read_text
 
-    base = root + b"/class/net/" + os.fsencode(name)
-    flags, oper = read_text(base + b"/flags", 32), read_text(base + b"/operstate", 32)
-    if flags is None or oper is None:
-        return None
-    try:
-        up = int(flags, 16) & 1
-    except ValueError:
-        return None
-    return bool(up) and oper in ("up", "unknown")
+    oper = read_text(root + b"/class/net/" + os.fsencode(name) + b"/operstate", 32)
+    return None if oper is None else oper in ("up", "unknown")
 
 
 def read_nics(nics: Optional[Iterable[NicArg]] = None, *, sysfs_path: Optional[str] = None,
