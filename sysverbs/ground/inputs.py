@@ -42,7 +42,7 @@ def stat_fields(st: os.stat_result) -> tuple[int, ...]:
     """What of a ``stat`` result is an input: everything but the access time (a read
     moves it; nothing sysverbs answers depends on it)."""
     return (st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid,
-            st.st_size, st.st_mtime_ns, st.st_ctime_ns, getattr(st, "st_rdev", 0))
+            st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_rdev)
 
 
 def _ask(fn: Callable[[], object]) -> tuple[bool, object]:
@@ -57,7 +57,7 @@ def _ask(fn: Callable[[], object]) -> tuple[bool, object]:
 
 
 def _same(a: tuple[bool, object], b: tuple[bool, object]) -> bool:
-    if a[0] and b[0] and isinstance(a[1], os.stat_result) and isinstance(b[1], os.stat_result):
+    if isinstance(a[1], os.stat_result) and isinstance(b[1], os.stat_result):  # both answered
         return stat_fields(a[1]) == stat_fields(b[1])
     return a == b
 
@@ -136,12 +136,17 @@ def readlink(path: PathArg) -> bytes:
     return observe("readlink", p, lambda: os.readlink(p))
 
 
+#: ``O_PATH``: PyPy 3.9's os lacks the name (an ``O_RDONLY`` open instead would wait
+#: for a FIFO's writer); the value of Linux's generic headers (x86, arm64, ppc, s390...)
+_O_PATH = getattr(os, "O_PATH", 0o10000000)
+
+
 def _realpath(path: bytes) -> bytes:
     """``realpath(3)`` of a path that resolves: the kernel's name of an ``O_PATH``
     descriptor of it (three system calls, where os.path.realpath lstat()s every
     component); else os.path.realpath (lexical past the first missing component)."""
     try:
-        fd = os.open(path, getattr(os, "O_PATH", os.O_RDONLY) | os.O_CLOEXEC)
+        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
     except OSError:
         return os.path.realpath(path)
     try:
@@ -242,11 +247,11 @@ class Recheck:
         for key, (data, size) in reads.files.items():
             if isinstance(data, bytes):
                 self.files.append((key, size, data))
-            elif data > 0 and not (data == ENOENT and absent(key)):
-                self.missing.append((key, data))
             elif data < 0:  # the open worked, the read failed (a directory: EISDIR)
                 self.others.append((("file", key), partial(read_file, key, size),
                                     (True, data)))
+            elif not (data == ENOENT and absent(key)):  # the open failed: its errno
+                self.missing.append((key, data))
         #: (path, stat_fields) of the stat and lstat inputs that succeeded; (path,
         #: target) of the readlink inputs that did
         self.stats: list[tuple[bytes, tuple[int, ...]]] = []
@@ -255,7 +260,7 @@ class Recheck:
         for name, (fn, answer) in reads.inputs.items():
             kind, arg = name[0], name[1]
             ok, value = answer
-            path = arg[0] if kind == "open" and isinstance(arg, tuple) else arg
+            path = arg[0] if isinstance(arg, tuple) else arg  # an open probe's (path, flags)
             if (kind in _LOOKUPS and value == ENOENT and (not ok or kind == "open")
                     and isinstance(path, bytes) and absent(path)):
                 continue  # an open probe's answer is its errno
