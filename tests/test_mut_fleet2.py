@@ -9,6 +9,10 @@ each way a host changes (content rewritten at the same size, a link retargeted, 
 entry added or removed, a file vanished or appeared, a mode, an errno) and
 ``Recheck.changed()`` must name the input that answers differently, and say None for
 the untouched tree.  The kernel is the oracle: every answer is the real system call's.
+
+And placement/_svg.py (``topo --svg``): the layout's and the drawing's roundings, the
+tree of a hand-made host, the siblings' order, each value worked out by hand (the real
+browser's checks of every fixture: tests/test_svg.py).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import shutil
 from collections.abc import Iterator
 from errno import EINVAL, EIO, EISDIR, ENOENT, ENOTDIR
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Optional
 from unittest import mock
 
@@ -456,3 +461,156 @@ def test_o_path_without_its_name_is_the_kernels(monkeypatch: pytest.MonkeyPatch)
     assert module._O_PATH == 0o10000000  # noqa: SLF001
     assert kernels in (None, module._O_PATH)  # noqa: SLF001  None: PyPy
     assert inputs._O_PATH == (kernels or 0o10000000)  # noqa: SLF001
+
+
+# ------------------------------------------------------------------ placement/_svg.py
+# The exported layout constants (CHAR_W, LINE_H, PAD, GAP) set to quarters and eighths,
+# and hand-made boxes at hundredths: every coordinate then shows its rounding to one
+# decimal, each value below worked out by hand (Python's round(): half to even).
+
+
+def test_layout_rounds_each_coordinate_to_one_decimal(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    from sysverbs.placement import _svg
+
+    for name, value in (("CHAR_W", 7.25), ("LINE_H", 16.25), ("PAD", 7.125), ("GAP", 8.375)):
+        monkeypatch.setattr(_svg, name, value)
+    numa = _svg.Tree("numa", "n", ("N",), (_svg.Tree("gpu", "g", ("GG",)),
+                                           _svg.Tree("nic", "c", ("NNN", "x"))))
+    top = _svg.layout(_svg.Tree("machine", "m", ("M",), (numa, _svg.Tree("dma", "d", ()))),
+                      0.125, 0.375)
+    assert [(b.kind, b.x, b.y, b.w, b.h) for b in _svg.walk(top)] == [
+        # 87.4 + 2 PAD = 101.65; 23.375 head + (74.2 + 10.25 + GAP) + PAD + 1 = 124.325
+        # (with the NUMA node's 74.25 not rounded first: 124.375)
+        ("machine", 0.1, 0.4, 101.7, 124.3),
+        # at (8.25, 23.75); 28.8 + 36 + GAP + 2 PAD = 87.425; 23.375 + 42.75 + PAD + 1
+        ("numa", 8.2, 23.8, 87.4, 74.2),
+        ("gpu", 16.4, 47.1, 28.8, 26.5),    # 16.375, 47.125; 2 CHAR_W + 2 PAD = 28.75
+        ("nic", 53.5, 47.1, 36.0, 42.8),    # 16.375 + 28.8 + GAP; 2 LINE_H + 2 PAD - 4
+        ("dma", 8.2, 106.3, 14.2, 10.2)]    # no line: 2 PAD = 14.25 wide, 10.25 high
+
+
+def test_render_rounds_its_coordinates_and_skips_unknown_boxes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A link naming no box is left out (the next one is drawn, solid); a GPU's second
+    link is dashed; texts are escaped."""
+    from sysverbs.placement import _svg
+
+    monkeypatch.setattr(_svg, "GAP", 8.125)
+    g = _svg.Box("gpu", "gpu-a", ("G",), 10.25, 20.25, 20.25, 10.3, (), "0000:01:00.0")
+    n = _svg.Box("nic", "nic-b", ("N", "two"), 40.25, 20.25, 30.25, 12.3, (), "")
+    root = _svg.Box("machine", "m", ("A<B",), 0.0, 0.0, 100.25, 50.3, (g, n), "")
+    svg = _svg.render(root, [("gpu-a", "missing"), ("nosuch", "nic-b"), ("gpu-a", "nic-b"),
+                             ("gpu-a", "nic-b")], "a & b")
+    curve = 'd="M20.4 30.6 C20.4 40.6 55.4 40.6 55.4 32.5"/>'
+    assert svg.replace(_svg.STYLE, "STYLE").split("\n") == [
+        # 50.3 + 2 GAP = 66.55
+        '<svg xmlns="http://www.w3.org/2000/svg" width="100.25" height="66.5" '
+        'viewBox="0 0 100.25 66.5" class="sysverbs-topo">',
+        "<title>a &amp; b</title>", "<style>STYLE</style>",
+        '<g class="box machine" id="m">',
+        '<rect x="0.0" y="0.0" width="100.25" height="50.3" rx="3"/>',
+        '<text x="7.0" y="18.0">A&lt;B</text>',
+        '<g class="box gpu" id="gpu-a" data-address="0000:01:00.0">',
+        '<rect x="10.25" y="20.25" width="20.25" height="10.3" rx="3"/>',
+        '<text x="17.2" y="38.2">G</text>',  # 10.25 + PAD; 20.25 + PAD + 11
+        "</g>", '<g class="box nic" id="nic-b">',
+        '<rect x="40.25" y="20.25" width="30.25" height="12.3" rx="3"/>',
+        '<text x="47.2" y="38.2">N</text>', '<text x="47.2" y="54.2">two</text>',
+        "</g>", "</g>",
+        # from (20.375, 30.55) down to 40.625 and up to (55.375, 32.55)
+        '<path class="assign" data-gpu="gpu-a" data-nic="nic-b" ' + curve,
+        '<path class="assign more" data-gpu="gpu-a" data-nic="nic-b" ' + curve,
+        "</svg>", ""]
+
+
+def _pci(host_bridge: Optional[str], *bridges: str, ids: tuple[int, int] = (0x10DE, 1)
+         ) -> Any:
+    return SimpleNamespace(host_bridge=host_bridge, bridges=bridges, vendor=ids[0],
+                           device=ids[1])
+
+
+def _port(n: int, state: Optional[str], layer: str) -> Any:
+    return SimpleNamespace(port=n, state=state, link_layer=layer)
+
+
+def _host(pci: dict[str, Any], gpus: list[str],
+          nics: list[tuple[str, Optional[str], tuple[Any, ...]]]) -> Any:
+    """A host as host_tree() reads one: one NUMA node of CPUs 0-3."""
+    return SimpleNamespace(
+        pci=pci, numa_nodes={0: frozenset(range(4))},
+        numa_affinity=lambda address: (0, "numa_node"),
+        gpus=[SimpleNamespace(index=i, address=a, vendor="nvidia", model="H100")
+              for i, a in enumerate(gpus)],
+        nics=[SimpleNamespace(name=name, address=a, kind="pf", ports=ports)
+              for name, a, ports in nics])
+
+
+def _shape(t: Any) -> Any:
+    return (t.kind, t.id, t.lines, [_shape(c) for c in t.children])
+
+
+def test_host_tree_places_what_it_can_and_leaves_the_rest_in_the_machine() -> None:
+    """A GPU outside the PCI table and one without a host bridge sit in the machine (the
+    devices after them are placed all the same); a port of unknown state says "?"."""
+    from sysverbs.placement._svg import host_tree
+
+    host = _host({"0000:01:00.0": _pci("pci0000:00", "0000:00:01.0"),
+                  "0000:41:00.0": _pci(None),
+                  "0000:02:00.0": _pci("pci0000:00", "0000:00:01.0")},
+                 ["0000:81:00.0", "0000:41:00.0", "0000:01:00.0"],
+                 [("mlx5_0", "0000:02:00.0", (_port(1, None, "InfiniBand"),
+                                              _port(2, "ACTIVE", "Ethernet"))),
+                  ("rxe0", None, ())])
+    assert _shape(host_tree(host, "here")) == (
+        "machine", "machine-machine", ("Machine: 3 GPUs, 2 RDMA devices (here)",), [
+            ("numa", "numa-0", ("NUMA node 0 (CPUs 0-3)",), [
+                ("hostbridge", "hostbridge-pci0000-00", ("host bridge pci0000:00",), [
+                    ("bridge", "bridge-0000-00-01-0", ("bridge 0000:00:01.0",), [
+                        ("gpu", "gpu-0000-01-00-0", ("GPU2 0000:01:00.0", "nvidia H100"), []),
+                        ("nic", "nic-mlx5_0", ("mlx5_0 0000:02:00.0", "pf port 1:IB ?, 2:Eth"),
+                         [])])])]),
+            ("gpu", "gpu-0000-41-00-0", ("GPU1 0000:41:00.0", "nvidia H100"), []),
+            ("gpu", "gpu-0000-81-00-0", ("GPU0 0000:81:00.0", "nvidia H100"), []),
+            ("nic", "nic-rxe0", ("rxe0", "pf port no port"), [])])
+
+
+def test_siblings_go_bridges_and_switches_then_gpus_dma_nics() -> None:
+    """Under one host bridge: the bridges and switches by address, then the GPU, the
+    Data Direct DMA function, the NIC, each placed after its kind whatever its address
+    (the GPU's, DMA's and NIC's are below every bridge's)."""
+    from sysverbs.placement._svg import DMA_ID, host_tree
+
+    pci = {"0000:00:02.0": _pci("pci0000:00"),                      # a GPU on the root
+           "0000:00:01.0": _pci("pci0000:00", ids=DMA_ID),          # a DMA function
+           "0000:00:00.5": _pci("pci0000:00"),                      # a NIC
+           "0000:03:00.0": _pci("pci0000:00", "0000:00:03.0"),      # bridge 03: a NIC
+           "0000:07:00.0": _pci("pci0000:00", "0000:06:00.0", "0000:00:05.0"),  # switch 05
+           "0000:08:00.0": _pci("pci0000:00", "0000:06:01.0", "0000:00:05.0"),
+           "0000:09:00.0": _pci("pci0000:00", "0000:00:07.0")}      # bridge 07: a NIC
+    host = _host(pci, ["0000:00:02.0", "0000:07:00.0", "0000:08:00.0"],
+                 [("n0", "0000:00:00.5", ()), ("n3", "0000:03:00.0", ()),
+                  ("n9", "0000:09:00.0", ())])
+    (numa,) = host_tree(host).children
+    (hb,) = numa.children
+    assert [(c.kind, c.id) for c in hb.children] == [
+        ("bridge", "bridge-0000-00-03-0"), ("switch", "bridge-0000-00-05-0"),
+        ("bridge", "bridge-0000-00-07-0"), ("gpu", "gpu-0000-00-02-0"),
+        ("dma", "dma-0000-00-01-0"), ("nic", "nic-n0")]
+    assert hb.children[1].lines == ("switch 0000:00:05.0",)
+
+
+def test_host_svg_draws_the_plans_gpus_only() -> None:
+    """A plan entry without a GPU draws nothing (the entries after it are drawn)."""
+    from sysverbs.placement._svg import host_svg
+
+    host = _host({"0000:01:00.0": _pci("pci0000:00", "0000:00:01.0"),
+                  "0000:02:00.0": _pci("pci0000:00", "0000:00:01.0")},
+                 ["0000:01:00.0"], [("mlx5_0", "0000:02:00.0", ())])
+    plan = [SimpleNamespace(gpu=None, nics=[SimpleNamespace(device="mlx5_0")]),
+            SimpleNamespace(gpu=host.gpus[0], nics=[SimpleNamespace(device="mlx5_0")])]
+    svg = host_svg(host, plan, "fixture x")
+    assert svg.count('<path class="assign" data-gpu="gpu-0000-01-00-0" '
+                     'data-nic="nic-mlx5_0"') == 1 and svg.count("<path") == 1
+    assert "<title>sysverbs topo --svg: fixture x</title>" in svg
+    assert "<title></title>" in host_svg(host, plan[1:])

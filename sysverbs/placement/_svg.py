@@ -160,12 +160,12 @@ def _tree(node: dict[str, Any]) -> Tree:
     kind = node["kind"]
     if kind == "bridge" and sum(1 for c in kids if c.kind in ("bridge", "switch")) > 1:
         kind = "switch"  # a switch's upstream port: its downstream ports below it
-        lines = ("switch " + node["lines"][0].split(" ", 1)[1],)
+        lines = ("switch " + node["address"],)
     else:
         lines = node["lines"]
     order = {"numa": 0, "hostbridge": 1, "switch": 2, "bridge": 2, "gpu": 3, "dma": 4,
              "nic": 5}
-    kids.sort(key=lambda c: (order.get(c.kind, 9), c.address, c.id))
+    kids.sort(key=lambda c: (order[c.kind], c.address, c.id))
     return Tree(kind, node["id"], lines, tuple(kids), node["address"])
 
 
