@@ -6,8 +6,10 @@ generated trees: no subprocess.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,6 +23,7 @@ from sysverbs.rank.frameworks import (
     vllm_mapping,
     vllm_selection,
 )
+from sysverbs.rank.frameworks_map import host_map, host_pairs, mooncake_topology, vllm_name
 from sysverbs.rank.ib import IbPort, host_ports, predict_ib, select_ib
 from sysverbs.testing import HostBuilder
 
@@ -329,3 +332,103 @@ def test_vllm_takes_the_variables_it_sets_per_worker() -> None:
         "VLLM_GPU_NIC_PCIE_MAPPING)",
         "vLLM: GPU2's NIC mlx5_3 cannot be found by its PCI address 0000:12:00.0 (its "
         "device link is not a PCI function): left out")
+
+
+def test_vllm_needs_both_variables() -> None:
+    """A mapping whose selection cannot be written (a bare name prefixing another
+    device) is not written either, and says why."""
+    env = RankEnvironment((Nic("mlx5_1", 1, "InfiniBand"),), ())
+    out = for_frameworks(env, ["nccl", "vllm"], pairs=[_pair(0, "mlx5_1")],
+                         all_devices=["mlx5_1", "mlx5_10"])
+    assert [(v.name, v.value, v.reason) for v in out.variables] == [
+        ("VLLM_GPU_NIC_PCIE_MAPPING", None, "vLLM needs both VLLM_GPU_NIC_PCIE_MAPPING and "
+         "VLLM_NIC_SELECTION_VARS"),
+        ("VLLM_NIC_SELECTION_VARS", None, "no variable vLLM can write exactly for this host")]
+
+
+def test_each_framework_after_one_not_established() -> None:
+    """sglang (nothing written) does not end the list; a variable the environment lacks
+    is skipped, the next of the framework written; the NVSHMEM and UCCL reasons."""
+    env = RankEnvironment((Nic("mlx5_0", 1, "InfiniBand"),),
+                          (Variable("NCCL_SOCKET_IFNAME", "=eth0", "r"),))
+    out = for_frameworks(env, ["sglang", "nccl", "nvshmem"])
+    assert [(v.name, v.value, v.reason) for v in out.variables] == [
+        ("NCCL_SOCKET_IFNAME", "=eth0", "r"),
+        ("NVSHMEM_HCA_LIST", "mlx5_0:1", NVSHMEM_WHY),
+        ("NVSHMEM_ENABLE_NIC_PE_MAPPING", "1", "NVSHMEM applies NVSHMEM_HCA_LIST only with "
+         "it; each PE then takes one device of its list")]
+    bad = RankEnvironment((Nic("a,b", 1, "InfiniBand"),),
+                          (Variable("NCCL_IB_HCA", None, "no NIC"),
+                           Variable("UCX_NET_DEVICES", "a", "r")))
+    out = for_frameworks(bad, ["nvshmem", "uccl"])
+    assert [(v.name, v.value, v.reason) for v in out.variables][1:] == [
+        ("NVSHMEM_ENABLE_NIC_PE_MAPPING", None, "no NVSHMEM_HCA_LIST to apply"),
+        ("UCCL_P2P_RDMA_DEV", None, "no NIC UCCL can name (a name that is a number is read "
+         "as an index; ',' and blanks split or are trimmed)"),
+        ("UCCL_IB_HCA", None, "no NIC")]
+    good = RankEnvironment((), (Variable("NCCL_IB_HCA", "=mlx5_0:1", "r"),))
+    assert [(v.name, v.value, v.reason) for v in for_frameworks(good, ["uccl"]).variables] == [
+        ("UCCL_IB_HCA", "=mlx5_0:1", "NCCL_IB_HCA's value: UCCL parses it with NCCL's rules")]
+
+
+# ------------------------------------------------------------------- frameworks_map.py
+
+
+def _nic(device: str, address: str | None = None) -> SimpleNamespace:
+    return SimpleNamespace(device=device, port=1, address=address, link_layer="Ethernet",
+                           netdevs=("v0",), rate_gbps=100)
+
+
+def test_vllm_name_and_host_pairs_take_the_first() -> None:
+    """vLLM takes the first name, sorted, at a NIC's address; a GPU's pair is its first
+    NIC; a NIC without a GPU makes no pair."""
+    nics = [SimpleNamespace(name=n, address="0000:06:00.0", kind=k)
+            for n, k in (("mlx5_bond_0", "bond"), ("mlx5_0", "pf"), ("mlx5_0.sf", "sf"))]
+    host = SimpleNamespace(nics=nics)
+    assert vllm_name(host, "0000:06:00.0") == "mlx5_0"  # type: ignore[arg-type]
+    gpu = SimpleNamespace(name="GPU0", address="0000:05:00.0")
+    plan = [SimpleNamespace(gpu=None, nics=[_nic("x")]),
+            SimpleNamespace(gpu=gpu, nics=[_nic("mlx5_0", "0000:06:00.0"), _nic("y")])]
+    assert host_pairs(host, plan) == [  # type: ignore[arg-type]
+        HostPair("GPU0", "0000:05:00.0", "mlx5_0", 1, "0000:06:00.0", "mlx5_0")]
+
+
+def test_host_map_and_mooncake_skip_nics_without_a_gpu(tmp_path: Path) -> None:
+    """The map's GID is NCCL's scan with the environment given (NCCL_IB_GID_INDEX=0
+    takes the link-local GID, which NCCL cannot use); entries without a GPU are skipped,
+    not the end."""
+    attrs = {"ports/1/gids/1": ipaddress.IPv6Address("::ffff:10.0.0.7").exploded,
+             "ports/1/gid_attrs/types/1": "RoCE v2", "ports/1/gid_attrs/ndevs/1": "v0"}
+    tree = HostBuilder().rxe(name="rxe0", netdev="v0", ib_attrs=attrs).materialize(tmp_path)
+    gpu = SimpleNamespace(index=0, name="GPU0", address="0000:05:00.0", uuid="GPU-1")
+    host = SimpleNamespace(numa_affinity=lambda x: (1, "why"), numa_nodes={1: None})
+    plan = [SimpleNamespace(gpu=None, nics=[_nic("rxe0")], reason="r0"),
+            SimpleNamespace(gpu=gpu, nics=[_nic("rxe0")], reason="r1")]
+    doc = host_map(host, plan, sysfs_path=str(tree.sysfs))  # type: ignore[arg-type]
+    assert doc == {"schema": "sysverbs.nic-map/1", "host": "this host", "gpus": [{
+        "index": 0, "name": "GPU0", "address": "0000:05:00.0", "uuid": "GPU-1",
+        "numa_node": 1, "reason": "r1", "nics": [{
+            "device": "rxe0", "port": 1, "address": None, "link_layer": "Ethernet",
+            "netdevs": ["v0"], "rate_gbps": 100, "gid_index": 1, "gid": "::ffff:10.0.0.7",
+            "gid_rule": "RoCE: the scan's last choice (AF_INET, NCCL_IB_ROCE_VERSION_NUM "
+                        "default 2)"}]}]}
+    forced = host_map(host, plan, sysfs_path=str(tree.sysfs),  # type: ignore[arg-type]
+                      environ={"NCCL_IB_GID_INDEX": "0"})
+    assert {k: v for k, v in forced["gpus"][0]["nics"][0].items() if k.startswith("gid")} == {
+        "gid_index": None, "gid": None,
+        "gid_rule": "no suitable GID (NCCL's scan: set by NCCL_IB_GID_INDEX=0)"}
+    assert mooncake_topology(host, plan) == {  # type: ignore[arg-type]
+        "cpu:1": [["rxe0"], []], "cuda:0": [["rxe0"], []]}
+
+
+def test_mooncake_prefers_each_nodes_devices() -> None:
+    """Each NUMA node prefers the devices on it (numa_affinity's node, not its reason);
+    vLLM finds no device at an unknown address, nor for a NIC without one."""
+    node = {"a": (0, "x"), "b": (1, "y")}
+    host = SimpleNamespace(numa_affinity=lambda d: node[d], numa_nodes={0: None, 1: None},
+                           nics=[SimpleNamespace(name="a", address=None, kind="pf")])
+    plan = [SimpleNamespace(gpu=SimpleNamespace(index=3), nics=[_nic("b"), _nic("a")])]
+    assert mooncake_topology(host, plan) == {  # type: ignore[arg-type]
+        "cpu:0": [["a"], ["b"]], "cpu:1": [["b"], ["a"]], "cuda:3": [["b", "a"], []]}
+    assert vllm_name(host, None) is None  # type: ignore[arg-type]
+    assert vllm_name(host, "0000:06:00.0") is None  # type: ignore[arg-type]
