@@ -228,6 +228,8 @@ def vllm_selection(pairs: Sequence[HostPair], frameworks: Sequence[str],
     name = "VLLM_NIC_SELECTION_VARS"
     wanted = [f for f in frameworks if f in VLLM_TARGETS] or ["nccl", "ucx"]
     mapped = [p for p in pairs if p.device is not None and p.device == p.vllm_name]
+    if not mapped:
+        return Variable(name, None, "no GPU has a NIC vLLM can find"), [], []
     devices = sorted({p.device for p in mapped if p.device is not None})
     ports = {p.port for p in mapped}
     notes: list[str] = []
@@ -247,9 +249,8 @@ def vllm_selection(pairs: Sequence[HostPair], frameworks: Sequence[str],
                              "matches as a prefix of other devices of this host")
                 continue
             out.append(f"{var}:{next(iter(ports))}")
-    if not mapped or not out:
-        return Variable(name, None, "no variable vLLM can write exactly for this host"
-                        if mapped else "no GPU has a NIC vLLM can find"), [], notes
+    if not out:
+        return Variable(name, None, "no variable vLLM can write exactly for this host"), [], notes
     return (Variable(name, ",".join(out),
                      "vLLM sets these per worker to its GPU's RDMA device and the suffix"),
             [v.split(":")[0] for v in out], notes)

@@ -52,11 +52,9 @@ def host_pairs(host: Topology, plan: Sequence[Any]) -> list[HostPair]:
 
 def _gid(device: str, port: int, link_layer: Optional[str], sysfs_path: Optional[str],
          environ: Mapping[str, str]) -> dict[str, Any]:
-    try:
-        table = read_gid_table(device, port, sysfs_path=sysfs_path, link_layer=link_layer)
-        choice = nccl_gid_index(table, environ)
-    except OSError as e:
-        return {"gid_index": None, "gid": None, "gid_rule": f"unreadable: {e.strerror or e}"}
+    # read_gid_table() raises nothing on a tree's content: a file it cannot read is empty
+    table = read_gid_table(device, port, sysfs_path=sysfs_path, link_layer=link_layer)
+    choice = nccl_gid_index(table, environ)
     if not choice.suitable:
         return {"gid_index": None, "gid": None,
                 "gid_rule": f"no suitable GID (NCCL's scan: {choice.rule})"}
