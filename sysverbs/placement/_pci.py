@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["BRIDGE_CLASS", "LINK_FILES", "PciDevice", "PciReader", "is_dir", "read_text",
            "resolve_link", "to_int"]
 
-_HEX = re.compile(r"0x([0-9a-fA-F]{1,8})")
+_HEX = re.compile(r"0x[0-9a-fA-F]{1,8}")
 _INT = re.compile(r"-?[0-9]{1,10}")
 _ATTR = 4096
 _MAX_DEPTH = 64  # path components below devices/: deeper is a broken tree
@@ -79,7 +79,7 @@ def is_dir(path: bytes) -> bool:
 
 def _hexnum(text: Optional[str]) -> Optional[int]:
     m = _HEX.fullmatch(text.strip()) if text is not None else None
-    return int(m.group(1), 16) if m else None
+    return int(m.group(), 16) if m else None  # (int() takes the 0x)
 
 
 def to_int(text: Optional[str]) -> Optional[int]:
@@ -130,9 +130,9 @@ class _Root:
                 ups = 1  # the link's own name
                 while rest.startswith(b"../"):
                     ups, rest = ups + 1, rest[3:]
-                base = path.rsplit(b"/", ups)[0] if path.count(b"/") > ups else b""
-                path = base + b"/" + rest
-                if b"/." in path or b"//" in path or rest.startswith(b"."):
+                # (an absolute path: going above "/" leaves b"")
+                path = path.rsplit(b"/", ups)[0] + b"/" + rest
+                if b"/." in path or b"//" in path:  # (rest starting with "." too)
                     path = os.path.normpath(path)
             if not self.inside(path):
                 return None
@@ -457,19 +457,19 @@ class PciReader:
         it is taken as it is when it leads to a directory (looked up from the open
         ``bus`` and ``devices`` directories when given); anything else is resolved in
         full."""
-        try:
+        try:  # (no NUL byte: the names are a listing's, the root listed)
             target = (inputs.readlink(bus + entry) if bus_fd is None
                       else os.readlink(entry, dir_fd=bus_fd))
-        except (OSError, ValueError):
+        except OSError:
             return None
-        rest = target[17:]
+        rest = target[16:]  # "/" and what follows devices
         if target.startswith(b"../../../devices/") and b"/." not in rest and (
-                b"//" not in rest and not rest.startswith(b".")):
-            path = self._prefix + rest
+                b"//" not in rest):
+            path = self.devices + rest
             try:
                 st = (inputs.lstat(path) if devices_fd is None
-                      else os.lstat(rest, dir_fd=devices_fd))
-            except (OSError, ValueError):
+                      else os.lstat(rest[1:], dir_fd=devices_fd))
+            except OSError:
                 return None  # dangling
             if S_ISDIR(st.st_mode):
                 return path
