@@ -200,6 +200,22 @@ def test_rejected_inputs_are_rejected_by_umockdev_too(tmp_path: Path) -> None:
         assert proc.returncode != 0, text
 
 
+def test_a_link_to_nothing_is_refused_as_umockdev_refuses_it(tmp_path: Path) -> None:
+    """``L: name=`` (an empty target, which symlink(2) refuses with ENOENT): a
+    RecordingError naming the line, not a FileNotFoundError; umockdev-run stops on it
+    too.  Found by test_hostile_recording's property test."""
+    text = "P: /devices/h/n0\nE: SUBSYSTEM=pci\nL: fw_ver=\n"
+    with pytest.raises(errors.RecordingError, match="^line 3: cannot create symlink "
+                       ".*/fw_ver: empty target$"):
+        testing.materialize(umockdev.parse(text), tmp_path / "root")
+    f = tmp_path / "empty-link.umockdev"
+    f.write_text(text)
+    proc = subprocess.run(umockdev.umockdev_run_command(f, ["true"],
+                                                        umockdev_run=umockdev_run_or_skip()),
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "Cannot create symlink" in proc.stderr, proc.stderr
+
+
 # ----------------------------------------------------------------- dumps / model
 
 

@@ -198,6 +198,8 @@ class _Tree:
         base = os.path.basename(path)
         if base in ("", ".", ".."):
             raise line_error(lineno, f"invalid link name {path!r}")
+        if not target:  # symlink(2): ENOENT; umockdev stops on it too
+            raise line_error(lineno, f"cannot create symlink {path}: empty target")
         real_dir = self._check(path, area, lineno)
         where = os.path.join(real_dir, base)
         if os.path.lexists(where):
