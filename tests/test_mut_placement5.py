@@ -293,6 +293,7 @@ def test_numa_nodes_and_gpus(tmp_path: Path) -> None:
     t.node(10, "8-9").node(2, "4-7").node(0, "0-3")
     (t.sys / "devices/system/node/node2/cpulist").unlink()
     (t.sys / "devices/system/node/possible").write_text("0-10\n")
+    (t.sys / "devices/system/node/has_cpu").write_text("0,2,10\n")  # sorted first
     (t.sys / "devices/system/node/nodex").mkdir()
     t.pci("pci0000:00/0000:00:01.0")
     t.gpu("pci0000:00/0000:00:01.0/0000:0a:00.0", uuid="GPU-aaa", minor=3)
@@ -301,6 +302,9 @@ def test_numa_nodes_and_gpus(tmp_path: Path) -> None:
     t.gpu("pci0000:00/0000:00:01.0/0000:04:00.0", cls=0x030000)
     t.gpu("pci0000:00/0000:00:01.0/0000:05:00.0", cls=0x040300)  # NVIDIA audio
     t.gpu("pci0000:00/0000:00:01.0/0000:06:00.0", vendor=0x8086, cls=0x030000)
+    t.gpu("pci0000:00/0000:00:01.0/0000:0b:00.0", cls=0x038000)
+    for n, cls in enumerate((0x030000, 0x030200, 0x120000)):
+        t.gpu(f"pci0000:00/0000:00:01.0/0000:0c:00.{n}", vendor=0x1002, cls=cls)
     t.gpu("pci0000:00/0000:00:01.0/0000:07:00.0", cls=0x030200)  # a GPU-class bridge
     t.pci("pci0000:00/0000:00:01.0/0000:07:00.0/0000:08:00.0")
     info = t.proc / "driver/nvidia/gpus/0000:03:00.0/information"
@@ -309,6 +313,9 @@ def test_numa_nodes_and_gpus(tmp_path: Path) -> None:
     big = t.proc / "driver/nvidia/gpus/0000:04:00.0/information"
     big.parent.mkdir(parents=True)
     big.write_text("Model: M\n" + "x" * (8192 - 9))  # 8192 bytes, no newline: cut
+    full = t.proc / "driver/nvidia/gpus/0000:0b:00.0/information"
+    full.parent.mkdir(parents=True)
+    full.write_text("Model: M\n" + "x" * (8192 - 10) + "\n")  # 8192 bytes: whole
     host = read_host(t.sys, t.proc)
     assert host.numa_nodes == {0: frozenset(range(4)), 2: frozenset(),
                                10: frozenset({8, 9})}
@@ -318,7 +325,11 @@ def test_numa_nodes_and_gpus(tmp_path: Path) -> None:
         (0, "0000:02:00.0", "amd", None, None, None),
         (1, "0000:03:00.0", "nvidia", None, None, None),
         (2, "0000:04:00.0", "nvidia", None, None, None),
-        (3, "0000:0a:00.0", "nvidia", "GPU-aaa", 3, "NVIDIA A100-SXM4-80GB")]
+        (3, "0000:0a:00.0", "nvidia", "GPU-aaa", 3, "NVIDIA A100-SXM4-80GB"),
+        (4, "0000:0b:00.0", "nvidia", None, None, "M"),
+        (5, "0000:0c:00.0", "amd", None, None, None),
+        (6, "0000:0c:00.1", "amd", None, None, None),
+        (7, "0000:0c:00.2", "amd", None, None, None)]
     assert host.gpus[3].pci is host.pci["0000:0a:00.0"]
 
 
@@ -340,21 +351,26 @@ def test_rdma_devices_ports_and_kinds(tmp_path: Path) -> None:
         _w(t.sys / "devices" / pf / "net" / name / "dev_port", dev_port + "\n")
     _w(ib0 / "ports/1/state", "DOWN\n")
     (ib0 / "ports/2/state").unlink()
-    _w(ib0 / "ports/10/rate", "fast\n")
+    _w(ib0 / "ports/10/rate", "f" * 127 + "\n")  # 128 bytes, as read
     (ib0 / "ports/junk").mkdir()
     # uverbs: the smallest N of a name; the name up to a NUL byte
     _w(t.sys / "class/infiniband_verbs/uverbs1/ibdev", "mlx5_0\n")
     _w(t.sys / "class/infiniband_verbs/uverbs7/ibdev", "mlx5_10\0junk\n")
     _w(t.sys / "class/infiniband_verbs/uverbs2/ibdev", "")
+    _w(t.sys / "class/infiniband_verbs/uverbs9/ibdev", "z" * 64)  # cut: no name
+    _w(t.sys / "class/infiniband" / ("z" * 64) / "node_guid", "1\n")
+    _w(t.sys / "class/infiniband_verbs/uverbs5/ibdev", "y" * 63 + "\n")
+    _w(t.sys / "class/infiniband" / ("y" * 63) / "parent", "q" * 63 + "\n")
+    _w(t.sys / "class/infiniband" / ("x" * 63) / "parent", "q" * 64)  # cut: none
     _w(t.sys / "class/infiniband_verbs/abi_version", "6\n")
     # one port, GID 0 without a netdev, GID 1 with one
     ib10 = t.rdma("mlx5_10", f"{rp}/0000:04:00.0", ports=(ETH,), uverbs=None)
-    _w(ib10 / "ports/1/gid_attrs/ndevs/1", "ens9\n")
+    _w(ib10 / "ports/1/gid_attrs/ndevs/1", "e" * 63 + "\n")  # 64 bytes, as read
     _w(t.netdev("ens4", f"{rp}/0000:04:00.0") / "dev_port", "0\n")
     # InfiniBand: no GID netdev is read; its one port takes the function's netdev
     ib2 = t.rdma("mlx5_2", f"{rp}/0000:05:00.0", uverbs=None)
     _w(ib2 / "ports/1/gid_attrs/ndevs/0", "bogus\n")
-    _w(t.sys / "devices" / rp / "0000:05:00.0/net/ib0/dev_port", "0\n")
+    _w(t.sys / "devices" / rp / "0000:05:00.0/net/ib0/ifindex", "5\n")  # no dev_port
     t.rdma("mlx5_bond_0", f"{rp}/0000:06:00.0", ports=(ETH,), netdev="bond0", uverbs=None)
     t.rdma("mlx5_3", f"{rp}/0000:07:00.0/mlx5_core.sf.2", pci_function=False, uverbs=None)
     t.pci(f"{rp}/0000:07:00.0", cls=0x020000)
@@ -372,12 +388,29 @@ def test_rdma_devices_ports_and_kinds(tmp_path: Path) -> None:
     os.symlink("../../devices/platform/x/net/plat0", t.sys / "class/net/plat0")
     os.symlink("../../devices/nowhere", t.sys / "class/infiniband/gone")
     # a device directory (not a link) in class/infiniband, and one with a dangling link
-    _w(t.sys / "class/infiniband/dir0/node_guid", "0000:0000:0000:0001\n")
+    _w(t.sys / "class/infiniband/dir0/node_guid", "g" * 63 + "\n")  # 64 bytes, as read
+    # two ports: each takes the netdev whose dev_port is its number - 1 (a dev_port of
+    # 33 bytes is cut: read as 32)
+    ib4 = t.rdma("mlx5_4", f"{rp}/0000:0a:00.0", ports=(ETH, ETH), uverbs=None)
+    _w(ib4 / "ports/1/gid_attrs/ndevs/0", "h" * 63 + "\n")
+    _w(ib4 / "ports/2/rate", "r" * 128)  # 128 bytes without a newline: cut
+    for name, size in (("state", 64), ("link_layer", 64)):  # read as libibverbs reads
+        _w(ib4 / "ports/1" / name, "s" * (size - 1) + "\n")
+        _w(ib4 / "ports/2" / name, "s" * size)
+    _w(ib4 / "node_guid", "g" * 64)
+    _w(ib4 / "ports/2/gid_attrs/ndevs/0", "n" * 64)  # cut
+    _w(ib4 / "ports/2/gid_attrs/ndevs/1", "n" * 64)  # cut
+    for name, dev_port in (("p0", "0\n"), ("p1", " " * 31 + "1\n"), ("p2", " " * 30 + "1\n")):
+        _w(t.sys / "devices" / rp / "0000:0a:00.0/net" / name / "dev_port", dev_port)
     bad = t.rdma("mlx5_9", f"{rp}/0000:09:00.0", uverbs=None)
     (bad / "device").unlink()
     os.symlink("../../../nowhere", bad / "device")
     host = read_host(t.sys, t.proc)
     got = {n.name: (n.kind, n.address, n.parent, n.placement, n.uverbs) for n in host.nics}
+    del got["mlx5_4"]
+    assert got.pop("z" * 64)[4] is None
+    assert got.pop("x" * 63)[2:] == (None, "no device link and no parent netdev", None)
+    assert got.pop("y" * 63)[2:] == ("q" * 63, f"netdev {'q' * 63} not found in class/net", 5)
     assert got == {
         "dir0": ("unplaced", None, None, "no device link and no parent netdev", None),
         "hns_0": ("unplaced", None, "HISI0001:00",
@@ -401,25 +434,31 @@ def test_rdma_devices_ports_and_kinds(tmp_path: Path) -> None:
         "rxe3": ("unplaced", None, "plat0", "netdev plat0 has no PCI ancestor", None),
         "siw0": ("unplaced", None, None, "no device link and no parent netdev", None)}
     assert [n.name for n in host.nics] == [
-        "dir0", "hns_0", "irdma0", "mlx5_0", "mlx5_2", "mlx5_3", "mlx5_9", "mlx5_10",
-        "mlx5_bond_0", "rxe0", "rxe1", "rxe2", "rxe3", "siw0"]
+        "dir0", "hns_0", "irdma0", "mlx5_0", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_9", "mlx5_10",
+        "mlx5_bond_0", "rxe0", "rxe1", "rxe2", "rxe3", "siw0", "x" * 63, "y" * 63, "z" * 64]
     nic = {n.name: n for n in host.nics}
     assert [(p.port, p.state, p.link_layer, p.rate_gbps, p.rate, p.netdevs)
             for p in nic["mlx5_0"].ports] == [
         (1, "DOWN", "Ethernet", 100.0, "100 Gb/sec (4X EDR)", ("eth0",)),
         (2, None, "Ethernet", 100.0, "100 Gb/sec (4X EDR)", ("eth1",)),
-        (10, "ACTIVE", "Ethernet", None, "fast", ())]
-    assert nic["mlx5_10"].ports[0].netdevs == ("ens9",)
+        (10, "ACTIVE", "Ethernet", None, "f" * 127, ())]
+    assert nic["mlx5_10"].ports[0].netdevs == ("e" * 63,)
     assert nic["mlx5_2"].ports[0].netdevs == ("ib0",)
     assert nic["mlx5_2"].ports[0].state == "ACTIVE"
     assert nic["mlx5_bond_0"].ports[0].netdevs == ("bond0",)
     assert nic["rxe0"].ports[0].netdevs == () and nic["mlx5_3"].ports[0].netdevs == ()
     assert nic["mlx5_0"].node_guid == "0c42:a103:0000:0001"
-    assert nic["dir0"].node_guid == "0000:0000:0000:0001"
+    assert nic["dir0"].node_guid == "g" * 63
+    assert [(p.netdevs, p.rate, p.state, p.link_layer) for p in nic["mlx5_4"].ports] == [
+        (("h" * 63,), "100 Gb/sec (4X EDR)", "s" * 63, "s" * 63), (("p2",), None, None, None)]
+    assert nic["mlx5_4"].node_guid is None
     assert "gone" not in nic and "class/infiniband/gone: dangling link" in host.problems
     unplaced = [p for p in host.problems if ": unplaced: " in p]
     assert unplaced == [f"{n}: unplaced: {got[n][3]}" for n in (
-        "dir0", "hns_0", "mlx5_9", "rxe1", "rxe2", "rxe3", "siw0")]
+        "dir0", "hns_0", "mlx5_9", "rxe1", "rxe2", "rxe3", "siw0")] + [
+        f"{'x' * 63}: unplaced: no device link and no parent netdev",
+        f"{'y' * 63}: unplaced: netdev {'q' * 63} not found in class/net",
+        f"{'z' * 64}: unplaced: no device link and no parent netdev"]
 
 
 def test_bond_slaves(tmp_path: Path) -> None:
@@ -446,6 +485,10 @@ def test_bond_slaves(tmp_path: Path) -> None:
     nic("mlx5_1", "0000:04:00.0", "ens1", br0)
     nic("mlx5_2", "0000:05:00.0", "ens2", bond1)
     nic("mlx5_3", "0000:06:00.0", "ens3", None)
+    nic("mlx5_4", "0000:08:00.0", "ens8", None)
+    nd = t.sys / "devices" / rp / "0000:08:00.0/net/ens8z"
+    (nd / "bonding_slave").mkdir(parents=True)
+    os.symlink(os.path.relpath(bond0, nd), nd / "master")
     nic("mlx5_bond_0", "0000:07:00.0", "ens7", bond1, slave_dir=True)
     t.rdma("rxe0", None, ports=(ETH,), soft_parent="ens2", uverbs=None)
     _w(t.sys / "class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0", "ens2\n")
@@ -455,7 +498,7 @@ def test_bond_slaves(tmp_path: Path) -> None:
     _w(t.sys / "class/infiniband/rxe2/ports/1/gid_attrs/ndevs/0", "ens9\n")
     host = read_host(t.sys, t.proc)
     assert {n.name: n.bond_slave for n in host.nics} == {
-        "mlx5_0": True, "mlx5_1": False, "mlx5_2": True, "mlx5_3": False,
+        "mlx5_0": True, "mlx5_1": False, "mlx5_2": True, "mlx5_3": False, "mlx5_4": True,
         "mlx5_bond_0": False, "rxe0": True, "rxe1": False, "rxe2": False}
 
 
