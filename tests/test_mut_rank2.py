@@ -424,14 +424,16 @@ def test_a_device_without_rail_or_plane() -> None:
     assert IbDevice(2, "mlx5_1", 1, "RoCE", "", -1, 3).label() == "[2]mlx5_1:1::3/RoCE"
 
 
-def test_the_merged_using_line_ends_at_2_24() -> None:
-    """2.20 to 2.23 print a merged NIC as ``[0]={...}``; from 2.24.0 the topology merges
-    it after the Using line, which lists each port."""
+def test_the_merged_using_line_is_2_20_to_2_23() -> None:
+    """ncclIbInit merges the ports of one NIC from 2.20.0 on (V_MERGED_IN_INIT): 2.20 to
+    2.23 print them as one ``[0]={...}``; 2.19 each alone, and from 2.24.0 the topology
+    merges them after the Using line, which lists each port."""
     ports = [IbPort("mlx5_0", p, True, "InfiniBand", f"{PCI}0000:10:00.0") for p in (1, 2)]
-    assert select_ib(ports, {}, nccl_version="2.23.4").using_line("e") == (
-        "NET/IB : Using [0]={[0] mlx5_0:1/IB, [1] mlx5_0:2/IB} [RO]; OOB e")
-    assert select_ib(ports, {}, nccl_version="2.24.0").using_line("e") == (
-        "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_0:2/IB [RO]; OOB e")
+    merged = "NET/IB : Using [0]={[0] mlx5_0:1/IB, [1] mlx5_0:2/IB} [RO]; OOB e"
+    alone = "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_0:2/IB [RO]; OOB e"
+    for version, line in (("2.19.4", alone), ("2.20.0", merged), ("2.23.4", merged),
+                          ("2.24.0", alone)):
+        assert select_ib(ports, {}, nccl_version=version).using_line("e") == line, version
 
 
 def test_a_using_line_before_2_20_is_cut_at_1022_bytes() -> None:
@@ -450,19 +452,23 @@ def test_a_using_line_before_2_20_is_cut_at_1022_bytes() -> None:
         assert len(line) == head + room + tail, version
 
 
-def test_pci_paths_past_long_max_keep_their_order() -> None:
-    """NCCL_IB_DEVICE_PCI_ORDER reads the last component with strtol, which clamps at
-    LONG_MAX: three such keys are equal, and the sort keeps their table order."""
-    ports = [IbPort(d, 1, True, "InfiniBand", f"/x/{path}") for d, path in (
-        ("a", "ffffffffffffffff"), ("b", "8000000000000000"), ("c", "7fffffffffffffff"))]
-    assert [d.device for d in select_ib(ports, {}).devices] == ["a", "b", "c"]
-    ports = [IbPort(d, 1, True, "InfiniBand", f"/x/{path}") for d, path in (
-        ("a", "ffffffffffffffff"), ("d", "4000000000000001"))]
-    assert [d.device for d in select_ib(ports, {}).devices] == ["d", "a"]
+@pytest.mark.parametrize(("paths", "order"), [
+    # strtol clamps at LONG_MAX: three such keys are equal, the sort keeps table order
+    ((("a", "ffffffffffffffff"), ("b", "8000000000000000"), ("c", "7fffffffffffffff")),
+     "abc"),
+    ((("a", "ffffffffffffffff"), ("d", "4000000000000001")), "da"),
     # the hex digits stop at the first other character: 2z1 is 2, before 3
-    ports = [IbPort(d, 1, True, "InfiniBand", f"/x/{path}") for d, path in (
-        ("b", "3"), ("a", "2z1"))]
-    assert [d.device for d in select_ib(ports, {}).devices] == ["a", "b"]
+    ((("b", "3"), ("a", "2z1")), "ab"),
+    # no hex digit at all is strtol("") = 0: a tie with 0, kept in table order
+    ((("b", "0"), ("c", "1"), ("a", "zz")), "bac"),
+    # LONG_MAX itself is not clamped below
+    ((("a", "7fffffffffffffff"), ("b", "7ffffffffffffffe")), "ba"),
+])
+def test_pci_path_keys_as_strtol_reads_them(paths: tuple[tuple[str, str], ...],
+                                            order: str) -> None:
+    """NCCL_IB_DEVICE_PCI_ORDER (busIdToInt64) reads the last component with strtol."""
+    ports = [IbPort(d, 1, True, "InfiniBand", f"/x/{path}") for d, path in paths]
+    assert "".join(d.device for d in select_ib(ports, {}).devices) == order
 
 
 def test_a_missing_sys_image_guid_is_zero(tmp_path: Path) -> None:

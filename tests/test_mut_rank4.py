@@ -33,16 +33,6 @@ PCI = "/sys/devices/pci0000:00/0000:00:01.0/"
 # ----------------------------------------------------------------------------- ib.py
 
 
-def test_the_merged_using_line_starts_at_2_20_0() -> None:
-    """ncclIbInit merges the ports of one NIC from 2.20.0 on (V_MERGED_IN_INIT): the
-    first release of that era prints them as one ``[0]={...}``, 2.19 each alone."""
-    ports = [IbPort("mlx5_0", p, True, "InfiniBand", f"{PCI}0000:10:00.0") for p in (1, 2)]
-    assert select_ib(ports, {}, nccl_version="2.20.0").using_line("e") == (
-        "NET/IB : Using [0]={[0] mlx5_0:1/IB, [1] mlx5_0:2/IB} [RO]; OOB e")
-    assert select_ib(ports, {}, nccl_version="2.19.4").using_line("e") == (
-        "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_0:2/IB [RO]; OOB e")
-
-
 def test_ports_without_a_pci_path_are_not_merged_before_2_24() -> None:
     """ncclIbFindMatchingDev merges only ports that have a PCI path: two ports of a soft
     device (no ``device`` link), same GUID and link layer, stay two devices."""
@@ -207,17 +197,6 @@ def test_disabled_and_full_tables() -> None:
               IbPort("up", 1, True, "InfiniBand", f"{PCI}0000:41:00.0")]
     sel = select_ib(ports, {})
     assert (sel.unread, sel.overflow) == (("up",), False)
-
-
-def test_pci_keys_without_digits_and_at_long_max() -> None:
-    """busIdToInt64 of a component without hex digits is strtol("") = 0 (a tie with 0,
-    kept in table order); LONG_MAX itself is not clamped below."""
-    ports = [IbPort(d, 1, True, "InfiniBand", f"/x/{c}") for d, c in (
-        ("b", "0"), ("c", "1"), ("a", "zz"))]
-    assert [d.device for d in select_ib(ports, {}).devices] == ["b", "a", "c"]
-    ports = [IbPort(d, 1, True, "InfiniBand", f"/x/{c}") for d, c in (
-        ("a", "7fffffffffffffff"), ("b", "7ffffffffffffffe"))]
-    assert [d.device for d in select_ib(ports, {}).devices] == ["b", "a"]
 
 
 def test_vf_merging_zeroes_both_device_digits() -> None:
