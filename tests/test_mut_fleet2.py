@@ -447,20 +447,23 @@ def test_realpath_opens_nothing_for_reading(tmp_path: Path) -> None:
 
 
 def test_o_path_without_its_name_is_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PyPy 3.9's os has no O_PATH: the module's own value is the kernel's (CPython's
-    os.O_PATH here, from the C headers), so that realpath() of a FIFO answers there too."""
+    """PyPy 3.9's os has no O_PATH: ground.sysfs_read's own value is the kernel's
+    (CPython's os.O_PATH here, from the C headers), so that realpath() of a FIFO (here,
+    rank.ib's and the device list's handles) answers there too."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("sysverbs.ground._inputs_copy",
-                                                  inputs.__file__)
+    from sysverbs.ground import sysfs_read
+
+    spec = importlib.util.spec_from_file_location("sysverbs.ground._sysfs_read_copy",
+                                                  sysfs_read.__file__)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     kernels = getattr(os, "O_PATH", None)
     monkeypatch.delattr(os, "O_PATH", raising=False)
     spec.loader.exec_module(module)
-    assert module._O_PATH == 0o10000000  # noqa: SLF001
-    assert kernels in (None, module._O_PATH)  # noqa: SLF001  None: PyPy
-    assert inputs._O_PATH == (kernels or 0o10000000)  # noqa: SLF001
+    assert module.O_PATH == 0o10000000
+    assert kernels in (None, module.O_PATH)  # None: PyPy
+    assert sysfs_read.O_PATH == (kernels or 0o10000000)
 
 
 # ------------------------------------------------------------------ placement/_svg.py

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -225,6 +226,13 @@ def test_realpath_needs_no_access_to_the_target(tmp_path: Path) -> None:
         sock.close()
     (tmp_path / "s").unlink()
     assert [p.full_pci_path for p in host_ports(**host.options())] == [""]
+    # a FIFO: an O_PATH open does not wait for a writer (an O_RDONLY one would, for ever)
+    os.mkfifo(tmp_path / "s")
+    signal.setitimer(signal.ITIMER_REAL, 5.0)  # SIGALRM's default action ends a hang
+    try:
+        assert [p.full_pci_path for p in host_ports(**host.options())] == [str(tmp_path / "s")]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 # ----------------------------------------------------------------------- frameworks.py
 

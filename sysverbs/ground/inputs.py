@@ -25,7 +25,7 @@ import stat as stat_mod
 from errno import EINVAL, EIO, ENOENT
 from functools import partial
 
-from .sysfs_read import READ_FLAGS, ReadOnce, current, read_file
+from .sysfs_read import O_PATH, READ_FLAGS, ReadOnce, current, read_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -136,17 +136,12 @@ def readlink(path: PathArg) -> bytes:
     return observe("readlink", p, lambda: os.readlink(p))
 
 
-#: ``O_PATH``: PyPy 3.9's os lacks the name (an ``O_RDONLY`` open instead would wait
-#: for a FIFO's writer); the value of Linux's generic headers (x86, arm64, ppc, s390...)
-_O_PATH = getattr(os, "O_PATH", 0o10000000)
-
-
 def _realpath(path: bytes) -> bytes:
     """``realpath(3)`` of a path that resolves: the kernel's name of an ``O_PATH``
     descriptor of it (three system calls, where os.path.realpath lstat()s every
     component); else os.path.realpath (lexical past the first missing component)."""
     try:
-        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+        fd = os.open(path, O_PATH | os.O_CLOEXEC)
     except OSError:
         return os.path.realpath(path)
     try:

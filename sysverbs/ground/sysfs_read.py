@@ -47,6 +47,7 @@ __all__ = [
     "derived",
     "current",
     "READ_FLAGS",
+    "O_PATH",
     "check_sysfs_root",
     "cstr",
     "strtoul",
@@ -83,6 +84,11 @@ NAME_MAX_IBV = 64
 
 #: How a file is opened to be read (``O_NONBLOCK``: a FIFO in a broken tree cannot hang).
 READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+
+#: ``O_PATH`` (a descriptor that only names a file: no permission on it needed, and a
+#: FIFO does not wait for a writer): PyPy 3.9's os lacks the name, so Linux's value from
+#: its generic headers (x86, arm64, ppc, s390...), which CPython's os.O_PATH gives.
+O_PATH: int = getattr(os, "O_PATH", 0o10000000)
 
 
 def read_sysfs_file(path: PathArg, size: int, dir_fd: Optional[int] = None) -> Optional[bytes]:

@@ -435,7 +435,7 @@ def _plane_failure(devices: Sequence[IbDevice], version: Version) -> str:
                 return (f"NCCL cannot use more than {PLANE_MAX_INDEX - 2} user-defined "
                         "plane IDs.")
             return f"NCCL cannot use more than {PLANE_MAX_INDEX} plane IDs."
-        if d.plane != -1 and d.plane & (1 << PLANE_MAX_INDEX):
+        if d.plane & (1 << PLANE_MAX_INDEX):  # (-1 is in planes from the start)
             return f"NCCL cannot use a plane ID that is {d.plane}."
         planes.append(d.plane)
     return ""
@@ -453,15 +453,12 @@ def _realpath(path: str) -> str:
     component), else os.path.realpath; inside a read-once scope, the scope's
     ``realpath`` input (:mod:`sysverbs.ground.inputs`)."""
     from ..ground import inputs
-    from ..ground.sysfs_read import current
+    from ..ground.sysfs_read import O_PATH, current
 
-    if current() is not None:
-        try:
-            return os.fsdecode(inputs.realpath(path)) if inputs.exists(path) else ""
-        except ValueError:
-            return ""
+    if current() is not None:  # (exists() is False for a path with a NUL byte)
+        return os.fsdecode(inputs.realpath(path)) if inputs.exists(path) else ""
     try:
-        fd = os.open(path, getattr(os, "O_PATH", os.O_RDONLY) | os.O_CLOEXEC)
+        fd = os.open(path, O_PATH | os.O_CLOEXEC)
     except OSError:
         return ""
     try:

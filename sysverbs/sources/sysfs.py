@@ -16,6 +16,7 @@ from ..ground.sysfs_read import (
     DEV_SIZE,
     IBDEV_SIZE,
     NAME_MAX_IBV,
+    O_PATH,
     PATH_MAX_IBV,
     cstr,
     current,
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["scan_sysfs", "scan_sysfs_detailed", "read_class_abi", "ScanError", "Skipped"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+_PATH_FLAGS = O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 #: faccessat(..., AT_EACCESS) is available (it is with glibc and musl).
 _ACCESS_EFFECTIVE = os.access in os.supports_effective_ids and os.access in os.supports_dir_fd
 _FS_ENCODING = sys.getfilesystemencoding()
