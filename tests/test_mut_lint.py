@@ -149,3 +149,16 @@ def test_the_first_mixed_pair_when_roce_comes_first() -> None:
 def test_fixes_by_release(value: str, version: str, fix: str, codes: list[str]) -> None:
     r = lint_hca(value, TWO, {}, nccl_version=version)
     assert (r.fix, [w.code for w in r.warnings]) == (fix, codes)
+
+
+def test_fix_of_a_device_less_one_port_and_under_ib_disable() -> None:
+    """"mlx5_0, ^mlx5_0:2" means port 1 of mlx5_0 (the ^ is that entry's): the fix
+    names it exactly.  NCCL_IB_DISABLE=1 in the environment: the fix is still found,
+    judged as if IB were enabled (the fix is for the value, not for that variable)."""
+    ports = [IbPort("mlx5_0", p, True, "InfiniBand", "") for p in (1, 2)] + [
+        IbPort("mlx5_1", 1, True, "InfiniBand", "")]
+    r = lint_hca("mlx5_0, ^mlx5_0:2", ports)
+    assert (r.fix, r.meant) == ("=mlx5_0:1", (("mlx5_0", 1),))
+    assert [w.code for w in r.warnings] == ["whitespace", "misplaced-modifier", "no-match"]
+    r = lint_hca("mlx5_0 ", ports, {"NCCL_IB_DISABLE": "1"})
+    assert (r.fix, r.meant) == ("mlx5_0", (("mlx5_0", 1), ("mlx5_0", 2)))

@@ -179,16 +179,10 @@ class _Host(FrozenRecord):
                 if m.port == -1 or p == m.port]
 
     def canonical(self, chosen: set[tuple[str, int]]) -> list[str]:
-        """Exact entries for ``chosen``: a device's name when all its usable ports are
-        chosen, else ``device:port`` entries."""
-        out: list[str] = []
-        for d in sorted(self.usable, key=_natural):
-            got = [p for p in self.usable[d] if (d, p) in chosen]
-            if got and len(got) == len(self.usable[d]):
-                out.append(d)
-            else:
-                out.extend(f"{d}:{p}" for p in got)
-        return out
+        """Exact entries for ``chosen``, a set of whole devices' usable ports (what a
+        value without port fields means): the name of each device it has."""
+        return [d for d in sorted(self.usable, key=_natural)
+                if any((d, p) in chosen for p in self.usable[d])]
 
 
 class _Found(FrozenRecord):
@@ -480,9 +474,10 @@ def _candidates(found: _Found, host: _Host, meant: set[tuple[str, int]]) -> list
     exact = form(not has_inc, True, (e for m in group for e in expanded(m)))
     out = [exact, plain] if any(m.marked_exact for m in found.entries) else [plain, exact]
     if not any(m.fields for m in found.entries) and _selected(found.selection) != meant:
-        # the exact list of the ports meant: never more entries than ports meant, so
-        # never more than NCCL reads when NCCL can select them all (the list of the
-        # ports not meant, negated, would select the same, so it never decides)
+        # the exact list of the devices meant (without port fields a value means whole
+        # devices): never more entries than ports meant, so never more than NCCL reads
+        # when NCCL can select them all (the list of the devices not meant, negated,
+        # would select the same, so it never decides)
         out.append(form(False, True, host.canonical(meant)))
     return [c for c in out if c is not None]
 
