@@ -448,25 +448,13 @@ def _state_number(text: str) -> Optional[int]:
 
 
 def _realpath(path: str) -> str:
-    """``realpath(3)``, "" when the path does not resolve: the kernel's answer for an
-    ``O_PATH`` descriptor (three system calls, where os.path.realpath lstat()s every
-    component), else os.path.realpath; inside a read-once scope, the scope's
-    ``realpath`` input (:mod:`sysverbs.ground.inputs`)."""
+    """``realpath(3)``, "" when the path does not resolve: :func:`sysverbs.ground.inputs.realpath`
+    (the kernel's name of an ``O_PATH`` descriptor; inside a read-once scope, the
+    scope's input)."""
     from ..ground import inputs
-    from ..ground.sysfs_read import O_PATH, current
 
-    if current() is not None:  # (exists() is False for a path with a NUL byte)
-        return os.fsdecode(inputs.realpath(path)) if inputs.exists(path) else ""
-    try:
-        fd = os.open(path, O_PATH | os.O_CLOEXEC)
-    except OSError:
-        return ""
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return os.path.realpath(path)
-    finally:
-        os.close(fd)
+    # (exists() is False for a path with a NUL byte)
+    return os.fsdecode(inputs.realpath(path)) if inputs.exists(path) else ""
 
 
 def host_ports(*, open_devices: Optional[bool] = None, gid_tables: bool = False,

@@ -448,7 +448,7 @@ def gid_warnings(sel: IbSelection, ports: Sequence[IbPort], env: Mapping[str, st
 def _candidates(found: _Found, host: _Host, meant: set[tuple[str, int]]) -> list[str]:
     """Values that may select exactly ``meant``, the closest to the one written first:
     its entries as meant (those that mean nothing here dropped), then the same with
-    exact names, then the exact list of the ports meant."""
+    exact names, then the exact list of the devices meant."""
     def form(negate: bool, exact: bool, entries: Iterable[str]) -> Optional[str]:
         listed = list(dict.fromkeys(entries))
         if not listed:
