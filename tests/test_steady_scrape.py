@@ -241,7 +241,7 @@ def test_pages_of_an_unchanged_host_are_the_encoders_own(host: _Host, detail: bo
 # ------------------------------------------------------------------- the guard
 
 _RECORDERS = {inputs._ask.__code__, sysfs_read._read_raw.__code__,  # noqa: SLF001
-              ReadOnce._real.__code__, ReadOnce.listdir.__code__, ReadOnce.read.__code__}
+              ReadOnce._readlink.__code__, ReadOnce.listdir.__code__, ReadOnce.read.__code__}
 #: process inputs Steady compares at every scrape (process_inputs, check_sysfs_root)
 _PROCESS = {sysfs_read.check_sysfs_root.__code__}
 _PROCESS_FILES = ("/proc/self/status", "/proc/self/cgroup")
@@ -361,18 +361,33 @@ def test_changed_finds_each_kind(tmp_path: Path, change: str) -> None:
     assert (inputs.changed(scope) is None) == (change == "none")
 
 
-def test_device_attributes_built_once_per_device(host: _Host) -> None:
+def test_device_status_built_once_per_device(host: _Host) -> None:
+    """The diagnosis, the device's location and the facts ask each device's status
+    (built once per snapshot), never its whole attributes: a snapshot depends on no
+    ``fw_ver``, ``board_id``, ``lid``, ``cap_mask``, P_Key...; NCCL's choice reads
+    ``sys_image_guid``, placement ``rate``."""
     built: list[bytes] = []
-    real = attributes._device_attributes  # noqa: SLF001
+    real = attributes._device_status  # noqa: SLF001
+    whole: list[bytes] = []
 
     def counting(path: bytes, name: bytes) -> Any:
         built.append(name)
         return real(path, name)
 
-    with mock.patch.object(attributes, "_device_attributes", counting):
+    with mock.patch.object(attributes, "_device_status", counting), \
+            mock.patch.object(attributes, "_device_attributes",
+                              lambda path, name: whole.append(name)):
         facts = host.collect()
-    assert len(facts.devices) == 18
+    assert len(facts.devices) == 18 and [c.success for c in facts.collectors] == [True] * 3
     assert len(built) == len(set(built)) == 18
+    assert whole == []
+    model = HostModel(host.root)
+    host.collect(model)
+    files = {os.path.basename(k) for k in model.reads.files}
+    assert {b"state", b"link_layer", b"node_guid", b"sys_image_guid", b"rate",
+            b"phys_state"} <= files
+    assert not files & {b"fw_ver", b"board_id", b"hca_type", b"node_desc", b"hw_rev", b"lid",
+                        b"sm_lid", b"sm_sl", b"lid_mask_count", b"cap_mask"}
 
 
 # ------------------------------------------------------------- the shortcuts

@@ -61,7 +61,10 @@ __all__ = [
     "PortState",
     "Rate",
     "RawText",
+    "DeviceStatus",
+    "PortStatus",
     "device_attributes",
+    "device_status",
     "port_attributes",
     "parse_rate",
 ]
@@ -268,10 +271,59 @@ class PortAttributes(FrozenRecord):
     @property
     def port_guid(self) -> Optional[int]:
         """The interface id of GID 0: the port GUID on InfiniBand (IPoIB uses it)."""
-        for gid in self.gids:
-            if gid.index == 0:
-                return gid.interface_id
-        return None
+        return _gid0_interface(self.gids)
+
+
+def _gid0_interface(gids: tuple[Gid, ...]) -> Optional[int]:
+    for gid in gids:
+        if gid.index == 0:
+            return gid.interface_id
+    return None
+
+
+class PortStatus(FrozenRecord):
+    """What the verdicts ask of a port (:func:`device_status`): its ``state``,
+    ``phys_state``, ``link_layer`` and GID table, as :class:`PortAttributes` has them
+    (``raw``: the text of those three files); the rest of the port is read by
+    :func:`port_attributes`."""
+
+    __slots__ = _fields = ("port", "state", "phys_state", "link_layer", "gids", "gid_tbl_len",
+                           "raw")
+    port: int
+    state: Optional[PortState]
+    phys_state: Optional[PhysState]
+    link_layer: Optional[LinkLayer]
+    gids: tuple[Gid, ...]
+    gid_tbl_len: int
+    raw: RawText
+
+    def __init__(self, port: int, state: Optional[PortState], phys_state: Optional[PhysState],
+                 link_layer: Optional[LinkLayer], gids: tuple[Gid, ...], gid_tbl_len: int,
+                 raw: RawText) -> None:
+        init(self, port, state, phys_state, link_layer, gids, gid_tbl_len, raw)
+
+    @property
+    def port_guid(self) -> Optional[int]:
+        """The interface id of GID 0: the port GUID on InfiniBand (IPoIB uses it)."""
+        return _gid0_interface(self.gids)
+
+
+class DeviceStatus(FrozenRecord):
+    """What the verdicts ask of a device (:func:`device_status`): ``node_type``,
+    ``node_guid``, ``parent`` (``raw``: their text) and each port's
+    :class:`PortStatus`, as :class:`DeviceAttributes` has them."""
+
+    __slots__ = _fields = ("name", "node_type", "node_guid", "parent", "ports", "raw")
+    name: str
+    node_type: Optional[NodeType]
+    node_guid: Optional[int]
+    parent: Optional[str]
+    ports: tuple[PortStatus, ...]
+    raw: RawText
+
+    def __init__(self, name: str, node_type: Optional[NodeType], node_guid: Optional[int],
+                 parent: Optional[str], ports: tuple[PortStatus, ...], raw: RawText) -> None:
+        init(self, name, node_type, node_guid, parent, ports, raw)
 
 
 class DeviceAttributes(FrozenRecord):
@@ -445,13 +497,11 @@ def _gid_type(text: Optional[str], link_layer: Optional[LinkLayer]) -> Optional[
 # ----------------------------------------------------------------------------- public
 
 
-def _port(ibdev_path: bytes, number: int) -> PortAttributes:
+def _port_status(ibdev_path: bytes, number: int) -> PortStatus:
     base = ibdev_path + b"/ports/%d" % number
-    raw: dict[str, Optional[str]] = {}
-    for name in ("state", "phys_state", "rate", "lid", "sm_lid", "sm_sl", "lid_mask_count",
-                 "cap_mask", "link_layer"):
-        raw[name] = read_text(base + b"/" + name.encode())
-    link_layer = _LINK_LAYERS.get(raw["link_layer"] or "")
+    raw = {name: read_text(base + b"/" + name) for name in (b"state", b"phys_state",
+                                                            b"link_layer")}
+    link_layer = _LINK_LAYERS.get(raw[b"link_layer"] or "")
     gids: list[Gid] = []
     gid_indexes = numbered_entries(base + b"/gids")
     for index in gid_indexes:
@@ -464,6 +514,19 @@ def _port(ibdev_path: bytes, number: int) -> PortAttributes:
         raw_type = read_text(base + b"/gid_attrs/types/%d" % index, _SMALL)
         ndev = _string(read_text(base + b"/gid_attrs/ndevs/%d" % index, _SMALL))
         gids.append(Gid(index, gid, _gid_type(raw_type, link_layer), ndev, text, raw_type))
+    return PortStatus(number, _port_state(_numbered(raw[b"state"])),
+                      _phys_state(_numbered(raw[b"phys_state"])), link_layer, tuple(gids),
+                      len(gid_indexes), RawText({k.decode(): v for k, v in raw.items()}))
+
+
+def _port(ibdev_path: bytes, status: PortStatus) -> PortAttributes:
+    """The port ``status`` is the status of, the rest of its files read."""
+    base = ibdev_path + b"/ports/%d" % status.port
+    raw: dict[str, Optional[str]] = {}
+    for name in ("state", "phys_state", "rate", "lid", "sm_lid", "sm_sl", "lid_mask_count",
+                 "cap_mask", "link_layer"):
+        raw[name] = (status.raw[name] if name in status.raw
+                     else read_text(base + b"/" + name.encode()))
     pkeys: list[tuple[int, int]] = []
     pkey_indexes = numbered_entries(base + b"/pkeys")
     for index in pkey_indexes:
@@ -471,18 +534,18 @@ def _port(ibdev_path: bytes, number: int) -> PortAttributes:
         if value:
             pkeys.append((index, value))
     return PortAttributes(
-        port=number,
-        state=_port_state(_numbered(raw["state"])),
-        phys_state=_phys_state(_numbered(raw["phys_state"])),
+        port=status.port,
+        state=status.state,
+        phys_state=status.phys_state,
         rate=parse_rate(raw["rate"]),
         lid=_hex(raw["lid"]),
         sm_lid=_hex(raw["sm_lid"]),
         sm_sl=_dec(raw["sm_sl"]),
         lid_mask_count=_dec(raw["lid_mask_count"]),
         cap_mask=_hex(raw["cap_mask"]),
-        link_layer=link_layer,
-        gids=tuple(gids),
-        gid_tbl_len=len(gid_indexes),
+        link_layer=status.link_layer,
+        gids=status.gids,
+        gid_tbl_len=status.gid_tbl_len,
         pkeys=tuple(pkeys),
         pkey_tbl_len=len(pkey_indexes),
         raw=RawText(raw),
@@ -497,7 +560,7 @@ def port_attributes(
     ``None`` values; a ``port`` that is not an int a
     :class:`~sysverbs.ground.errors.WrongTypeError`."""
     ibdev_path, _ = resolve_ibdev(device, sysfs_path)
-    return _port(ibdev_path, int_arg(port, "port"))
+    return _port(ibdev_path, _port_status(ibdev_path, int_arg(port, "port")))
 
 
 def device_attributes(
@@ -518,23 +581,52 @@ def device_attributes(
                    lambda: _device_attributes(ibdev_path, name))
 
 
-def _device_attributes(ibdev_path: bytes, name: bytes) -> DeviceAttributes:
-    raw: dict[str, Optional[str]] = {}
-    for attr in ("node_type", "node_guid", "sys_image_guid", "fw_ver", "hw_rev", "hca_type",
-                 "board_id", "node_desc", "parent"):
-        raw[attr] = read_text(ibdev_path + b"/" + attr.encode())
-    hw = re.fullmatch(_BARE_HEX, raw["hw_rev"] or "")
-    return DeviceAttributes(
+def device_status(device: DeviceArg, *, sysfs_path: Optional[PathArg] = None) -> DeviceStatus:
+    """What the verdicts ask of a device and its ports (:class:`DeviceStatus`): the
+    files of :func:`device_attributes` the diagnosis, the device's location and the
+    fleet's facts depend on, and no others (a long-running exporter asks again at every
+    scrape whether each file it read changed).  ``device`` as for
+    :func:`device_attributes`."""
+    from ..ground.sysfs_read import derived
+
+    ibdev_path, name = resolve_ibdev(device, sysfs_path)
+    return derived("device_status", ibdev_path + b"/",
+                   lambda: _device_status(ibdev_path, name))
+
+
+def _device_status(ibdev_path: bytes, name: bytes) -> DeviceStatus:
+    raw = {attr: read_text(ibdev_path + b"/" + attr.encode())
+           for attr in ("node_type", "node_guid", "parent")}
+    return DeviceStatus(
         name=os.fsdecode(name),
         node_type=_node_type(_numbered(raw["node_type"])),
         node_guid=parse_guid(raw["node_guid"]),
+        parent=_string(raw["parent"]),
+        ports=tuple(_port_status(ibdev_path, n)
+                    for n in numbered_entries(ibdev_path + b"/ports")),
+        raw=RawText(raw),
+    )
+
+
+def _device_attributes(ibdev_path: bytes, name: bytes) -> DeviceAttributes:
+    status = device_status(ibdev_path)
+    raw: dict[str, Optional[str]] = {}
+    for attr in ("node_type", "node_guid", "sys_image_guid", "fw_ver", "hw_rev", "hca_type",
+                 "board_id", "node_desc", "parent"):
+        raw[attr] = (status.raw[attr] if attr in status.raw
+                     else read_text(ibdev_path + b"/" + attr.encode()))
+    hw = re.fullmatch(_BARE_HEX, raw["hw_rev"] or "")
+    return DeviceAttributes(
+        name=os.fsdecode(name),
+        node_type=status.node_type,
+        node_guid=status.node_guid,
         sys_image_guid=parse_guid(raw["sys_image_guid"]),
         fw_ver=_string(raw["fw_ver"]),
         hw_rev=int(hw.group(1), 16) if hw else None,
         hca_type=_string(raw["hca_type"]),
         board_id=_string(raw["board_id"]),
         node_desc=_string(raw["node_desc"]),
-        parent=_string(raw["parent"]),
-        ports=tuple(_port(ibdev_path, n) for n in numbered_entries(ibdev_path + b"/ports")),
+        parent=status.parent,
+        ports=tuple(_port(ibdev_path, p) for p in status.ports),
         raw=RawText(raw),
     )

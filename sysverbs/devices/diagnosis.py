@@ -63,7 +63,7 @@ from ..providers.table import Provider, latest_release, pabi_for, provider_dir, 
 from ..sources.base import LibraryKey
 from ..sources.sysfs import ScanError, Skipped, read_class_abi, scan_sysfs_detailed
 from . import access
-from .attributes import LinkLayer, PortState, device_attributes
+from .attributes import LinkLayer, PortState, device_status
 from .memlock import current as current_memlock
 from .rdmacm import RDMA_USER_CM_MAX_ABI_VERSION, RDMA_USER_CM_MIN_ABI_VERSION, rdma_cm_abi
 from .readable import unknown_files
@@ -459,7 +459,7 @@ def _access_reason(node: str, st: os.stat_result) -> Reason:
 
 def _port_reasons(ibdev_path: bytes) -> list[Reason]:
     out: list[Reason] = []
-    attrs = device_attributes(ibdev_path)
+    attrs = device_status(ibdev_path)
     for port in attrs.ports:
         eth = port.link_layer is LinkLayer.ETHERNET
         if port.state is not None and port.state is not PortState.ACTIVE:

@@ -42,7 +42,7 @@ from ..ground.hostroot import HostRoot
 from ..ground.records import FrozenRecord, init
 from ..ground.sysfs_read import ABI_SIZE, DEV_SIZE, IBDEV_SIZE, cstr, read_sysfs_file, scan_u_u
 from ..ground.text import parse_cpulist
-from .attributes import LinkLayer, RawText, device_attributes, read_text, resolve_ibdev
+from .attributes import LinkLayer, RawText, device_status, read_text, resolve_ibdev
 
 # no typing or dataclasses at run time (devices/attributes.py says why)
 TYPE_CHECKING = False
@@ -523,7 +523,7 @@ def device_location(
         for vf in pci.virtfns:
             vf_devs.extend(_rdma_devices_of(os.path.dirname(pci_dir) + b"/" + os.fsencode(vf)))
 
-    attrs = device_attributes(ibdev_path)
+    attrs = device_status(ibdev_path)
     net_dir = parent + b"/net" if parent is not None else None
     parent_net = [(n, net_dir + b"/" + n) for n in _listdir(net_dir)] if net_dir else []
     multi_port = len(attrs.ports) > 1

@@ -316,9 +316,9 @@ def _on_root(root: str, fn: Callable[[], T], out: object = None) -> Callable[[],
 
 
 def _gid_counts(port: object) -> tuple[tuple[str, int], ...]:
-    from ..devices.attributes import GidType, PortAttributes
+    from ..devices.attributes import GidType, PortStatus
 
-    assert isinstance(port, PortAttributes)
+    assert isinstance(port, PortStatus)
     counts = dict.fromkeys(GID_TYPES, 0)
     names = {GidType.IB: "ib", GidType.ROCE_V1: "roce_v1", GidType.ROCE_V2: "roce_v2"}
     for gid in port.gids:
@@ -362,14 +362,14 @@ def _device(name: str, opts: Options, devices: str, diag: Optional[object]) -> D
 def _read_device(name: str, opts: Options, devices: str, listed: Optional[bool],
                  usable: Optional[bool], reasons: tuple[str, ...], provider: str
                  ) -> DeviceFacts:
-    from ..devices.attributes import device_attributes
+    from ..devices.attributes import device_status
     from ..devices.location import device_location
 
     ibdev = os.path.join(opts.sysfs_path, "class", "infiniband", name)
     if not inputs.isdir(ibdev):  # a uverbs entry naming a device the kernel lacks
         return DeviceFacts(name, listed, usable, reasons, provider, "", "", "", "", "", "",
                            ())
-    attrs = device_attributes(ibdev)
+    attrs = device_status(ibdev)
     topo = device_location(ibdev, dev_dir=opts.dev_dir)
     ports = []
     for p in attrs.ports:

@@ -25,7 +25,7 @@ import stat as stat_mod
 from errno import EINVAL, EIO, ENOENT
 from functools import partial
 
-from .sysfs_read import O_PATH, READ_FLAGS, ReadOnce, current, read_file
+from .sysfs_read import O_PATH, READ_FLAGS, ReadOnce, current, path_key, read_file, real_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     PathArg = Union[bytes, str]
     T = TypeVar("T")
 
-__all__ = ["observe", "stat", "lstat", "exists", "isdir", "lexists", "access", "readlink",
+__all__ = ["observe", "stat", "lstat", "exists", "isdir", "lexists", "ltype", "access",
+           "readlink",
            "realpath", "probe_open", "opaque", "changed", "Recheck", "stat_fields"]
 
 
@@ -97,30 +98,45 @@ def lstat(path: PathArg) -> os.stat_result:
     return observe("lstat", p, lambda: os.lstat(p))
 
 
-def exists(path: PathArg) -> bool:
-    """``os.path.exists``: ``stat`` succeeds."""
+def _exists(path: bytes, follow: bool = True) -> bool:
     try:
-        stat(path)
+        os.stat(path, follow_symlinks=follow)
     except (OSError, ValueError):
         return False
     return True
+
+
+def _isdir(path: bytes) -> bool:
+    try:
+        return stat_mod.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def exists(path: PathArg) -> bool:
+    """``os.path.exists``, an input (:func:`observe`) whose answer is the bool alone."""
+    p = _bytes(path)
+    return observe("exists", p, lambda: _exists(p))
 
 
 def isdir(path: PathArg) -> bool:
-    """``os.path.isdir``."""
-    try:
-        return stat_mod.S_ISDIR(stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
+    """``os.path.isdir``, an input whose answer is the bool alone."""
+    p = _bytes(path)
+    return observe("isdir", p, lambda: _isdir(p))
 
 
 def lexists(path: PathArg) -> bool:
-    """``os.path.lexists``: ``lstat`` succeeds."""
-    try:
-        lstat(path)
-    except (OSError, ValueError):
-        return False
-    return True
+    """``os.path.lexists``, an input whose answer is the bool alone."""
+    p = _bytes(path)
+    return observe("lexists", p, lambda: _exists(p, False))
+
+
+def ltype(path: PathArg) -> int:
+    """The file type of ``os.lstat(path)`` (``stat.S_IFMT`` of its mode: ``S_IFDIR``,
+    ``S_IFLNK``...), an input whose answer is the type alone; ``OSError`` as lstat
+    raises it (EINVAL for a NUL byte)."""
+    p = _bytes(path)
+    return observe("ltype", p, lambda: stat_mod.S_IFMT(os.lstat(p).st_mode))
 
 
 def access(path: PathArg, mode: int, *, effective_ids: bool = False) -> bool:
@@ -186,7 +202,9 @@ def opaque(why: str) -> None:
 
 
 #: the inputs whose ENOENT says that their path's last name is missing
-_LOOKUPS = frozenset({"stat", "lstat", "readlink", "open"})
+_LOOKUPS = frozenset({"stat", "lstat", "ltype", "readlink", "open"})
+#: the inputs whose answer False says no more than that their path is missing
+_BOOLS = frozenset({"exists", "isdir", "lexists"})
 
 
 class Recheck:
@@ -197,20 +215,32 @@ class Recheck:
     tight loop with the system call itself (no per-input closure, no exception on the
     common path but the kernel's own: a missing file, a directory that is no link), in
     the order :func:`changed` gives: the links first (a file's key is its path with
-    them resolved), the directories, the files, the other inputs.  Two kinds of input
-    need no call of their own, the answer being implied by one asked before it:
+    them resolved), the directories, the files, the other inputs.  An input whose
+    answer is implied by those asked with it needs no call of its own; when every
+    input asked answers as before, so does each of these:
 
     * a ``readlink`` input of a path whose link :meth:`ReadOnce.key` also resolved,
       with the same recorded answer: the same call;
     * a path ``D/N`` that answered ENOENT (a file read, a ``stat``, ``lstat``,
-      ``readlink`` or open probe) where ``D``, the same string, is a directory whose
-      listing is recorded without ``N``: ``os.listdir(D)`` and the lookup of ``D/N``
-      resolve ``D`` alike, so when the listing answers as before (asked before the
-      files) ``N`` is still absent from it and ``D/N`` still answers ENOENT.  A name
-      in the listing that answered ENOENT (a link to nothing) is asked again.  A
-      directory lists every entry it has (sysfs, tmpfs, ext4...): the shortcut is
-      exact; a directory whose lookup finds names its listing does not give
-      (``/proc``'s thread ids) is never a listing of a scope.
+      ``ltype``, ``readlink`` or open probe) or False (``exists``, ``isdir``,
+      ``lexists``) where ``D``, the same string, is a directory whose listing is
+      recorded without ``N``: ``os.listdir(D)`` and the lookup of ``D/N`` resolve ``D``
+      alike, so when the listing answers as before (asked before the files) ``N`` is
+      still absent from it and ``D/N`` still answers ENOENT.  A name in the listing
+      that answered ENOENT (a link to nothing) is asked again.  A directory lists every
+      entry it has (sysfs, tmpfs, ext4...): the shortcut is exact; a directory whose
+      lookup finds names its listing does not give (``/proc``'s thread ids) is never a
+      listing of a scope;
+    * what the path walk alone answers, walked again with the recorded ``readlink`` of
+      each component (:func:`~sysverbs.ground.sysfs_read.real_dir`, as the kernel walks
+      it: a component is a link and where to, or no link, or missing), when every
+      component it meets is one of the links asked: ``realpath`` (the walk's end, when
+      it is the recorded answer); ``exists`` and ``isdir`` True, ``lexists`` True and
+      ``ltype`` ``S_IFDIR``, when the path leads to a file read, or a directory above
+      one or listed, that answer as before (a file opens only below directories, and
+      every component of a key is a directory that is no link); ``lexists`` True and
+      ``ltype`` ``S_IFLNK`` when the path's own ``readlink`` is asked and answered a
+      target (only a link has one).
     """
 
     __slots__ = ("opaque", "links", "listings", "files", "missing", "stats", "lstats",
@@ -247,6 +277,7 @@ class Recheck:
                                     (True, data)))
             elif not (data == ENOENT and absent(key)):  # the open failed: its errno
                 self.missing.append((key, data))
+        walk = _Walk(reads, [key for key, _, _ in self.files])
         #: (path, stat_fields) of the stat and lstat inputs that succeeded; (path,
         #: target) of the readlink inputs that did
         self.stats: list[tuple[bytes, tuple[int, ...]]] = []
@@ -256,9 +287,11 @@ class Recheck:
             kind, arg = name[0], name[1]
             ok, value = answer
             path = arg[0] if isinstance(arg, tuple) else arg  # an open probe's (path, flags)
-            if (kind in _LOOKUPS and value == ENOENT and (not ok or kind == "open")
-                    and isinstance(path, bytes) and absent(path)):
-                continue  # an open probe's answer is its errno
+            if isinstance(path, bytes) and (
+                    absent(path) and (value is False and kind in _BOOLS or (
+                        kind in _LOOKUPS and value == ENOENT and (not ok or kind == "open")))
+                    or ok and walk.implies(str(kind), path, value)):
+                continue
             if kind == "readlink" and isinstance(arg, bytes):
                 if reads.links.get(arg, self) == value:
                     continue  # the same readlink, asked with the links
@@ -341,6 +374,66 @@ class Recheck:
             if not _same(_ask(fn), answer):
                 return f"{name[0]} {name[1]!r}"
         return None
+
+
+class _Walk:
+    """The path walks of a scope's records (:class:`Recheck`'s third shortcut): where a
+    path leads with the recorded ``readlink`` answers, and the directories known to be
+    such while the files read (``read``: their keys) and the listings answer as
+    before."""
+
+    def __init__(self, reads: ReadOnce, read: list[bytes]) -> None:
+        self.links = reads.links
+        self.blind = False  # the walk met a component not recorded
+        self.read = frozenset(read)
+        self.known: set[bytes] = set()
+        for key in read:
+            self._above(key)
+        for key, listing in reads.listings.items():
+            if not isinstance(listing, int):
+                self._above(key)
+                if self.links.get(key) == EINVAL:  # listed, and no link: a directory
+                    self.known.add(key)
+
+    def _above(self, path: bytes) -> None:
+        """``path``'s directory and those above it: directories."""
+        d = path.rpartition(b"/")[0]
+        while d and d not in self.known:
+            self.known.add(d)
+            d = d.rpartition(b"/")[0]
+
+    def _recorded(self, here: bytes) -> Union[bytes, int]:
+        got = self.links.get(here)
+        if got is None:
+            self.blind = True
+            return ENOENT  # (the walk goes on; its end is not taken)
+        return got
+
+    def implies(self, kind: str, path: bytes, value: object) -> bool:
+        """Whether the answer ``value`` of the input (``kind``, ``path``) follows from
+        the walk of ``path`` and the records it meets."""
+        if kind not in ("realpath", "exists", "isdir", "lexists", "ltype") or b"\0" in path:
+            return False
+        self.blind = False
+        dirs: dict[bytes, bytes] = {}  # (this walk's: a blind one is not cached)
+        key = path_key(path, dirs, self._recorded)  # the last name as it is
+        if self.blind:
+            return False
+        if kind == "exists" and value is True and key in self.read:
+            return True  # the file opened: its last name followed as stat follows it
+        if kind in ("exists", "isdir", "realpath"):  # the last name followed too
+            end = real_dir(key, dirs, self._recorded)
+            if self.blind:
+                return False
+            if kind == "realpath":
+                return end == value
+            return value is True and (end in self.known or kind == "exists" and end in self.read)
+        link = self.links.get(key)
+        if kind == "lexists":
+            return value is True and (isinstance(link, bytes) or key in self.known
+                                      or key in self.read)
+        return (value == stat_mod.S_IFLNK and isinstance(link, bytes)
+                or value == stat_mod.S_IFDIR and key in self.known)
 
 
 def changed(reads: ReadOnce) -> Optional[str]:

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = [
     "read_sysfs_file",
     "ReadOnce",
+    "real_dir",
+    "path_key",
     "read_file",
     "listdir",
     "derived",
@@ -176,6 +178,46 @@ def _rules(data: Union[bytes, int], size: int) -> Optional[bytes]:
 _active: dict[int, ReadOnce] = {}
 
 
+def real_dir(d: bytes, dirs: dict[bytes, bytes],
+             readlink: Callable[[bytes], Union[bytes, int]], depth: int = 0) -> bytes:
+    """The directory ``d`` (absolute) with the links in it resolved, as the kernel's path
+    walk resolves them: one ``readlink(component)`` per component (its target, or its
+    errno: a component that is no link, or missing, stays as it is), a relative
+    target's ``..`` taken from the real parent; ``dirs`` keeps each directory resolved.
+    :meth:`ReadOnce.key` with the system's readlink; the recheck
+    (:class:`sysverbs.ground.inputs.Recheck`) with the answers a scope recorded."""
+    got = dirs.get(d)
+    if got is not None:
+        return got
+    parent, name = os.path.split(d)
+    if not name or depth > 40:  # the root; or a loop of links (ELOOP): as it is
+        return d
+    base = real_dir(parent, dirs, readlink, depth)
+    here = os.path.normpath(base + b"/" + name) if name in (b".", b"..") \
+        else (b"" if base == b"/" else base) + b"/" + name
+    target = readlink(here)
+    if isinstance(target, int):  # not a link (EINVAL), or missing: itself
+        real = here
+    else:  # base holds no link: a relative target's ".." is the real parent
+        real = real_dir(os.path.normpath(os.path.join(base, target)), dirs, readlink,
+                        depth + 1)
+    dirs[d] = real
+    return real
+
+
+def path_key(path: PathArg, dirs: dict[bytes, bytes],
+             readlink: Callable[[bytes], Union[bytes, int]]) -> bytes:
+    """``path`` (made absolute) with the links of its directory resolved by
+    :func:`real_dir`: how a :class:`ReadOnce` knows a file (:meth:`ReadOnce.key`)."""
+    raw = path if isinstance(path, bytes) else os.fsencode(path)
+    if raw[:1] != b"/":
+        raw = os.path.abspath(raw)
+    head, _, name = raw.rpartition(b"/")  # os.path.split's answer, but for "//"
+    if not head or head[-1:] == b"/":
+        head, name = os.path.split(raw)
+    return real_dir(head, dirs, readlink) + b"/" + name
+
+
 class ReadOnce:
     """One invocation's reads, each file once (docs/architecture.md, "One host model").
 
@@ -218,38 +260,19 @@ class ReadOnce:
 
     def key(self, path: PathArg) -> bytes:
         """``path`` (absolute) with the links of its directory resolved."""
-        raw = path if isinstance(path, bytes) else os.fsencode(path)
-        if raw[:1] != b"/":
-            raw = os.path.abspath(raw)
-        head, _, name = raw.rpartition(b"/")  # os.path.split's answer, but for "//"
-        if not head or head[-1:] == b"/":
-            head, name = os.path.split(raw)
-        return self._real(head, 0) + b"/" + name
+        return path_key(path, self.dirs, self._readlink)
 
-    def _real(self, d: bytes, depth: int) -> bytes:
-        got = self.dirs.get(d)
-        if got is not None:
-            return got
-        parent, name = os.path.split(d)
-        if not name or depth > 40:  # the root; or a loop of links (ELOOP): as it is
-            return d
-        base = self._real(parent, depth)
-        here = os.path.normpath(base + b"/" + name) if name in (b".", b"..") \
-            else (b"" if base == b"/" else base) + b"/" + name
+    def _readlink(self, here: bytes) -> Union[bytes, int]:
+        """``readlink(here)``'s target, or its errno (EINVAL for a directory that is no
+        link, or a NUL byte), recorded."""
         try:
-            target = os.readlink(here)
-        except OSError as e:  # not a link (EINVAL), or missing: itself
-            self.links[here] = e.errno or EIO
-            real = here
+            got: Union[bytes, int] = os.readlink(here)
+        except OSError as e:  # not a link (EINVAL), or missing
+            got = e.errno or EIO
         except ValueError:  # a NUL byte
-            self.links[here] = EINVAL
-            real = here
-        else:
-            # base holds no link: a relative target's ".." is the real parent
-            self.links[here] = target
-            real = self._real(os.path.normpath(os.path.join(base, target)), depth + 1)
-        self.dirs[d] = real
-        return real
+            got = EINVAL
+        self.links[here] = got
+        return got
 
     def read(self, path: PathArg, size: int, dir_fd: Optional[int] = None
              ) -> Union[bytes, int]:

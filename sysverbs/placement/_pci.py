@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from stat import S_ISDIR, S_ISLNK
+from stat import S_IFDIR, S_IFLNK, S_IFMT
 
 from ..ground import inputs
 from ..ground.sysfs_read import current, listdir, read_sysfs_file
@@ -72,7 +72,7 @@ def _open_dir(path: bytes) -> Optional[int]:
 def is_dir(path: bytes) -> bool:
     """A directory, not a link to one (a link could lead out of the root)."""
     try:
-        return S_ISDIR(inputs.lstat(path).st_mode)
+        return inputs.ltype(path) == S_IFDIR
     except (OSError, ValueError):
         return False
 
@@ -139,11 +139,11 @@ class _Root:
             if path in known:
                 return path
             try:
-                mode = inputs.lstat(path).st_mode
+                mode = inputs.ltype(path)
             except (OSError, ValueError):
                 return None  # dangling
-            if not S_ISLNK(mode):
-                return path if S_ISDIR(mode) else None
+            if mode != S_IFLNK:
+                return path if mode == S_IFDIR else None
         return None
 
     def listdir(self, path: bytes) -> list[bytes]:
@@ -467,11 +467,11 @@ class PciReader:
                 b"//" not in rest):
             path = self.devices + rest
             try:
-                st = (inputs.lstat(path) if devices_fd is None
-                      else os.lstat(rest[1:], dir_fd=devices_fd))
+                kind = (inputs.ltype(path) if devices_fd is None
+                        else S_IFMT(os.lstat(rest[1:], dir_fd=devices_fd).st_mode))
             except OSError:
                 return None  # dangling
-            if S_ISDIR(st.st_mode):
+            if kind == S_IFDIR:
                 return path
         return self.fs.resolve(bus + entry)
 
