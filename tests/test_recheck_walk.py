@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from errno import ENOENT
 from pathlib import Path
 from typing import Callable
 
@@ -24,60 +25,90 @@ from sysverbs.ground.sysfs_read import ReadOnce, listdir, read_file, read_sysfs_
 def _tree(root: Path) -> None:
     """``real/dev`` holding the file ``f`` and the directory ``sub`` (file ``g``);
     ``l`` a link to ``real``; ``real/lnk`` a link to ``dev``; ``real/dev/x`` a link to
-    ``f``."""
+    ``f``; ``real/empty`` and ``real/bare`` empty directories; ``real/dangle`` a link to
+    nothing."""
     (root / "real" / "dev" / "sub").mkdir(parents=True)
     (root / "real" / "dev" / "f").write_text("f\n")
     (root / "real" / "dev" / "sub" / "g").write_text("g\n")
     (root / "real" / "dev" / "x").symlink_to("f")
+    (root / "real" / "empty").mkdir()
+    (root / "real" / "bare").mkdir()
+    (root / "real" / "dangle").symlink_to("nowhere")
     (root / "l").symlink_to("real")
     (root / "real" / "lnk").symlink_to("dev")
 
 
+def _no_entry() -> object:
+    raise FileNotFoundError(ENOENT, "no entry")
+
+
 def _read(root: Path) -> ReadOnce:
+    """The files under ``real/dev`` read, ``real/empty`` listed (nothing read below it),
+    nothing of ``real/bare`` found; then every input a walk may answer, with the
+    answers the tree gives."""
     p = str(root)
     scope = ReadOnce()
     with scope:
         assert read_sysfs_file(p + "/l/dev/f", 64) == b"f"  # through the link l
         assert read_sysfs_file(p + "/real/lnk/sub/g", 64) == b"g"  # through real/lnk
-        assert sorted(listdir(p + "/real/dev/sub")) == [b"g"]
-        # implied: a file read, a directory above one, a link's own readlink
+        assert listdir(p + "/real/empty") == []
+        assert read_sysfs_file(p + "/real/empty/none", 64) is None  # absent: implied
+        assert read_sysfs_file(p + "/real/bare/none", 64) is None  # asked
+        # implied: a file read, a directory above one or listed, a link's own readlink
         assert inputs.exists(p + "/l/dev/f") is True
         assert inputs.exists(p + "/l/dev") is True
-        assert inputs.isdir(p + "/l/dev") is True
+        assert inputs.isdir(p + "/l/dev") is True  # above the files read only
         assert inputs.isdir(p + "/real/lnk") is True  # followed: real/dev
-        assert inputs.isdir(p + "/real/dev/sub") is True
+        assert inputs.isdir(p + "/real/empty") is True  # listed only
+        assert inputs.isdir(p + "/real") is True
+        assert inputs.isdir(p) is True  # every directory above a key
         assert inputs.lexists(p + "/real/dev") is True
+        assert inputs.lexists(p + "/l/dev/f") is True
         assert inputs.lexists(p + "/l") is True  # a link: its readlink was asked
         assert inputs.ltype(p + "/l/dev") == stat.S_IFDIR
         assert inputs.ltype(p + "/real/lnk") == stat.S_IFLNK
         assert inputs.realpath(p + "/l/lnk/sub") == os.fsencode(p + "/real/dev/sub")
-        # asked again: nothing read below them, or an answer the walk does not give
-        assert inputs.exists(p + "/real/none") is False
+        assert inputs.exists(p + "/real/empty/none") is False  # absent from the listing
+        # asked again: a walk that does not answer them
+        assert inputs.exists(p + "/real/none") is False  # real not listed
+        assert inputs.exists(p + "/real/dangle") is False  # dangle's readlink not asked
+        assert inputs.exists(p + "/real/dangle/x") is False  # nor in the directory's walk
+        assert inputs.lexists(p + "/real/dangle") is True
         assert inputs.isdir(p + "/l/dev/f") is False
+        assert inputs.isdir(p + "/real/bare") is True  # no link, nothing read below
         assert inputs.ltype(p + "/l/dev/f") == stat.S_IFREG
-        assert inputs.lexists(p + "/real/dev/x") is True  # its readlink not asked
+        assert inputs.ltype(p + "/real/bare") == stat.S_IFDIR
+        assert inputs.ltype(p + "/real/dev/x") == stat.S_IFLNK  # its readlink not asked
+        assert inputs.lexists(p + "/real/dev/x") is True
         assert inputs.realpath(p + "/real/dev/x") == os.fsencode(p + "/real/dev/f")
-        assert inputs.isdir(p + "/real") is True  # (above a file read: implied)
+        assert inputs.realpath(p + "/real/dev/f") == os.fsencode(p + "/real/dev/f")
+        assert inputs.access(p + "/real/empty/none", os.F_OK) is False  # no lookup's
+        with pytest.raises(FileNotFoundError):  # a value named by a path: no lookup
+            inputs.observe("custom", os.fsencode(p + "/real/empty/none"), _no_entry)
+        assert inputs.stat(p + "/l/dev").st_mode & stat.S_IFDIR
+        assert inputs.probe_open(p + "/l/dev", os.O_RDONLY) == 0
     return scope
-
-
-def _asked(scope: ReadOnce) -> list[tuple[object, ...]]:
-    return [name for name, _, _ in inputs.Recheck(scope).others]
 
 
 def test_the_walk_implies_what_it_answers(tmp_path: Path) -> None:
     _tree(tmp_path)
     scope = _read(tmp_path)
     b = os.fsencode(str(tmp_path))
-    assert _asked(scope) == [
-        ("exists", b + b"/real/none"), ("isdir", b + b"/l/dev/f"),
-        ("ltype", b + b"/l/dev/f"), ("lexists", b + b"/real/dev/x"),
-        ("realpath", b + b"/real/dev/x")]
     recheck = inputs.Recheck(scope)
-    assert recheck.recorded["isdir"] == 5 and recheck.recorded["ltype"] == 3
+    assert [name for name, _, _ in recheck.others] == [
+        ("exists", b + b"/real/none"), ("exists", b + b"/real/dangle"),
+        ("exists", b + b"/real/dangle/x"), ("lexists", b + b"/real/dangle"), ("isdir", b + b"/l/dev/f"),
+        ("isdir", b + b"/real/bare"), ("ltype", b + b"/l/dev/f"),
+        ("ltype", b + b"/real/bare"), ("ltype", b + b"/real/dev/x"),
+        ("lexists", b + b"/real/dev/x"), ("realpath", b + b"/real/dev/x"),
+        ("realpath", b + b"/real/dev/f"), ("access", (b + b"/real/empty/none", os.F_OK, False)),
+        ("custom", b + b"/real/empty/none"), ("open", (b + b"/l/dev", os.O_RDONLY))]
+    assert [key for key, _ in recheck.stats] == [b + b"/l/dev"]
+    assert [key for key, _ in recheck.missing] == [b + b"/real/bare/none"]
+    assert recheck.recorded["isdir"] == 7 and recheck.recorded["ltype"] == 5
     recorded = (len(scope.files) + len(scope.links) + len(scope.listings)
                 + len(scope.inputs))
-    assert recheck.count == recorded - 11 and recheck.changed() is None
+    assert recheck.count == recorded - 15 and recheck.changed() is None
 
 
 def _same_elsewhere(root: Path, link: str, where: str) -> None:
@@ -96,8 +127,35 @@ def _dir_to_link(root: Path, name: str) -> None:
     (root / name).symlink_to(os.path.basename(name) + ".moved")
 
 
+def _relink(root: Path, name: str, target: str) -> None:
+    """``name`` (a link) now pointing to ``target``."""
+    (root / name).unlink()
+    (root / name).symlink_to(target)
+
+
+def _file_to_link(root: Path, name: str) -> None:
+    """The file ``name`` now a link to a copy of it: read through, it answers the same."""
+    shutil.copy(root / name, root / (name + "2"))
+    _relink(root, name, os.path.basename(name) + "2")
+
+
+def _link_to_dir(root: Path, name: str) -> None:
+    """The link ``name`` now a copy of the directory it pointed to."""
+    target = (root / name).resolve()
+    (root / name).unlink()
+    shutil.copytree(target, root / name, symlinks=True)
+
+
+def _remove_all(root: Path) -> None:
+    for entry in root.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
 #: each change of the tree (the implied inputs it would change, in words)
-CHANGES: dict[str, Callable[[Path], object]] = {
+CHANGES: dict[str, Callable[[Path], None]] = {
     "none": lambda r: None,
     "the link component retargeted to a copy (realpath)": lambda r: _same_elsewhere(
         r, "l", "real2"),
@@ -108,16 +166,16 @@ CHANGES: dict[str, Callable[[Path], object]] = {
     "the listed directory made a link to itself moved": lambda r: _dir_to_link(
         r, "real/dev/sub"),
     "the file read removed (exists)": lambda r: (r / "real/dev/f").unlink(),
-    "the file read now a link to a copy": lambda r: (
-        shutil.copy(r / "real/dev/f", r / "real/dev/f2"), (r / "real/dev/f").unlink(),
-        (r / "real/dev/f").symlink_to("f2")),
-    "the link l now a directory (lexists, ltype)": lambda r: (
-        (r / "l").unlink(), shutil.copytree(r / "real", r / "l", symlinks=True)),
-    "the tree gone": lambda r: [shutil.rmtree(r / n) if (r / n).is_dir() and not (
-        r / n).is_symlink() else (r / n).unlink() for n in os.listdir(r)],
+    "the file read now a link to a copy": lambda r: _file_to_link(r, "real/dev/f"),
+    "the link l now a directory (lexists, ltype)": lambda r: _link_to_dir(r, "l"),
+    "the tree gone": _remove_all,
     "a missing name created": lambda r: (r / "real/none").mkdir(),
-    "the dangling-free link retargeted": lambda r: ((r / "real/dev/x").unlink(),
-                                                    (r / "real/dev/x").symlink_to("sub")),
+    "the link to a file retargeted": lambda r: _relink(r, "real/dev/x", "sub"),
+    "the dangling link resolves": lambda r: _relink(r, "real/dangle", "dev"),
+    "a file in the listed directory": lambda r: (r / "real/empty/new").touch(),
+    "the listed directory a link to itself moved": lambda r: _dir_to_link(r, "real/empty"),
+    "the bare directory a link to itself moved": lambda r: _dir_to_link(r, "real/bare"),
+    "the bare directory removed": lambda r: (r / "real/bare").rmdir(),
 }
 
 

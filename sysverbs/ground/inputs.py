@@ -205,6 +205,8 @@ def opaque(why: str) -> None:
 _LOOKUPS = frozenset({"stat", "lstat", "ltype", "readlink", "open"})
 #: the inputs whose answer False says no more than that their path is missing
 _BOOLS = frozenset({"exists", "isdir", "lexists"})
+#: the inputs a path walk may answer (:class:`_Walk`)
+_WALKED = frozenset({"realpath", "exists", "isdir", "lexists", "ltype"})
 
 
 class Recheck:
@@ -235,12 +237,14 @@ class Recheck:
       each component (:func:`~sysverbs.ground.sysfs_read.real_dir`, as the kernel walks
       it: a component is a link and where to, or no link, or missing), when every
       component it meets is one of the links asked: ``realpath`` (the walk's end, when
-      it is the recorded answer); ``exists`` and ``isdir`` True, ``lexists`` True and
-      ``ltype`` ``S_IFDIR``, when the path leads to a file read, or a directory above
-      one or listed, that answer as before (a file opens only below directories, and
-      every component of a key is a directory that is no link); ``lexists`` True and
-      ``ltype`` ``S_IFLNK`` when the path's own ``readlink`` is asked and answered a
-      target (only a link has one).
+      it is the recorded answer); ``exists`` True when the path is a file read (its last
+      name as given) or leads to a known directory: one above a file read, or one
+      listed that is no link (a file opens only below directories, and every component
+      of a key is a directory that is no link); ``isdir`` True when it leads to a known
+      directory, ``ltype`` ``S_IFDIR`` when it is one (its last name not followed);
+      ``lexists`` True when it is one, a file read, or a link whose ``readlink`` is
+      asked and answered a target, ``ltype`` ``S_IFLNK`` when it is such a link (only a
+      link has a target).
     """
 
     __slots__ = ("opaque", "links", "listings", "files", "missing", "stats", "lstats",
@@ -382,9 +386,11 @@ class _Walk:
     such while the files read (``read``: their keys) and the listings answer as
     before."""
 
+    #: the last walk met a component whose readlink is not recorded
+    blind: bool
+
     def __init__(self, reads: ReadOnce, read: list[bytes]) -> None:
         self.links = reads.links
-        self.blind = False  # the walk met a component not recorded
         self.read = frozenset(read)
         self.known: set[bytes] = set()
         for key in read:
@@ -398,7 +404,7 @@ class _Walk:
     def _above(self, path: bytes) -> None:
         """``path``'s directory and those above it: directories."""
         d = path.rpartition(b"/")[0]
-        while d and d not in self.known:
+        while d not in self.known:  # (up to b"", above the root: no path's)
             self.known.add(d)
             d = d.rpartition(b"/")[0]
 
@@ -412,7 +418,7 @@ class _Walk:
     def implies(self, kind: str, path: bytes, value: object) -> bool:
         """Whether the answer ``value`` of the input (``kind``, ``path``) follows from
         the walk of ``path`` and the records it meets."""
-        if kind not in ("realpath", "exists", "isdir", "lexists", "ltype") or b"\0" in path:
+        if kind not in _WALKED:
             return False
         self.blind = False
         dirs: dict[bytes, bytes] = {}  # (this walk's: a blind one is not cached)
@@ -427,7 +433,7 @@ class _Walk:
                 return False
             if kind == "realpath":
                 return end == value
-            return value is True and (end in self.known or kind == "exists" and end in self.read)
+            return value is True and end in self.known
         link = self.links.get(key)
         if kind == "lexists":
             return value is True and (isinstance(link, bytes) or key in self.known
