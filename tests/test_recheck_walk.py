@@ -97,8 +97,8 @@ def test_the_walk_implies_what_it_answers(tmp_path: Path) -> None:
     recheck = inputs.Recheck(scope)
     assert [name for name, _, _ in recheck.others] == [
         ("exists", b + b"/real/none"), ("exists", b + b"/real/dangle"),
-        ("exists", b + b"/real/dangle/x"), ("lexists", b + b"/real/dangle"), ("isdir", b + b"/l/dev/f"),
-        ("isdir", b + b"/real/bare"), ("ltype", b + b"/l/dev/f"),
+        ("exists", b + b"/real/dangle/x"), ("lexists", b + b"/real/dangle"),
+        ("isdir", b + b"/l/dev/f"), ("isdir", b + b"/real/bare"), ("ltype", b + b"/l/dev/f"),
         ("ltype", b + b"/real/bare"), ("ltype", b + b"/real/dev/x"),
         ("lexists", b + b"/real/dev/x"), ("realpath", b + b"/real/dev/x"),
         ("realpath", b + b"/real/dev/f"), ("access", (b + b"/real/empty/none", os.F_OK, False)),
