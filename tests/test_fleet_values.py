@@ -449,6 +449,34 @@ def test_detail_is_off_unless_asked(tree: testing.FakeHost) -> None:
         server.close()
 
 
+@pytest.mark.parametrize("detail", [False, True])
+def test_pages_write_with_their_own_detail(tree: testing.FakeHost, tmp_path: Path,
+                                           detail: bool) -> None:
+    """``pages`` write with the detail they were made with: the same page as without
+    them; a ``detail`` given other than theirs is a UsageError at every entry point
+    (and one equal to theirs is no error)."""
+    from sysverbs.ground.errors import UsageError
+
+    facts = facts_of(tree)
+    pages = metrics.Pages(detail)
+    assert pages.detail is detail
+    page = metrics.render(facts, detail)
+    assert metrics.render(facts, pages=pages) == page
+    assert metrics.render(facts, detail, pages) == page
+    assert metrics.exposition("text/plain", detail, pages)[1](facts) == page
+    path = metrics.write_textfile(str(tmp_path), facts, detail=detail, pages=pages)
+    assert Path(path).read_bytes() == page
+    other = not detail
+    with pytest.raises(UsageError, match=f"detail={other} with pages made with "
+                                         f"detail={detail}"):
+        metrics.render(facts, other, pages)
+    with pytest.raises(UsageError):
+        metrics.exposition("text/plain", other, pages)
+    with pytest.raises(UsageError):
+        metrics.write_textfile(str(tmp_path), facts, detail=other, pages=pages)
+    assert Path(path).read_bytes() == page  # nothing written
+
+
 _CHILD = """
 import sys
 import sysverbs.placement as placement

@@ -38,6 +38,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
+from ..ground.errors import UsageError
 from ..rank.netplugin import TRANSPORTS
 from .facts import COLLECTORS, DEVICE_REASONS, GID_TYPES, HOST_REASONS, HostFacts, nvml_bus_id
 from .files import replace_file
@@ -397,6 +398,11 @@ class Pages:
         self._last: Optional[HostFacts] = None  # the last snapshot, its durations 0
         self._heads: dict[str, bytes] = {}  # content type -> the page before the durations
 
+    @property
+    def detail(self) -> bool:
+        """Whether the pages carry :func:`families`' per-series detail."""
+        return self._detail
+
     def page(self, facts: HostFacts, content_type: str,
              encoder: Callable[[CollectorRegistry], bytes]) -> bytes:
         """``facts`` written by ``encoder``, the writer of ``content_type`` (the format's
@@ -427,34 +433,50 @@ def registry(collect_facts: Callable[[], HostFacts],
     return reg
 
 
-def render(facts: HostFacts, detail: bool = False, pages: Optional[Pages] = None) -> bytes:
+def _detail(detail: Optional[bool], pages: Optional[Pages]) -> bool:
+    """The ``detail`` of a page: the one given, else that of ``pages``, else False; a
+    ``detail`` given other than that of the ``pages`` given is a
+    :class:`~sysverbs.ground.errors.UsageError`."""
+    if pages is None:
+        return bool(detail)
+    if detail is not None and detail != pages.detail:
+        raise UsageError(f"detail={detail!r} with pages made with detail={pages.detail!r}: "
+                         "a page has the detail of the Pages that write it")
+    return pages.detail
+
+
+def render(facts: HostFacts, detail: Optional[bool] = None, pages: Optional[Pages] = None
+           ) -> bytes:
     """The text exposition (format 0.0.4, :data:`CONTENT_TYPE`) of ``facts``
-    (``detail``: :func:`families`'; ``pages``: written by them, whose ``detail`` counts)."""
+    (``detail``: :func:`families`', False unless given; ``pages``: written by them, with
+    their ``detail``)."""
     from prometheus_client import generate_latest
 
+    detail = _detail(detail, pages)
     if pages is not None:
         return pages.page(facts, CONTENT_TYPE, generate_latest)
     return generate_latest(registry(lambda: facts, detail=detail))
 
 
 def write_textfile(directory: str, facts: HostFacts, name: str = TEXTFILE_NAME,
-                   detail: bool = False, pages: Optional[Pages] = None) -> str:
-    """Write ``render(facts)`` to ``directory/name`` (default ``sysverbs.prom``) for
-    node_exporter's textfile collector, atomically and readable by its user
-    (:func:`sysverbs.fleet.files.replace_file`).  Returns the path."""
+                   detail: Optional[bool] = None, pages: Optional[Pages] = None) -> str:
+    """Write ``render(facts, detail, pages)`` to ``directory/name`` (default
+    ``sysverbs.prom``) for node_exporter's textfile collector, atomically and readable by
+    its user (:func:`sysverbs.fleet.files.replace_file`).  Returns the path."""
     if not name.endswith(".prom"):
         raise ValueError(f"the textfile collector reads *.prom files only, not {name!r}")
     return replace_file(directory, name, render(facts, detail, pages))
 
 
-def exposition(accept: str, detail: bool = False, pages: Optional[Pages] = None
+def exposition(accept: str, detail: Optional[bool] = None, pages: Optional[Pages] = None
                ) -> tuple[str, Callable[[HostFacts], bytes]]:
     """The format a client's ``Accept`` header asks for, as prometheus_client chooses it
     (OpenMetrics for Prometheus, else text 0.0.4): its content type and the page of a
-    snapshot in it (``pages``: written by them, whose ``detail`` counts)."""
+    snapshot in it (``detail`` and ``pages`` as for :func:`render`)."""
     from prometheus_client.exposition import choose_encoder
 
     encoder, content_type = choose_encoder(accept)
+    detail = _detail(detail, pages)
     if pages is not None:
         return content_type, partial(pages.page, content_type=content_type, encoder=encoder)
     return content_type, lambda facts: encoder(registry(lambda: facts, detail=detail))
