@@ -5,7 +5,9 @@ bytes or errno), each directory it listed and each link it resolved to know a fi
 The other system calls a host's answer depends on go through the functions here:
 ``stat``, ``lstat``, ``access``, ``readlink``, ``realpath``, an open that is only a probe
 (:func:`probe_open`), and any other value the process asks for (:func:`observe`: an
-rlimit, the user's home directory...).  Outside a scope each is the plain call.
+rlimit, the user's home directory...); ``exists``, ``isdir``, ``lexists`` and ``ltype``
+record only what their caller uses (a bool, a file type), not a whole ``stat``.
+Outside a scope each is the plain call.
 Inside one, each is asked once, its answer (or errno) is recorded with how to ask again,
 and every later call of the scope gets the same answer: every part of one answer sees
 one host.  An input that cannot be recorded (a netlink answer) marks the scope
@@ -35,8 +37,7 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 __all__ = ["observe", "stat", "lstat", "exists", "isdir", "lexists", "ltype", "access",
-           "readlink",
-           "realpath", "probe_open", "opaque", "changed", "Recheck", "stat_fields"]
+           "readlink", "realpath", "probe_open", "opaque", "changed", "Recheck", "stat_fields"]
 
 
 def stat_fields(st: os.stat_result) -> tuple[int, ...]:
