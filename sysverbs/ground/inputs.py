@@ -99,37 +99,22 @@ def lstat(path: PathArg) -> os.stat_result:
     return observe("lstat", p, lambda: os.lstat(p))
 
 
-def _exists(path: bytes, follow: bool = True) -> bool:
-    try:
-        os.stat(path, follow_symlinks=follow)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def _isdir(path: bytes) -> bool:
-    try:
-        return stat_mod.S_ISDIR(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
 def exists(path: PathArg) -> bool:
     """``os.path.exists``, an input (:func:`observe`) whose answer is the bool alone."""
     p = _bytes(path)
-    return observe("exists", p, lambda: _exists(p))
+    return observe("exists", p, lambda: os.path.exists(p))
 
 
 def isdir(path: PathArg) -> bool:
     """``os.path.isdir``, an input whose answer is the bool alone."""
     p = _bytes(path)
-    return observe("isdir", p, lambda: _isdir(p))
+    return observe("isdir", p, lambda: os.path.isdir(p))
 
 
 def lexists(path: PathArg) -> bool:
     """``os.path.lexists``, an input whose answer is the bool alone."""
     p = _bytes(path)
-    return observe("lexists", p, lambda: _exists(p, False))
+    return observe("lexists", p, lambda: os.path.lexists(p))
 
 
 def ltype(path: PathArg) -> int:
